@@ -1,0 +1,402 @@
+"""Building the transformation graph of a function (paper §5.1).
+
+Steps: find the model call (the sink), find the concatenation closest to it
+(the commutative node), take each of its entries as the root of an IFV, and
+split the other statements by the paper's three rules into preprocessing and
+one feature generator per IFV. The executor runs preprocessing once, then
+each generator in its own namespace, then the combine step; the checks at
+the end make sure that order gives every statement the same values as the
+original order, moving generators into preprocessing where it would not.
+"""
+
+import ast
+import copy
+from dataclasses import dataclass
+
+import pandas as pd
+
+from willump.graph.graph import PLACEHOLDER, IFV, Combiner, ModelNode, TransformationGraph
+from willump.graph.recognize import Resolver, concatenation_calls, model_call
+from willump.graph.source import FunctionSource
+from willump.graph.statements import Statement, analyze_statement, names_read, walk_scope
+
+PARAMETER = -1  # the definition index of a value the function received as an argument
+_DYNAMIC_SCOPE = {"locals", "vars", "eval", "exec", "super", "__class__"}
+
+
+@dataclass
+class Plan:
+    """The graph plus what code generation needs to run it."""
+
+    graph: TransformationGraph
+    local_names: frozenset  # every name local to the original function
+    possibly_unbound: frozenset  # local names that may have no value when read
+    tail_nodes: list  # tail statements' AST, the combine step rewritten to read the IFVs
+    container: type | None = None  # list or tuple: how the IFV entries were written
+    placeholder: ast.expr | None = None
+
+
+def build_plan(source: FunctionSource) -> Plan:
+    definition = source.definition
+    parameters = _parameters(definition.args)
+    graph = TransformationGraph(definition.name, parameters, [])
+    plan = Plan(graph, frozenset(parameters), frozenset(), [])
+    obstacle = _whole_function_obstacle(definition)
+    if obstacle:
+        return _unmodified(plan, *obstacle)
+
+    body = definition.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    statements = [analyze_statement(i, node) for i, node in enumerate(body)]
+    graph.statements = statements
+    graph.notes = [f"line {s.lineno}: {s.opaque}" for s in statements if s.opaque]
+    last = statements[-1] if statements else None
+    if last is None or not isinstance(last.node, ast.Return) or last.node.value is None:
+        line = last.lineno if last else definition.lineno
+        return _unmodified(plan, line, "the function does not end with 'return <prediction>'")
+
+    flow = _DataFlow(statements, parameters)
+    plan.local_names = frozenset(flow.local_names)
+    plan.possibly_unbound = flow.possibly_unbound()
+
+    model = _find_model(statements, flow)
+    if model is None:
+        return _unmodified(
+            plan,
+            last.lineno,
+            "no call to .predict, .predict_proba or .decision_function was found in the returned value",
+        )
+    graph.model = model
+    resolver = Resolver(source.func, definition)
+    holder, container, kind = _find_combiner(statements, flow, model, resolver, graph.notes)
+    if holder is None:
+        holder, container, kind = model.statement, model.call.args[0], "identity"
+        elements = [container]
+        placeholder = ast.Subscript(ast.Name(PLACEHOLDER, ast.Load()), ast.Constant(0), ast.Load())
+    else:
+        elements = list(container.elts)
+        placeholder = ast.Name(PLACEHOLDER, ast.Load())
+        plan.container = tuple if isinstance(container, ast.Tuple) else list
+    plan.placeholder = placeholder
+    graph.combiner = Combiner(kind, holder)
+
+    tail = flow.descendants({holder.index})
+    rewritten = {holder.index: _replace(holder.node, container, placeholder)}
+    tail_reads = {
+        i: (names_read(rewritten[i]) - {PLACEHOLDER} if i in rewritten else statements[i].reads) & flow.local_names
+        for i in tail
+    }
+    plan.tail_nodes = [rewritten.get(i, statements[i].node) for i in sorted(tail)]
+
+    root_reads = [names_read(e) & flow.local_names for e in elements]
+    root_defs = [flow.definitions(holder.index, reads) for reads in root_reads]
+    root_ancestors = [flow.ancestors(defs) for defs in root_defs]
+    tail_defs = set()
+    for i in tail:
+        tail_defs |= flow.definitions(i, tail_reads[i])
+    tail_defs -= tail
+
+    # The paper's rules: an ancestor of exactly one IFV belongs to its generator;
+    # an ancestor of several is preprocessing. Statements the combine step reads
+    # directly, statements with side effects and dead code are preprocessing too.
+    users = {i: sum(i in a for a in root_ancestors) for i in range(len(statements)) if i not in tail}
+    seeds = tail_defs | {i for i, n in users.items() if n != 1 or statements[i].side_effects}
+    preprocessing = flow.ancestors(seeds) | seeds
+    generators = [sorted(a - preprocessing) for a in root_ancestors]
+
+    problem = _separate_safely(flow, preprocessing, generators, root_reads, holder.index)
+    if problem is None:
+        problem = _tail_problem(flow, preprocessing, sorted(tail), tail_reads)
+    if problem:
+        return _unmodified(plan, *problem)
+
+    graph.preprocessing = [statements[i] for i in sorted(preprocessing)]
+    graph.tail = [statements[i] for i in sorted(tail)]
+    names = _ifv_names(elements, root_reads, generators, statements)
+    for index, element in enumerate(elements):
+        involved = [statements[i].node for i in sorted(root_ancestors[index])] + [element]
+        graph.ifvs.append(
+            IFV(
+                index=index,
+                name=names[index],
+                expression=element,
+                generator=[statements[i] for i in generators[index]],
+                inputs=tuple(p for p in parameters if any(p in names_read(n) for n in involved)),
+                columns=_columns_read(involved, parameters),
+            )
+        )
+    return plan
+
+
+def _unmodified(plan: Plan, line: int, reason: str) -> Plan:
+    plan.graph.unmodified_reason = f"line {line}: {reason}"
+    return plan
+
+
+def _parameters(args: ast.arguments) -> tuple[str, ...]:
+    names = [a.arg for a in args.posonlyargs + args.args]
+    if args.vararg:
+        names.append(args.vararg.arg)
+    names += [a.arg for a in args.kwonlyargs]
+    if args.kwarg:
+        names.append(args.kwarg.arg)
+    return tuple(names)
+
+
+def _whole_function_obstacle(definition: ast.AST) -> tuple[int, str] | None:
+    """A construct that keeps the whole function from being split, with its line."""
+    if isinstance(definition, ast.AsyncFunctionDef):
+        return definition.lineno, "async functions are not optimized"
+    args = definition.args
+    if args.vararg or args.kwarg:
+        return definition.lineno, "star-arguments (*args / **kwargs) in the signature"
+    last = definition.body[-1] if definition.body else None
+    for node in ast.walk(definition):
+        if node is definition:
+            continue
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            keyword = "global" if isinstance(node, ast.Global) else "nonlocal"
+            return node.lineno, f"'{keyword} {', '.join(node.names)}' rebinds names outside the function"
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return node.lineno, f"nested definition of {node.name!r}"
+        if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await)):
+            return node.lineno, "generator and coroutine functions are not optimized"
+        if isinstance(node, ast.Return) and node is not last:
+            return node.lineno, "an early return (a 'return' that is not the last statement)"
+        if isinstance(node, ast.Name) and node.id in _DYNAMIC_SCOPE:
+            return node.lineno, f"'{node.id}' reads or changes the function's scope dynamically"
+    return None
+
+
+class _DataFlow:
+    """Reaching definitions over the body, one statement at a time."""
+
+    def __init__(self, statements: list[Statement], parameters: tuple[str, ...]):
+        self.statements = statements
+        self.parameters = parameters
+        self.local_names = set(parameters)
+        for s in statements:
+            self.local_names |= s.writes
+        self.reaching: list[dict[str, int]] = []  # name -> defining statement, before each statement
+        current = {p: PARAMETER for p in parameters}
+        for s in statements:
+            self.reaching.append(dict(current))
+            for name in s.writes:
+                current[name] = s.index
+        self.deps = [self.definitions(s.index, s.reads) for s in statements]
+
+    def definitions(self, index: int, names) -> set[int]:
+        """Statements whose values the names have when statement ``index`` runs."""
+        before = self.reaching[index]
+        return {before[n] for n in names if before.get(n, PARAMETER) != PARAMETER}
+
+    def ancestors(self, start: set[int]) -> set[int]:
+        seen, pending = set(start), list(start)
+        while pending:
+            for d in self.deps[pending.pop()]:
+                if d not in seen:
+                    seen.add(d)
+                    pending.append(d)
+        return seen
+
+    def descendants(self, start: set[int]) -> set[int]:
+        found = set(start)
+        for s in self.statements:
+            if s.index not in found and self.deps[s.index] & found:
+                found.add(s.index)
+        return found
+
+    def possibly_unbound(self) -> frozenset:
+        """Local names that some read may find without a value."""
+        names = set()
+        for s in self.statements:
+            names |= s.maybe_writes
+            names |= {n for n in s.reads & self.local_names if n not in self.reaching[s.index]}
+        return frozenset(names)
+
+
+def _find_model(statements: list[Statement], flow: _DataFlow) -> ModelNode | None:
+    returned = statements[-1]
+    call = model_call(returned.node.value)
+    holder = returned
+    if call is None and isinstance(returned.node.value, ast.Name):
+        index = flow.reaching[returned.index].get(returned.node.value.id, PARAMETER)
+        if index != PARAMETER and isinstance(statements[index].node, (ast.Assign, ast.AnnAssign)):
+            holder = statements[index]
+            call = model_call(holder.node.value)
+    if call is None:
+        return None
+    return ModelNode(holder, call.func.attr, call.func.value, call)
+
+
+def _find_combiner(statements, flow, model, resolver, notes):
+    """(statement holding the IFV entries, the list/tuple of entries, kind) closest to the model."""
+    order, seen = [model.statement.index], {model.statement.index}
+    for index in order:  # breadth-first from the model towards the inputs
+        for d in sorted(flow.deps[index], reverse=True):
+            if d not in seen:
+                seen.add(d)
+                order.append(d)
+    for index in order:
+        statement = statements[index]
+        if statement.opaque:
+            continue
+        tree = model.call.args[0] if statement is model.statement else statement.node
+        for call, kind in concatenation_calls(tree, resolver):
+            container = _entries_argument(call)
+            holder = statement
+            if isinstance(container, ast.Name):
+                holder, container = _list_definition(statements, flow, index, container.id)
+            if not isinstance(container, (ast.List, ast.Tuple)) or any(
+                isinstance(e, ast.Starred) for e in container.elts
+            ):
+                notes.append(
+                    f"line {statement.lineno}: the blocks joined by {kind} are not written out as a "
+                    "list, so they form a single feature vector"
+                )
+                return None, None, None
+            return holder, container, kind
+    return None, None, None
+
+
+def _entries_argument(call: ast.Call) -> ast.expr | None:
+    if call.args:
+        return call.args[0]
+    return next((k.value for k in call.keywords if k.arg in ("objs", "blocks", "tup")), None)
+
+
+def _list_definition(statements, flow, index, name):
+    definition = flow.reaching[index].get(name, PARAMETER)
+    if definition != PARAMETER:
+        node = statements[definition].node
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, (ast.List, ast.Tuple))
+        ):
+            return statements[definition], node.value
+    return statements[index], None
+
+
+def _replace(tree: ast.AST, old: ast.AST, new: ast.AST) -> ast.AST:
+    """A copy of ``tree`` with the node ``old`` replaced by ``new``."""
+    position = (type(old), old.lineno, old.col_offset, old.end_lineno, old.end_col_offset)
+
+    class Replacer(ast.NodeTransformer):
+        def visit(self, node):
+            if (
+                type(node),
+                getattr(node, "lineno", None),
+                getattr(node, "col_offset", None),
+                getattr(node, "end_lineno", None),
+                getattr(node, "end_col_offset", None),
+            ) == position:
+                return ast.copy_location(copy.deepcopy(new), node)
+            return self.generic_visit(node)
+
+    return ast.fix_missing_locations(Replacer().visit(copy.deepcopy(tree)))
+
+
+def _separate_safely(flow, preprocessing, generators, root_reads, holder):
+    """Move generators into preprocessing until every read sees its original value.
+
+    Preprocessing runs in source order, then each generator on a copy of its
+    namespace. A generator reading a name that a later preprocessing statement
+    rebinds would see the wrong value: running it inside preprocessing, in
+    source order, fixes that. Returns a problem (line, reason) if none is left.
+    """
+    while True:
+        final = _last_writers(flow, preprocessing)
+        for g, generator in enumerate(generators):
+            if generator and not _generator_sees_originals(flow, final, generator, root_reads[g], holder):
+                preprocessing |= set(generator)
+                generator.clear()
+                break
+        else:
+            break
+    final = _last_writers(flow, preprocessing)
+    for generator, reads in zip(generators, root_reads):
+        if not _generator_sees_originals(flow, final, generator, reads, holder):
+            name = next(n for n in sorted(reads) if final.get(n) != flow.reaching[holder].get(n))
+            return flow.statements[holder].lineno, _rebinding_reason(name, final.get(name), flow)
+    return None
+
+
+def _generator_sees_originals(flow, final, generator, root_reads, holder) -> bool:
+    def seen(name, before):
+        own = [i for i in generator if i < before and name in flow.statements[i].writes]
+        return own[-1] if own else final.get(name)
+
+    for i in generator:
+        for name in flow.statements[i].reads & flow.local_names:
+            if seen(name, i) != flow.reaching[i].get(name):
+                return False
+    return all(seen(name, holder) == flow.reaching[holder].get(name) for name in root_reads)
+
+
+def _tail_problem(flow, preprocessing, tail, tail_reads):
+    final = _last_writers(flow, preprocessing)
+    for i in tail:
+        for name in tail_reads[i]:
+            own = [j for j in tail if j < i and name in flow.statements[j].writes]
+            if (own[-1] if own else final.get(name)) != flow.reaching[i].get(name):
+                return flow.statements[i].lineno, _rebinding_reason(name, final.get(name), flow)
+    return None
+
+
+def _last_writers(flow, preprocessing) -> dict[str, int]:
+    final = {p: PARAMETER for p in flow.parameters}
+    for i in sorted(preprocessing):
+        for name in flow.statements[i].writes:
+            final[name] = i
+    return final
+
+
+def _rebinding_reason(name, writer, flow) -> str:
+    where = f" on line {flow.statements[writer].lineno}" if writer not in (None, PARAMETER) else ""
+    return f"variable {name!r} is rebound{where} after a feature reads it, so features cannot be computed separately"
+
+
+def _ifv_names(elements, root_reads, generators, statements) -> list[str]:
+    names = []
+    for element, reads, generator in zip(elements, root_reads, generators):
+        if isinstance(element, ast.Name):
+            name = element.id
+        else:
+            produced = [n for i in generator for n in sorted(statements[i].writes) if n in reads]
+            candidates = produced or sorted(reads)
+            name = candidates[-1] if candidates else ast.unparse(element)
+        if len(name) > 40:
+            name = name[:37] + "..."
+        names.append(name)
+    # Make the names unique, keeping the first one of each as it is.
+    counts: dict[str, int] = {}
+    unique = []
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+        unique.append(name if counts[name] == 1 else f"{name}#{counts[name]}")
+    return unique
+
+
+def _columns_read(trees, parameters) -> tuple[str, ...]:
+    """Columns of the function's parameters read by ``df["c"]``, ``df[["a", "b"]]`` or ``df.c``."""
+    columns = []
+    for tree in trees:
+        for node in walk_scope(tree):
+            if isinstance(node, ast.Subscript) and _is_parameter(node.value, parameters):
+                key = node.slice
+                keys = key.elts if isinstance(key, (ast.List, ast.Tuple)) else [key]
+                columns += [k.value for k in keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+            elif (
+                isinstance(node, ast.Attribute)
+                and _is_parameter(node.value, parameters)
+                and not hasattr(pd.DataFrame, node.attr)
+            ):
+                columns.append(node.attr)
+    return tuple(dict.fromkeys(columns))
+
+
+def _is_parameter(node, parameters) -> bool:
+    return isinstance(node, ast.Name) and node.id in parameters

@@ -1,0 +1,91 @@
+"""Reading a function's source into an AST whose positions match the file.
+
+Line and column numbers are shifted back to where the code stands in its file
+(or notebook cell), so that code generated from these nodes raises exceptions
+whose tracebacks point at the user's own lines.
+"""
+
+import ast
+import inspect
+import textwrap
+import types
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FunctionSource:
+    """The parsed definition of a user function."""
+
+    func: types.FunctionType
+    definition: ast.FunctionDef
+    filename: str
+    lines: tuple[str, ...]  # the file's lines, for printing statements
+
+    def line(self, lineno: int) -> str:
+        """The text of one line of the file, stripped."""
+        if 1 <= lineno <= len(self.lines):
+            return self.lines[lineno - 1].strip()
+        return ""
+
+
+def read_function(func) -> FunctionSource:
+    """Parse ``func``'s definition; raise TypeError when it cannot be read."""
+    if isinstance(func, (types.BuiltinFunctionType, types.MethodWrapperType)) or not isinstance(
+        func, types.FunctionType
+    ):
+        raise TypeError(
+            f"willump.optimize needs a Python function defined with 'def'; got {func!r} "
+            f"of type {type(func).__name__}"
+        )
+    if func.__name__ == "<lambda>":
+        raise TypeError(
+            "willump.optimize cannot optimize a lambda: define the pipeline with 'def' "
+            "so that each statement can become a graph node"
+        )
+    try:
+        source_lines, first_line = inspect.getsourcelines(func)
+    except (OSError, TypeError) as exc:
+        raise TypeError(
+            f"willump.optimize cannot read the source of {func.__qualname__!r} ({exc}); "
+            "define it in a file or a notebook cell, not with exec() or in an interactive "
+            "prompt without source"
+        ) from None
+    text = "".join(source_lines)
+    dedented = textwrap.dedent(text)
+    indent = _indent_removed(text, dedented)
+    try:
+        module = ast.parse(dedented)
+    except SyntaxError as exc:
+        raise TypeError(f"willump.optimize cannot parse the source of {func.__qualname__!r}: {exc}") from None
+    definition = next(
+        (node for node in module.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))),
+        None,
+    )
+    if definition is None or definition.name != func.__name__:
+        raise TypeError(
+            f"willump.optimize cannot find the definition of {func.__qualname__!r} in its source"
+        )
+    _shift_positions(definition, first_line - 1, indent)
+    filename = inspect.getsourcefile(func) or func.__code__.co_filename
+    import linecache
+
+    file_lines = tuple(linecache.getlines(filename)) or tuple(source_lines)
+    return FunctionSource(func, definition, filename, file_lines)
+
+
+def _indent_removed(text: str, dedented: str) -> int:
+    for original, stripped in zip(text.splitlines(), dedented.splitlines()):
+        if stripped.strip():
+            return len(original) - len(stripped)
+    return 0
+
+
+def _shift_positions(tree: ast.AST, line_offset: int, column_offset: int) -> None:
+    for node in ast.walk(tree):
+        if "lineno" in node._attributes:
+            if getattr(node, "lineno", None) is not None:
+                node.lineno += line_offset
+                node.col_offset += column_offset
+            if getattr(node, "end_lineno", None) is not None:
+                node.end_lineno += line_offset
+                node.end_col_offset += column_offset
