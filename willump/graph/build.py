@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from willump.graph.graph import PLACEHOLDER, IFV, Combiner, ModelNode, TransformationGraph
+from willump.graph.joins import HELPERS, JOIN_ASSEMBLE, find_join_chain
 from willump.graph.recognize import Resolver, concatenation_calls, model_call
 from willump.graph.source import FunctionSource
 from willump.graph.statements import Statement, analyze_statement, names_read, walk_scope
@@ -34,6 +35,7 @@ class Plan:
     tail_nodes: list  # tail statements' AST, the combine step rewritten to read the IFVs
     container: type | None = None  # list or tuple: how the IFV entries were written
     placeholder: ast.expr | None = None
+    helpers: tuple[str, ...] = ()  # runtime helpers the rewritten code calls, passed as locals
 
 
 def build_plan(source: FunctionSource) -> Plan:
@@ -67,9 +69,23 @@ def build_plan(source: FunctionSource) -> Plan:
             last.lineno,
             "no call to .predict, .predict_proba or .decision_function was found in the returned value",
         )
-    graph.model = model
     resolver = Resolver(source.func, definition)
     holder, container, kind = _find_combiner(statements, flow, model, resolver, graph.notes)
+    chain = None if holder else find_join_chain(statements, flow, model, resolver, PARAMETER)
+    if chain:
+        # Continue on the body rewritten to compute each joined table's columns separately.
+        statements = [analyze_statement(i, node) for i, node in enumerate(chain.body)]
+        for statement, original in zip(statements, chain.sources):
+            statement.display = graph.statements[original].source
+        flow = _DataFlow(statements, parameters + HELPERS)
+        model = _find_model(statements, flow)
+        holder, kind = statements[chain.holder_position], "left joins"
+        container = next(
+            n.args[0] for n in ast.walk(holder.node) if isinstance(n, ast.Call) and _calls(n, JOIN_ASSEMBLE)
+        )
+        plan.local_names = frozenset(flow.local_names)
+        plan.helpers = HELPERS
+    graph.model = model
     if holder is None:
         holder, container, kind = model.statement, model.call.args[0], "identity"
         elements = [container]
@@ -113,7 +129,8 @@ def build_plan(source: FunctionSource) -> Plan:
 
     graph.preprocessing = [statements[i] for i in sorted(preprocessing)]
     graph.tail = [statements[i] for i in sorted(tail)]
-    names = _ifv_names(elements, root_reads, generators, statements)
+    names = chain.names if chain else _ifv_names(elements, root_reads, generators, statements)
+    originals = graph.statements
     for index, element in enumerate(elements):
         involved = [statements[i].node for i in sorted(root_ancestors[index])] + [element]
         graph.ifvs.append(
@@ -124,9 +141,15 @@ def build_plan(source: FunctionSource) -> Plan:
                 generator=[statements[i] for i in generators[index]],
                 inputs=tuple(p for p in parameters if any(p in names_read(n) for n in involved)),
                 columns=_columns_read(involved, parameters),
+                origin=[originals[i] for i in chain.origins[index]] if chain else None,
+                description=chain.descriptions[index] if chain else None,
             )
         )
     return plan
+
+
+def _calls(call: ast.Call, name: str) -> bool:
+    return isinstance(call.func, ast.Name) and call.func.id == name
 
 
 def _unmodified(plan: Plan, line: int, reason: str) -> Plan:

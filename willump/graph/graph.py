@@ -18,10 +18,14 @@ class IFV:
     generator: list[Statement]  # statements only this IFV needs, in source order
     inputs: tuple[str, ...]  # function parameters it reads, directly or via preprocessing
     columns: tuple[str, ...]  # columns of those parameters it reads
+    origin: list[Statement] | None = None  # user statements it stands for, when rewritten
+    description: str | None = None  # what the feature vector is, when rewritten
 
     @property
     def statements(self) -> list[str]:
         """Source of the generator's statements, then of the IFV's entry."""
+        if self.origin is not None:
+            return [s.source for s in self.origin]
         lines = [s.source for s in self.generator]
         expression = ast.unparse(self.expression)
         if not lines or expression != self.name:
@@ -79,8 +83,12 @@ class TransformationGraph:
         for ifv in self.ifvs:
             reads = ", ".join(ifv.columns) if ifv.columns else ", ".join(ifv.inputs) or "nothing"
             out.append(f"IFV {ifv.index} {ifv.name!r} (reads {reads}):")
-            out += _statement_lines(ifv.generator)
-            out.append(f"    feature vector: {ast.unparse(ifv.expression)}")
+            if ifv.origin is not None:
+                out += _statement_lines(ifv.origin)
+                out.append(f"    feature vector: {ifv.description}")
+            else:
+                out += _statement_lines(ifv.generator)
+                out.append(f"    feature vector: {ast.unparse(ifv.expression)}")
         combine = self.combiner.statement
         out.append(f"combine ({self.combiner.kind}), line {combine.lineno}:")
         out += _statement_lines([s for s in self.tail if s is not self.model.statement])

@@ -28,6 +28,7 @@ class Statement:
     opaque: str | None = None  # why the statement is not understood, if it is not
     side_effects: bool = False  # must run on every call, in order: never skipped
     maybe_writes: set[str] = field(default_factory=set)  # writes that may not happen
+    display: str | None = None  # the user's code, when ``node`` is a rewrite of it
 
     @property
     def lineno(self) -> int:
@@ -35,7 +36,7 @@ class Statement:
 
     @property
     def source(self) -> str:
-        return ast.unparse(self.node)
+        return self.display if self.display is not None else ast.unparse(self.node)
 
 
 def walk_scope(tree: ast.AST):

@@ -7,10 +7,14 @@ code: cascades and caches are built on these three calls.
 
 from willump.graph.build import Plan
 from willump.graph.graph import PLACEHOLDER
+from willump.graph.joins import JOIN_ASSEMBLE, JOIN_BASE, JOIN_PART
 from willump.graph.source import FunctionSource
 from willump.graph.statements import names_read
 from willump.runtime.codegen import UNBOUND, compile_binder, compile_block
+from willump.runtime.joins import NotSeparable, join_assemble, join_base, join_part
 from willump.runtime.rows import take_argument_rows
+
+_HELPERS = {JOIN_BASE: join_base, JOIN_PART: join_part, JOIN_ASSEMBLE: join_assemble}
 
 
 class GraphExecutor:
@@ -21,10 +25,12 @@ class GraphExecutor:
         func, filename = source.func, source.filename
         self.graph = graph
         self._bind, self.parameters = compile_binder(func, source.definition, filename)
+        self._func = func
+        self._helpers = [_HELPERS[name] for name in plan.helpers]
         self._preprocess = compile_block(
             func,
             filename,
-            list(self.parameters),
+            list(self.parameters) + list(plan.helpers),
             [s.node for s in graph.preprocessing],
             None,
             plan.possibly_unbound,
@@ -49,8 +55,12 @@ class GraphExecutor:
         self._container = plan.container or list
 
     def __call__(self, *args, **kwargs):
-        env = self.preprocess(self.arguments(args, kwargs))
-        return self.combine(env, [self.compute(env, i) for i in range(len(self._generators))])
+        arguments = self.arguments(args, kwargs)
+        try:
+            env = self.preprocess(arguments)
+            return self.combine(env, [self.compute(env, i) for i in range(len(self._generators))])
+        except NotSeparable:
+            return self._func(*args, **kwargs)
 
     def arguments(self, args: tuple, kwargs: dict) -> dict:
         """The call's arguments by parameter name, defaults filled in (TypeError as the original)."""
@@ -58,7 +68,7 @@ class GraphExecutor:
 
     def preprocess(self, arguments: dict) -> dict:
         """Run the preprocessing statements; returns the namespace the generators read."""
-        return self._preprocess(*[arguments[p] for p in self.parameters])
+        return self._preprocess(*[arguments[p] for p in self.parameters], *self._helpers)
 
     def compute(self, env: dict, index: int):
         """The value of IFV ``index``, computed by its generator from ``env``."""
