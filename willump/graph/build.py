@@ -405,20 +405,24 @@ def _ifv_names(elements, root_reads, generators, statements) -> list[str]:
 
 def _columns_read(trees, parameters) -> tuple[str, ...]:
     """Columns of the function's parameters read by ``df["c"]``, ``df[["a", "b"]]`` or ``df.c``."""
-    columns = []
+    found = []  # (line, column, name): reported in source order
     for tree in trees:
         for node in walk_scope(tree):
             if isinstance(node, ast.Subscript) and _is_parameter(node.value, parameters):
                 key = node.slice
                 keys = key.elts if isinstance(key, (ast.List, ast.Tuple)) else [key]
-                columns += [k.value for k in keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+                found += [
+                    (k.lineno, k.col_offset, k.value)
+                    for k in keys
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                ]
             elif (
                 isinstance(node, ast.Attribute)
                 and _is_parameter(node.value, parameters)
                 and not hasattr(pd.DataFrame, node.attr)
             ):
-                columns.append(node.attr)
-    return tuple(dict.fromkeys(columns))
+                found.append((node.lineno, node.col_offset, node.attr))
+    return tuple(dict.fromkeys(name for _, _, name in sorted(found)))
 
 
 def _is_parameter(node, parameters) -> bool:

@@ -1,0 +1,130 @@
+"""The decorator and the object it returns behave as the function."""
+
+import inspect
+import warnings
+
+import cloudpickle
+import numpy as np
+import pandas as pd
+import pytest
+
+import willump
+from willump import WillumpWarning
+
+
+class SumModel:
+    """A tiny model: the sum of each row's features, times ``k``."""
+
+    def __init__(self, k=1.0):
+        self.k = k
+
+    def predict(self, X):
+        return np.asarray(X, dtype=float).sum(axis=1) * self.k
+
+
+model = SumModel()
+FRAME = pd.DataFrame({"x": [1.0, 2.0, 3.0], "y": [4.0, 9.0, 16.0]})
+
+
+def pipeline(df, scale=2):
+    """Scores rows."""
+    a = df[["x"]].to_numpy() * scale
+    b = np.sqrt(df[["y"]].to_numpy())
+    return model.predict(np.hstack([a, b]))
+
+
+def test_bare_and_with_options():
+    bare = willump.optimize(pipeline)
+    configured = willump.optimize(strict=True)(pipeline)
+    expected = pipeline(FRAME)
+    np.testing.assert_array_equal(bare(FRAME), expected)
+    np.testing.assert_array_equal(configured(FRAME), expected)
+
+
+def test_unknown_options_are_named():
+    with pytest.raises(TypeError, match="'speed'.*'turbo'|'turbo'.*'speed'"):
+        willump.optimize(turbo=True, speed=3)
+
+
+def test_behaves_as_the_function():
+    optimized = willump.optimize(pipeline)
+    assert optimized.py_func is pipeline
+    assert optimized.__name__ == "pipeline"
+    assert optimized.__doc__ == "Scores rows."
+    assert optimized.__module__ == pipeline.__module__
+    assert inspect.signature(optimized) == inspect.signature(pipeline)
+    np.testing.assert_array_equal(optimized(FRAME, scale=3), pipeline(FRAME, scale=3))
+    np.testing.assert_array_equal(optimized(df=FRAME), pipeline(df=FRAME))
+
+
+def test_wrong_arguments_raise_the_original_error():
+    optimized = willump.optimize(pipeline)
+    for args, kwargs in [((), {}), ((FRAME, 1, 2), {}), ((FRAME,), {"bogus": 1})]:
+        with pytest.raises(TypeError) as original:
+            pipeline(*args, **kwargs)
+        with pytest.raises(TypeError) as ours:
+            optimized(*args, **kwargs)
+        assert str(ours.value) == str(original.value)
+
+
+def test_pickles_with_cloudpickle_and_works_after():
+    optimized = willump.optimize(pipeline)
+    restored = cloudpickle.loads(cloudpickle.dumps(optimized))
+    assert isinstance(restored, willump.OptimizedFunction)
+    np.testing.assert_array_equal(restored(FRAME), pipeline(FRAME))
+    assert [i.name for i in restored.graph.ifvs] == ["a", "b"]
+
+
+def test_pickles_a_function_defined_in_a_function():
+    factor = 5.0
+
+    def local(df):
+        a = df[["x"]].to_numpy() * factor
+        return model.predict(np.hstack([a, a]))
+
+    restored = cloudpickle.loads(cloudpickle.dumps(willump.optimize(local)))
+    np.testing.assert_array_equal(restored(FRAME), local(FRAME))
+
+
+def test_methods_bind_self():
+    class Scorer:
+        def __init__(self, k):
+            self.model = SumModel(k)
+
+        @willump.optimize
+        def predict(self, df):
+            a = df[["x"]].to_numpy()
+            b = df[["y"]].to_numpy()
+            return self.model.predict(np.column_stack([a, b]))
+
+    scorer = Scorer(2.0)
+    np.testing.assert_array_equal(scorer.predict(FRAME), Scorer.predict.py_func(scorer, FRAME))
+    assert [i.name for i in Scorer.predict.graph.ifvs] == ["a", "b"]
+
+
+def test_unreadable_functions_raise_type_error():
+    with pytest.raises(TypeError, match="lambda"):
+        willump.optimize(lambda df: model.predict(df))
+    with pytest.raises(TypeError, match="Python function"):
+        willump.optimize(len)
+    namespace = {}
+    exec("def made(df):\n    return df\n", namespace)
+    with pytest.raises(TypeError, match="cannot read the source"):
+        willump.optimize(namespace["made"])
+
+
+def test_strict_turns_warnings_into_errors():
+    def looping(df):
+        total = 0
+        for column in ["x", "y"]:
+            total = total + df[column]
+        return model.predict(total.to_numpy().reshape(-1, 1))
+
+    with pytest.raises(TypeError, match="line .*'for' statement"):
+        willump.optimize(strict=True)(looping)
+
+
+def test_no_warning_for_a_fully_understood_function():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", WillumpWarning)
+        willump.optimize(pipeline)
