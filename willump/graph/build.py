@@ -200,12 +200,12 @@ class _DataFlow:
         self.parameters = parameters
         self.local_names = set(parameters)
         for s in statements:
-            self.local_names |= s.writes
+            self.local_names |= s.bound
         self.reaching: list[dict[str, int]] = []  # name -> defining statement, before each statement
         current = {p: PARAMETER for p in parameters}
         for s in statements:
             self.reaching.append(dict(current))
-            for name in s.writes:
+            for name in s.writes & self.local_names:  # mutating a global defines no local
                 current[name] = s.index
         self.deps = [self.definitions(s.index, s.reads) for s in statements]
 

@@ -29,6 +29,12 @@ class Statement:
     side_effects: bool = False  # must run on every call, in order: never skipped
     maybe_writes: set[str] = field(default_factory=set)  # writes that may not happen
     display: str | None = None  # the user's code, when ``node`` is a rewrite of it
+    binds: set[str] | None = None  # names it binds (writes minus mere mutations); None: all writes
+
+    @property
+    def bound(self) -> set[str]:
+        """Names this statement makes local to the function."""
+        return self.writes if self.binds is None else self.binds
 
     @property
     def lineno(self) -> int:
@@ -166,7 +172,8 @@ def analyze_statement(index: int, node: ast.stmt) -> Statement:
             reads.add(node.target.id)
         mutated |= _inplace_receivers(node)
         # Mutating a variable reads its old value too.
-        return Statement(index, node, reads | mutated, bound | mutated | _walrus_writes(node), side_effects=bool(mutated))
+        bound |= _walrus_writes(node)
+        return Statement(index, node, reads | mutated, bound | mutated, side_effects=bool(mutated), binds=bound)
     if isinstance(node, ast.Return):
         return Statement(index, node, reads, _walrus_writes(node))
     if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -179,7 +186,9 @@ def analyze_statement(index: int, node: ast.stmt) -> Statement:
             deleted |= b
             mutated |= m
         touched = deleted | mutated
-        return Statement(index, node, reads | touched, touched, maybe_writes=deleted, side_effects=bool(mutated))
+        return Statement(
+            index, node, reads | touched, touched, maybe_writes=deleted, side_effects=bool(mutated), binds=deleted
+        )
     if isinstance(node, (ast.Pass,)):
         return Statement(index, node, set(), set())
     if isinstance(node, ast.Assert):
@@ -188,7 +197,8 @@ def analyze_statement(index: int, node: ast.stmt) -> Statement:
         if isinstance(node.value, ast.Constant):  # a bare string or number: no effect
             return Statement(index, node, set(), set())
         # A call for its side effects may change anything it is given.
-        touched = reads | _walrus_writes(node)
+        bound = _walrus_writes(node)
+        touched = reads | bound
         return Statement(
             index,
             node,
@@ -196,6 +206,7 @@ def analyze_statement(index: int, node: ast.stmt) -> Statement:
             touched,
             opaque="a call made for its side effects, which willump cannot see",
             side_effects=True,
+            binds=bound,
         )
     if isinstance(node, COMPOUND):
         stored = set()
@@ -226,16 +237,18 @@ def analyze_statement(index: int, node: ast.stmt) -> Statement:
             opaque=f"'{kind}' statement (control flow is not analyzed)",
             side_effects=bool(mutated),
             maybe_writes=stored,
+            binds=stored,
         )
     # Anything else is read-and-written conservatively and kept in order.
-    touched = reads | _walrus_writes(node)
+    bound = _walrus_writes(node)
     return Statement(
         index,
         node,
-        touched,
-        touched,
+        reads | bound,
+        reads | bound,
         opaque=f"'{type(node).__name__}' statement is not analyzed",
         side_effects=True,
+        binds=bound,
     )
 
 

@@ -1,0 +1,95 @@
+"""What every workload shares: the :class:`Workload` record, training through the pipeline
+itself (:class:`FeatureCapture`), and small data-preparation helpers."""
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+from sklearn.model_selection import train_test_split
+
+TEST_SIZE = 0.25
+
+
+@dataclass
+class Workload:
+    """A trained inference pipeline and the data to run it on.
+
+    ``predict`` is the plain, undecorated pipeline function: ``willump.optimize(predict)``
+    must return exactly what ``predict`` returns. ``y_train`` / ``y_test`` are the targets
+    its output estimates (probabilities of the positive class for classification).
+    """
+
+    name: str
+    predict: Callable
+    train_inputs: Any
+    y_train: np.ndarray
+    test_inputs: Any
+    y_test: np.ndarray
+    task: str  # "classification" or "regression"
+    description: str
+
+
+class FeatureCapture:
+    """Stands in for the model while the model is trained: the pipeline returns its features.
+
+    Inside ``build()`` the pipeline reads its model from the closure variable ``model``
+    at call time, so::
+
+        model = FeatureCapture()
+        model = LogisticRegression().fit(predict(train_inputs), y_train)
+
+    computes the training features with the pipeline's own code, then puts the fitted
+    model in its place. ``predict`` and ``decision_function`` return ``X`` unchanged;
+    ``predict_proba`` returns ``X`` wrapped so that indexing it (``predict_proba(X)[:, 1]``)
+    gives ``X`` back unchanged too.
+    """
+
+    def predict(self, X):
+        return X
+
+    def decision_function(self, X):
+        return X
+
+    def predict_proba(self, X):
+        return _CapturedProbabilities(X)
+
+
+class _CapturedProbabilities:
+    """``X`` in the place of a probability matrix: every column of it is ``X``."""
+
+    def __init__(self, features):
+        self.features = features
+
+    def __getitem__(self, key):
+        return self.features
+
+
+def cap_rows(frame: pd.DataFrame, rows: int | None, random_state: int) -> pd.DataFrame:
+    """At most ``rows`` rows of ``frame``, drawn at random, in their original order."""
+    if rows is None or rows >= len(frame):
+        return frame
+    chosen = np.random.default_rng(random_state).choice(len(frame), size=rows, replace=False)
+    return frame.iloc[np.sort(chosen)]
+
+
+def split(inputs: pd.DataFrame, y, random_state: int):
+    """(train_inputs, test_inputs, y_train, y_test): a random 75/25 split, indexes reset."""
+    train_inputs, test_inputs, y_train, y_test = train_test_split(
+        inputs, np.asarray(y), test_size=TEST_SIZE, random_state=random_state
+    )
+    return train_inputs.reset_index(drop=True), test_inputs.reset_index(drop=True), y_train, y_test
+
+
+def encode_categories(frame: pd.DataFrame, columns=None) -> pd.DataFrame:
+    """A copy of ``frame`` whose string columns (or ``columns``) are integer codes, -1 for missing.
+
+    Done at build time, so the pipelines only ever see numbers (LightGBM needs numeric
+    columns) and never have to change a frame in place.
+    """
+    if columns is None:
+        columns = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
+    encoded = frame.copy()
+    for column in columns:
+        encoded[column] = pd.factorize(frame[column], sort=True)[0]
+    return encoded
