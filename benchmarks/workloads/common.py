@@ -37,7 +37,8 @@ class FeatureCapture:
     at call time, so::
 
         model = FeatureCapture()
-        model = LogisticRegression().fit(predict(train_inputs), y_train)
+        train_features = predict(train_inputs)
+        model = LogisticRegression().fit(train_features, y_train)
 
     computes the training features with the pipeline's own code, then puts the fitted
     model in its place. ``predict`` and ``decision_function`` return ``X`` unchanged;

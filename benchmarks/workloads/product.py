@@ -61,7 +61,8 @@ def build(rows: int | None = None, random_state: int = 0) -> Workload:
         return model.predict_proba(X)[:, 1]
 
     model = FeatureCapture()
-    model = LogisticRegression(C=10.0, max_iter=3000).fit(predict(train_inputs), y_train)
+    train_features = predict(train_inputs)
+    model = LogisticRegression(C=10.0, max_iter=3000).fit(train_features, y_train)
     return Workload(
         name="product",
         predict=predict,

@@ -27,10 +27,15 @@ class GraphExecutor:
         self._bind, self.parameters = compile_binder(func, source.definition, filename)
         self._func = func
         self._helpers = [_HELPERS[name] for name in plan.helpers]
+        # Locals preprocessing reads before assigning them start unbound, as in the original.
+        reads = set()
+        for statement in graph.preprocessing:
+            reads |= statement.reads
+        self._unassigned = sorted((reads & plan.local_names) - set(self.parameters) - set(plan.helpers))
         self._preprocess = compile_block(
             func,
             filename,
-            list(self.parameters) + list(plan.helpers),
+            list(self.parameters) + list(plan.helpers) + self._unassigned,
             [s.node for s in graph.preprocessing],
             None,
             plan.possibly_unbound,
@@ -68,7 +73,9 @@ class GraphExecutor:
 
     def preprocess(self, arguments: dict) -> dict:
         """Run the preprocessing statements; returns the namespace the generators read."""
-        return self._preprocess(*[arguments[p] for p in self.parameters], *self._helpers)
+        return self._preprocess(
+            *[arguments[p] for p in self.parameters], *self._helpers, *[UNBOUND] * len(self._unassigned)
+        )
 
     def compute(self, env: dict, index: int):
         """The value of IFV ``index``, computed by its generator from ``env``."""
