@@ -264,6 +264,7 @@ def join_chain(df, first, second, columns):
 optimized_join_chain = willump.optimize(join_chain)
 
 
+@pytest.mark.filterwarnings("ignore::willump.WillumpWarning")  # inputs the chain cannot split
 @settings(max_examples=300, deadline=None)
 @given(join_case())
 def test_join_chains_split_exactly(case):
@@ -278,3 +279,36 @@ def test_join_chains_split_exactly(case):
 
 def test_join_chain_graph():
     assert [i.name for i in optimized_join_chain.graph.ifvs] == ["df", "first", "second"]
+
+
+def test_join_keys_named_by_variables_group_dependent_joins():
+    songs = pd.DataFrame({"song_id": [1, 2], "artist": ["a", "b"], "length": [3.0, 4.0]})
+    artists = pd.DataFrame({"artist": ["a", "b"], "plays": [10.0, 20.0]})
+    features, artist_key = ["length", "plays"], "artist"
+
+    def by_variable(df):
+        df = df.merge(songs, on="song_id", how="left")
+        df = df.merge(artists, on=artist_key, how="left")
+        return model.predict(df[features])
+
+    f = willump.optimize(by_variable)
+    assert [i.name for i in f.graph.ifvs] == ["df", "songs + artists"]
+    frame = pd.DataFrame({"song_id": [1, 2, 3]})
+    env, values = f.executor.features((frame,))  # separable: no fallback needed
+    np.testing.assert_array_equal(f.executor.combine(env, [values[0], values[1]]), by_variable(frame))
+
+
+def test_a_call_that_cannot_be_split_warns_once_and_runs_as_written():
+    table = pd.DataFrame({"k1": [1, 1], "f_int": [5, 6], "f_bool": [True, False], "f_float": [0.5, 1.5]})
+    second = pd.DataFrame({"k2": ["a"], "s_text": ["t"]})
+    frame = pd.DataFrame({"k1": [1, 2], "k2": ["a", "b"], "v": [0, 1]})
+    case = (frame, table, second, ["v", "f_int"])
+    f = willump.optimize(join_chain)
+    with pytest.warns(willump.WillumpWarning, match="several rows"):
+        result = f(*case)
+    pd.testing.assert_frame_equal(result, join_chain(*case))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f(*case)  # once only

@@ -2,10 +2,11 @@
 itself (:class:`FeatureCapture`), and small data-preparation helpers."""
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import pandas as pd
+from lightgbm import LGBMClassifier
 from sklearn.model_selection import train_test_split
 
 TEST_SIZE = 0.25
@@ -33,17 +34,17 @@ class Workload:
 class FeatureCapture:
     """Stands in for the model while the model is trained: the pipeline returns its features.
 
-    Inside ``build()`` the pipeline reads its model from the closure variable ``model``
-    at call time, so::
+    A pipeline defined inside ``build()`` reads its model from the closure variable
+    ``model`` at call time, so::
 
         model = FeatureCapture()
         train_features = predict(train_inputs)
         model = LogisticRegression().fit(train_features, y_train)
 
     computes the training features with the pipeline's own code, then puts the fitted
-    model in its place. ``predict`` and ``decision_function`` return ``X`` unchanged;
-    ``predict_proba`` returns ``X`` wrapped so that indexing it (``predict_proba(X)[:, 1]``)
-    gives ``X`` back unchanged too.
+    model in its place (:func:`fit_workload` does exactly this). ``predict`` and
+    ``decision_function`` return ``X`` unchanged; ``predict_proba`` returns ``X`` wrapped
+    so that indexing it (``predict_proba(X)[:, 1]``) gives ``X`` back unchanged too.
     """
 
     def predict(self, X):
@@ -74,12 +75,46 @@ def cap_rows(frame: pd.DataFrame, rows: int | None, random_state: int) -> pd.Dat
     return frame.iloc[np.sort(chosen)]
 
 
-def split(inputs: pd.DataFrame, y, random_state: int):
-    """(train_inputs, test_inputs, y_train, y_test): a random 75/25 split, indexes reset."""
+class Split(NamedTuple):
+    """A workload's inputs and targets, split into training and test rows."""
+
+    train_inputs: pd.DataFrame
+    test_inputs: pd.DataFrame
+    y_train: np.ndarray
+    y_test: np.ndarray
+
+
+def split(inputs: pd.DataFrame, y, random_state: int) -> Split:
+    """A random 75/25 split of the inputs and their targets, indexes reset."""
     train_inputs, test_inputs, y_train, y_test = train_test_split(
         inputs, np.asarray(y), test_size=TEST_SIZE, random_state=random_state
     )
-    return train_inputs.reset_index(drop=True), test_inputs.reset_index(drop=True), y_train, y_test
+    return Split(train_inputs.reset_index(drop=True), test_inputs.reset_index(drop=True), y_train, y_test)
+
+
+def fit_workload(
+    name: str, predict: Callable, estimator, data: Split, task: str, description: str
+) -> Workload:
+    """Train ``estimator`` on the features ``predict`` computes and make it ``predict``'s model.
+
+    ``predict`` must read its model from a closure variable named ``model`` (bound in
+    the enclosing ``build()``): it is set to a :class:`FeatureCapture` while the training
+    features are computed, then to the fitted estimator.
+    """
+    if "model" not in predict.__code__.co_freevars:
+        raise ValueError(f"{predict.__qualname__} does not read its model from a closure variable 'model'")
+    model = predict.__closure__[predict.__code__.co_freevars.index("model")]
+    model.cell_contents = FeatureCapture()
+    train_features = predict(data.train_inputs)
+    model.cell_contents = estimator.fit(train_features, data.y_train)
+    return Workload(
+        name, predict, data.train_inputs, data.y_train, data.test_inputs, data.y_test, task, description
+    )
+
+
+def gbdt_classifier(random_state: int) -> LGBMClassifier:
+    """The gradient-boosted trees of the join workloads (music, credit, tracking)."""
+    return LGBMClassifier(n_estimators=100, random_state=random_state, verbose=-1)
 
 
 def encode_categories(frame: pd.DataFrame, columns=None) -> pd.DataFrame:

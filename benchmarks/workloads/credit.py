@@ -8,10 +8,25 @@ The application's string columns are encoded as integer codes at build time.
 """
 
 import pandas as pd
-from lightgbm import LGBMClassifier
 
 from benchmarks.data import require
-from benchmarks.workloads.common import FeatureCapture, Workload, cap_rows, encode_categories, split
+from benchmarks.workloads.common import (
+    FeatureCapture,
+    Workload,
+    cap_rows,
+    encode_categories,
+    fit_workload,
+    gbdt_classifier,
+    split,
+)
+
+TASK = "classification"
+DESCRIPTION = (
+    "Binary classification of loan applicants (defaulted or not): the "
+    "application row left-joined with per-applicant aggregates of credit-bureau records, "
+    "previous applications and instalment payments, then LightGBM on the selected "
+    "columns; returns the probability of default."
+)
 
 KEY = "SK_ID_CURR"
 LABEL = "DEFAULTED"
@@ -32,7 +47,7 @@ _SIDE_TABLES = {
         "INSTAL",
         ["NUM_INSTALMENT_NUMBER", "DAYS_INSTALMENT", "DAYS_ENTRY_PAYMENT", "AMT_INSTALMENT", "AMT_PAYMENT"],
     ),
-}  # fmt: skip
+}
 
 
 def _read(name: str) -> pd.DataFrame:
@@ -49,13 +64,11 @@ def _aggregate(table: pd.DataFrame, prefix: str, columns: list[str]) -> pd.DataF
 
 def build(rows: int | None = None, random_state: int = 0) -> Workload:
     applications = cap_rows(encode_categories(_read("application")), rows, random_state)
-    train_inputs, test_inputs, y_train, y_test = split(
-        applications.drop(columns=LABEL), applications[LABEL], random_state
-    )
+    data = split(applications.drop(columns=LABEL), applications[LABEL], random_state)
     bureau, previous, installments = (
         _aggregate(_read(name), prefix, columns) for name, (prefix, columns) in _SIDE_TABLES.items()
     )
-    FEATURES = [c for c in train_inputs.columns if c != KEY]
+    FEATURES = [c for c in data.train_inputs.columns if c != KEY]
     FEATURES += [c for table in (bureau, previous, installments) for c in table.columns if c != KEY]
 
     def predict(app):
@@ -65,19 +78,5 @@ def build(rows: int | None = None, random_state: int = 0) -> Workload:
         X = df[FEATURES]
         return model.predict_proba(X)[:, 1]
 
-    model = FeatureCapture()
-    train_features = predict(train_inputs)
-    model = LGBMClassifier(n_estimators=100, random_state=random_state, verbose=-1).fit(train_features, y_train)
-    return Workload(
-        name="credit",
-        predict=predict,
-        train_inputs=train_inputs,
-        y_train=y_train,
-        test_inputs=test_inputs,
-        y_test=y_test,
-        task="classification",
-        description="Binary classification of loan applicants (defaulted or not): the "
-        "application row left-joined with per-applicant aggregates of credit-bureau records, "
-        "previous applications and instalment payments, then LightGBM on the selected "
-        "columns; returns the probability of default.",
-    )
+    model = FeatureCapture()  # fit_workload() puts the fitted model here
+    return fit_workload("credit", predict, gbdt_classifier(random_state), data, TASK, DESCRIPTION)

@@ -12,10 +12,24 @@ only joins and selects columns.
 """
 
 import pandas as pd
-from lightgbm import LGBMClassifier
 
 from benchmarks.data import require
-from benchmarks.workloads.common import FeatureCapture, Workload, cap_rows, encode_categories, split
+from benchmarks.workloads.common import (
+    FeatureCapture,
+    Workload,
+    cap_rows,
+    encode_categories,
+    fit_workload,
+    gbdt_classifier,
+    split,
+)
+
+TASK = "classification"
+DESCRIPTION = (
+    "Binary classification of KKBox plays (replayed within a month or not): "
+    "left joins with member, song, song-extra, user, song and artist tables, then "
+    "LightGBM on the selected columns; returns the probability of a replay."
+)
 
 SOURCE_COLUMNS = ["source_system_tab", "source_screen_name", "source_type"]
 
@@ -35,9 +49,7 @@ def _target_statistics(plays: pd.DataFrame, key: str, prefix: str) -> pd.DataFra
 def build(rows: int | None = None, random_state: int = 0) -> Workload:
     plays = cap_rows(_read("train.csv"), rows, random_state)
     plays = encode_categories(plays, SOURCE_COLUMNS)
-    train_inputs, test_inputs, y_train, y_test = split(
-        plays[["msno", "song_id"] + SOURCE_COLUMNS], plays["target"], random_state
-    )
+    data = split(plays[["msno", "song_id"] + SOURCE_COLUMNS], plays["target"], random_state)
 
     members = encode_categories(_read("members.csv").drop_duplicates("msno"), ["gender"])
     songs = _read("songs.csv").drop_duplicates("song_id")
@@ -55,7 +67,7 @@ def build(rows: int | None = None, random_state: int = 0) -> Workload:
         ["isrc_country"],
     )
 
-    history = train_inputs.assign(target=y_train)
+    history = data.train_inputs.assign(target=data.y_train)
     user_stats = _target_statistics(history, "msno", "user")
     song_stats = _target_statistics(history, "song_id", "song")
     artist_plays = history.merge(songs[["song_id", "artist_name"]], on="song_id", how="inner")
@@ -68,7 +80,7 @@ def build(rows: int | None = None, random_state: int = 0) -> Workload:
         "user_plays", "user_target_mean",
         "song_plays", "song_target_mean",
         "artist_plays", "artist_target_mean",
-    ]  # fmt: skip
+    ]
 
     def predict(df):
         df = df.merge(members, on="msno", how="left")
@@ -80,18 +92,5 @@ def build(rows: int | None = None, random_state: int = 0) -> Workload:
         X = df[FEATURES]
         return model.predict_proba(X)[:, 1]
 
-    model = FeatureCapture()
-    train_features = predict(train_inputs)
-    model = LGBMClassifier(n_estimators=100, random_state=random_state, verbose=-1).fit(train_features, y_train)
-    return Workload(
-        name="music",
-        predict=predict,
-        train_inputs=train_inputs,
-        y_train=y_train,
-        test_inputs=test_inputs,
-        y_test=y_test,
-        task="classification",
-        description="Binary classification of KKBox plays (replayed within a month or not): "
-        "left joins with member, song, song-extra, user, song and artist tables, then "
-        "LightGBM on the selected columns; returns the probability of a replay.",
-    )
+    model = FeatureCapture()  # fit_workload() puts the fitted model here
+    return fit_workload("music", predict, gbdt_classifier(random_state), data, TASK, DESCRIPTION)

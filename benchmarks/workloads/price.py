@@ -17,7 +17,15 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import Ridge
 from sklearn.preprocessing import OneHotEncoder
 
-from benchmarks.workloads.common import FeatureCapture, Workload, split
+from benchmarks.workloads.common import FeatureCapture, Workload, fit_workload, split
+
+TASK = "regression"
+DESCRIPTION = (
+    "Regression of the log sale price of second-hand listings, on SYNTHETIC "
+    "Mercari-like data (generate_listings): TF-IDF of the name and of the description, "
+    "one-hot brand and category, one-hot condition and shipping, concatenated, ridge "
+    "regression; returns log1p(price)."
+)
 
 DEFAULT_LISTINGS = 50_000  # listings generated when build() is given no row cap
 
@@ -145,18 +153,16 @@ def generate_listings(n: int, random_state: int = 0) -> pd.DataFrame:
 
 def build(rows: int | None = None, random_state: int = 0) -> Workload:
     listings = generate_listings(DEFAULT_LISTINGS if rows is None else rows, random_state)
-    train_inputs, test_inputs, y_train, y_test = split(
-        listings.drop(columns="price"), np.log1p(listings["price"]), random_state
-    )
+    data = split(listings.drop(columns="price"), np.log1p(listings["price"]), random_state)
 
     name_vectorizer = TfidfVectorizer(ngram_range=(1, 2), max_features=20000)
     description_vectorizer = TfidfVectorizer(ngram_range=(1, 2), max_features=20000)
     brand_category_encoder = OneHotEncoder(handle_unknown="ignore")
     condition_shipping_encoder = OneHotEncoder(handle_unknown="ignore")
-    name_vectorizer.fit(train_inputs["name"])
-    description_vectorizer.fit(train_inputs["item_description"])
-    brand_category_encoder.fit(train_inputs[["brand_name", "category_name"]])
-    condition_shipping_encoder.fit(train_inputs[["item_condition_id", "shipping"]])
+    name_vectorizer.fit(data.train_inputs["name"])
+    description_vectorizer.fit(data.train_inputs["item_description"])
+    brand_category_encoder.fit(data.train_inputs[["brand_name", "category_name"]])
+    condition_shipping_encoder.fit(data.train_inputs[["item_condition_id", "shipping"]])
 
     def predict(listings):
         names = name_vectorizer.transform(listings["name"])
@@ -166,19 +172,5 @@ def build(rows: int | None = None, random_state: int = 0) -> Workload:
         X = sp.hstack([names, descriptions, brand_category, condition_shipping], format="csr")
         return model.predict(X)
 
-    model = FeatureCapture()
-    train_features = predict(train_inputs)
-    model = Ridge(alpha=1.0).fit(train_features, y_train)
-    return Workload(
-        name="price",
-        predict=predict,
-        train_inputs=train_inputs,
-        y_train=y_train,
-        test_inputs=test_inputs,
-        y_test=y_test,
-        task="regression",
-        description="Regression of the log sale price of second-hand listings, on SYNTHETIC "
-        "Mercari-like data (generate_listings): TF-IDF of the name and of the description, "
-        "one-hot brand and category, one-hot condition and shipping, concatenated, ridge "
-        "regression; returns log1p(price).",
-    )
+    model = FeatureCapture()  # fit_workload() puts the fitted model here
+    return fit_workload("price", predict, Ridge(alpha=1.0), data, TASK, DESCRIPTION)

@@ -12,7 +12,14 @@ from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
 from benchmarks.data import require
-from benchmarks.workloads.common import FeatureCapture, Workload, cap_rows, split
+from benchmarks.workloads.common import FeatureCapture, Workload, cap_rows, fit_workload, split
+
+TASK = "classification"
+DESCRIPTION = (
+    "Binary classification of SMS messages (spam vs. ham): character counts, word "
+    "TF-IDF, character TF-IDF and six hand-made statistics (length, digits, uppercase, "
+    "symbols, links), concatenated, logistic regression; returns the spam probability."
+)
 
 
 def build(rows: int | None = None, random_state: int = 0) -> Workload:
@@ -24,15 +31,13 @@ def build(rows: int | None = None, random_state: int = 0) -> Workload:
         quoting=csv.QUOTE_NONE,
     )
     sms = cap_rows(sms, rows, random_state)
-    train_inputs, test_inputs, y_train, y_test = split(
-        sms[["message"]], (sms["label"] == "spam").astype(int), random_state
-    )
+    data = split(sms[["message"]], (sms["label"] == "spam").astype(int), random_state)
 
     char_counter = CountVectorizer(analyzer="char", ngram_range=(1, 2), lowercase=False, max_features=5000)
     word_vectorizer = TfidfVectorizer(analyzer="word", ngram_range=(1, 2), min_df=2, max_features=20000)
     char_vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), min_df=2, max_features=30000)
     for vectorizer in (char_counter, word_vectorizer, char_vectorizer):
-        vectorizer.fit(train_inputs["message"])
+        vectorizer.fit(data.train_inputs["message"])
 
     def predict(messages):
         text = messages["message"]
@@ -60,18 +65,5 @@ def build(rows: int | None = None, random_state: int = 0) -> Workload:
         )
         return model.predict_proba(X)[:, 1]
 
-    model = FeatureCapture()
-    train_features = predict(train_inputs)
-    model = LogisticRegression(C=10.0, max_iter=3000).fit(train_features, y_train)
-    return Workload(
-        name="product",
-        predict=predict,
-        train_inputs=train_inputs,
-        y_train=y_train,
-        test_inputs=test_inputs,
-        y_test=y_test,
-        task="classification",
-        description="Binary classification of SMS messages (spam vs. ham): character counts, word "
-        "TF-IDF, character TF-IDF and six hand-made statistics (length, digits, uppercase, "
-        "symbols, links), concatenated, logistic regression; returns the spam probability.",
-    )
+    model = FeatureCapture()  # fit_workload() puts the fitted model here
+    return fit_workload("product", predict, LogisticRegression(C=10.0, max_iter=3000), data, TASK, DESCRIPTION)

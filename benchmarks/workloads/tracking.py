@@ -9,10 +9,17 @@ test rows. A click whose key is not in the history gets NaN counts.
 """
 
 import pandas as pd
-from lightgbm import LGBMClassifier
 
 from benchmarks.data import require
-from benchmarks.workloads.common import FeatureCapture, Workload, cap_rows, split
+from benchmarks.workloads.common import FeatureCapture, Workload, cap_rows, fit_workload, gbdt_classifier, split
+
+TASK = "classification"
+DESCRIPTION = (
+    "Binary classification of ad clicks (app downloaded or not): left joins "
+    "with ten click-count tables built from earlier clicks (per ip, app, device, os, "
+    "channel, ip-app, ip-os, app-channel, distinct apps and channels per ip), then "
+    "LightGBM on the raw categorical ids and the counts; returns the download probability."
+)
 
 HISTORY_SHARE = 0.7
 INPUT_COLUMNS = ["ip", "app", "device", "os", "channel", "click_time"]
@@ -33,7 +40,7 @@ def build(rows: int | None = None, random_state: int = 0) -> Workload:
     clicks = cap_rows(clicks, rows, random_state).sort_values("click_time", kind="stable")
     cut = int(len(clicks) * HISTORY_SHARE)
     history, recent = clicks.iloc[:cut], clicks.iloc[cut:]
-    train_inputs, test_inputs, y_train, y_test = split(recent[INPUT_COLUMNS], recent["is_attributed"], random_state)
+    data = split(recent[INPUT_COLUMNS], recent["is_attributed"], random_state)
 
     ip_clicks = _clicks(history, ["ip"])
     app_clicks = _clicks(history, ["app"])
@@ -46,7 +53,7 @@ def build(rows: int | None = None, random_state: int = 0) -> Workload:
     ip_apps = _distinct(history, "ip", "app")
     ip_channels = _distinct(history, "ip", "channel")
     tables = [ip_clicks, app_clicks, device_clicks, os_clicks, channel_clicks,
-              ip_app_clicks, ip_os_clicks, app_channel_clicks, ip_apps, ip_channels]  # fmt: skip
+              ip_app_clicks, ip_os_clicks, app_channel_clicks, ip_apps, ip_channels]
     FEATURES = ["app", "device", "os", "channel"] + [table.columns[-1] for table in tables]
 
     def predict(df):
@@ -63,19 +70,5 @@ def build(rows: int | None = None, random_state: int = 0) -> Workload:
         X = df[FEATURES]
         return model.predict_proba(X)[:, 1]
 
-    model = FeatureCapture()
-    train_features = predict(train_inputs)
-    model = LGBMClassifier(n_estimators=100, random_state=random_state, verbose=-1).fit(train_features, y_train)
-    return Workload(
-        name="tracking",
-        predict=predict,
-        train_inputs=train_inputs,
-        y_train=y_train,
-        test_inputs=test_inputs,
-        y_test=y_test,
-        task="classification",
-        description="Binary classification of ad clicks (app downloaded or not): left joins "
-        "with ten click-count tables built from earlier clicks (per ip, app, device, os, "
-        "channel, ip-app, ip-os, app-channel, distinct apps and channels per ip), then "
-        "LightGBM on the raw categorical ids and the counts; returns the download probability.",
-    )
+    model = FeatureCapture()  # fit_workload() puts the fitted model here
+    return fit_workload("tracking", predict, gbdt_classifier(random_state), data, TASK, DESCRIPTION)

@@ -157,12 +157,29 @@ def _constant_keys(on: ast.expr) -> list[str] | None:
     return None
 
 
+def _join_keys(on: ast.expr, resolver) -> list[str] | None:
+    """The key columns of a join, written out or named by a global or closure variable."""
+    keys = _constant_keys(on)
+    if keys is None and isinstance(on, ast.Name):
+        value = resolver.resolve(on)
+        if isinstance(value, str):
+            keys = [value]
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            keys = list(value)
+    return keys
+
+
 def _groups(joins: list[_Join], resolver) -> list[list[int]]:
-    """Joins grouped so that a join keyed by a column of an earlier table joins that table's IFV."""
+    """Joins grouped so that a join keyed by a column of an earlier table joins that table's IFV.
+
+    When a key cannot be known before the call, all joins form one group.
+    """
     groups: list[list[int]] = []
     provider: dict[str, int] = {}  # column -> group that brings it in
     for j, join in enumerate(joins):
-        keys = _constant_keys(join.on) or []
+        keys = _join_keys(join.on, resolver)
+        if keys is None:
+            return [list(range(len(joins)))]
         owner = next((provider[k] for k in keys if k in provider), None)
         if owner is None:
             groups.append([j])

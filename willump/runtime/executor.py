@@ -5,6 +5,9 @@ combine any list of IFV values through the user's own concatenation and model
 code: cascades and caches are built on these three calls.
 """
 
+import warnings
+
+from willump.errors import WillumpWarning
 from willump.graph.build import Plan
 from willump.graph.graph import PLACEHOLDER
 from willump.graph.joins import JOIN_ASSEMBLE, JOIN_BASE, JOIN_PART
@@ -58,13 +61,23 @@ class GraphExecutor:
             func, filename, self._tail_reads + [PLACEHOLDER], plan.tail_nodes, None, plan.possibly_unbound
         )
         self._container = plan.container or list
+        self._warned = False  # about running the function as written
 
     def __call__(self, *args, **kwargs):
         arguments = self.arguments(args, kwargs)
         try:
             env = self.preprocess(arguments)
             return self.combine(env, [self.compute(env, i) for i in range(len(self._generators))])
-        except NotSeparable:
+        except NotSeparable as reason:
+            if not self._warned:
+                self._warned = True
+                warnings.warn(
+                    f"willump: in {self._func.__qualname__}, line {self.graph.combiner.statement.lineno}: "
+                    f"the joins cannot be computed separately for this input ({reason}); "
+                    "such calls run the function as written",
+                    WillumpWarning,
+                    stacklevel=3,
+                )
             return self._func(*args, **kwargs)
 
     def arguments(self, args: tuple, kwargs: dict) -> dict:
