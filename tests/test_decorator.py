@@ -128,3 +128,28 @@ def test_no_warning_for_a_fully_understood_function():
     with warnings.catch_warnings():
         warnings.simplefilter("error", WillumpWarning)
         willump.optimize(pipeline)
+
+
+def test_function_defined_in_a_notebook_cell():
+    """IPython keeps each cell's source in linecache under a pseudo file name; so do we here."""
+    import linecache
+
+    cell = (
+        "def cell_pipeline(df):\n"
+        "    a = df[['x']].to_numpy()\n"
+        "    b = df[['y']].to_numpy() * 2\n"
+        "    return model.predict(np.hstack([a, b]))\n"
+    )
+    filename = "<ipython-input-7-0123456789ab>"
+    linecache.cache[filename] = (len(cell), None, cell.splitlines(True), filename)
+    namespace = {"np": np, "model": model}
+    exec(compile(cell, filename, "exec"), namespace)
+    optimized = willump.optimize(namespace["cell_pipeline"])
+    assert [i.name for i in optimized.graph.ifvs] == ["a", "b"]
+    np.testing.assert_array_equal(optimized(FRAME), namespace["cell_pipeline"](FRAME))
+    with pytest.raises(KeyError) as error:
+        optimized(FRAME[["x"]])
+    import traceback
+
+    cell_frames = [f for f in traceback.extract_tb(error.value.__traceback__) if f.filename == filename]
+    assert [(f.lineno, f.name) for f in cell_frames] == [(3, "cell_pipeline")]
