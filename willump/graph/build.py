@@ -32,10 +32,23 @@ class Plan:
     graph: TransformationGraph
     local_names: frozenset  # every name local to the original function
     possibly_unbound: frozenset  # local names that may have no value when read
-    tail_nodes: list  # tail statements' AST, the combine step rewritten to read the IFVs
+    schedule: list  # every statement as a Step, in source order
     container: type | None = None  # list or tuple: how the IFV entries were written
-    placeholder: ast.expr | None = None
     helpers: tuple[str, ...] = ()  # runtime helpers the rewritten code calls, passed as locals
+    fallback: list | None = None  # the user's joins and selection, for inputs the split cannot serve
+
+
+PREPROCESSING, COMBINE = "preprocessing", "combine"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One statement to run, and the namespace (block) it runs in."""
+
+    block: object  # PREPROCESSING, COMBINE, or the index of the IFV whose generator it belongs to
+    node: ast.stmt  # the statement; the combine step rewritten to read the IFV values
+    assigned: frozenset  # local names it may bind
+    holder: bool = False  # the statement holding the IFV entries: they are computed just before it
 
 
 def build_plan(source: FunctionSource) -> Plan:
@@ -60,7 +73,6 @@ def build_plan(source: FunctionSource) -> Plan:
 
     flow = _DataFlow(statements, parameters)
     plan.local_names = frozenset(flow.local_names)
-    plan.possibly_unbound = flow.possibly_unbound()
 
     model = _find_model(statements, flow)
     if model is None:
@@ -85,6 +97,8 @@ def build_plan(source: FunctionSource) -> Plan:
         )
         plan.local_names = frozenset(flow.local_names)
         plan.helpers = HELPERS
+        plan.fallback = [graph.statements[i].node for i in chain.joins + [chain.sources[chain.holder_position]]]
+    plan.possibly_unbound = flow.possibly_unbound()
     graph.model = model
     if holder is None:
         holder, container, kind = model.statement, model.call.args[0], "identity"
@@ -94,7 +108,6 @@ def build_plan(source: FunctionSource) -> Plan:
         elements = list(container.elts)
         placeholder = ast.Name(PLACEHOLDER, ast.Load())
         plan.container = tuple if isinstance(container, ast.Tuple) else list
-    plan.placeholder = placeholder
     graph.combiner = Combiner(kind, holder)
 
     tail = flow.descendants({holder.index})
@@ -103,7 +116,6 @@ def build_plan(source: FunctionSource) -> Plan:
         i: (names_read(rewritten[i]) - {PLACEHOLDER} if i in rewritten else statements[i].reads) & flow.local_names
         for i in tail
     }
-    plan.tail_nodes = [rewritten.get(i, statements[i].node) for i in sorted(tail)]
 
     root_reads = [names_read(e) & flow.local_names for e in elements]
     root_defs = [flow.definitions(holder.index, reads) for reads in root_reads]
@@ -127,6 +139,13 @@ def build_plan(source: FunctionSource) -> Plan:
     if problem:
         return _unmodified(plan, *problem)
 
+    blocks = {i: PREPROCESSING for i in preprocessing} | {i: COMBINE for i in tail}
+    for index, generator in enumerate(generators):
+        blocks.update((i, index) for i in generator)
+    plan.schedule = [
+        Step(blocks[s.index], rewritten.get(s.index, s.node), frozenset(s.bound & flow.local_names), s is holder)
+        for s in statements
+    ]
     graph.preprocessing = [statements[i] for i in sorted(preprocessing)]
     graph.tail = [statements[i] for i in sorted(tail)]
     names = chain.names if chain else _ifv_names(elements, root_reads, generators, statements)

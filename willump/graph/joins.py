@@ -43,6 +43,7 @@ class JoinChain:
     body: list[ast.stmt]  # the statements, joins removed and the selection rewritten
     holder_position: int  # position in ``body`` of the rewritten selection statement
     sources: list[int]  # for each statement of ``body``, the original statement it comes from
+    joins: list[int]  # the original join statements
     origins: list[list[int]]  # for each IFV, the original statements it stands for
     names: list[str]
     descriptions: list[str]
@@ -262,4 +263,4 @@ def _rewrite(statements, holder, selection, columns, base, joins, groups) -> Joi
     descriptions = [f"selected columns of {base} before the joins"] + [
         f"selected columns joined from {t}" for t in tables
     ]
-    return JoinChain(body, holder_position, sources, origins, [base] + tables, descriptions)
+    return JoinChain(body, holder_position, sources, sorted(join_indices), origins, [base] + tables, descriptions)

@@ -1,14 +1,21 @@
-"""Running a transformation graph: preprocessing once, each feature generator, then the combine step.
+"""Running a transformation graph.
 
-The executor can compute any subset of the IFVs for any subset of rows, and
-combine any list of IFV values through the user's own concatenation and model
-code: cascades and caches are built on these three calls.
+Every statement runs in the namespace of its block: preprocessing, the
+generator of one IFV, or the combine step (concatenation and model). A plain
+call runs the statements in source order, so calls with hidden effects
+(in-place updates, random generators) happen in the user's order; the IFV
+values are computed, each by its own generator, just before the statement that
+joins them. The same compiled pieces also run block by block: preprocessing
+once, any subset of IFVs for any subset of rows, then the combine step on any
+list of IFV values. Cascades and caches are built on those three calls.
 """
 
+import itertools
 import warnings
+from dataclasses import dataclass
 
 from willump.errors import WillumpWarning
-from willump.graph.build import Plan
+from willump.graph.build import COMBINE, PREPROCESSING, Plan
 from willump.graph.graph import PLACEHOLDER
 from willump.graph.joins import JOIN_ASSEMBLE, JOIN_BASE, JOIN_PART
 from willump.graph.source import FunctionSource
@@ -20,65 +27,87 @@ from willump.runtime.rows import take_argument_rows
 _HELPERS = {JOIN_BASE: join_base, JOIN_PART: join_part, JOIN_ASSEMBLE: join_assemble}
 
 
+@dataclass
+class _Run:
+    """Consecutive statements of one block, compiled as one function."""
+
+    block: object
+    function: object
+    reads: list[str]
+    assigned: frozenset
+    returns: bool  # ends with the function's return
+    holder: bool  # holds the IFV entries
+
+
 class GraphExecutor:
     """The compiled blocks of one plan and the calls that run them."""
 
     def __init__(self, plan: Plan, source: FunctionSource):
-        graph = plan.graph
-        func, filename = source.func, source.filename
-        self.graph = graph
-        self._bind, self.parameters = compile_binder(func, source.definition, filename)
-        self._func = func
-        self._helpers = [_HELPERS[name] for name in plan.helpers]
-        # Locals preprocessing reads before assigning them start unbound, as in the original.
-        reads = set()
-        for statement in graph.preprocessing:
-            reads |= statement.reads
-        self._unassigned = sorted((reads & plan.local_names) - set(self.parameters) - set(plan.helpers))
-        self._preprocess = compile_block(
-            func,
-            filename,
-            list(self.parameters) + list(plan.helpers) + self._unassigned,
-            [s.node for s in graph.preprocessing],
-            None,
-            plan.possibly_unbound,
-        )
-        self._generators = []
-        for ifv in graph.ifvs:
-            reads = names_read(ifv.expression)
-            for statement in ifv.generator:
-                reads |= statement.reads
-            reads = sorted(reads & plan.local_names)
-            block = compile_block(
-                func, filename, reads, [s.node for s in ifv.generator], ifv.expression, plan.possibly_unbound
-            )
-            self._generators.append((block, reads))
-        tail_reads = set()
-        for node in plan.tail_nodes:
-            tail_reads |= names_read(node)
-        self._tail_reads = sorted((tail_reads - {PLACEHOLDER}) & plan.local_names)
-        self._combine = compile_block(
-            func, filename, self._tail_reads + [PLACEHOLDER], plan.tail_nodes, None, plan.possibly_unbound
-        )
+        self.graph = plan.graph
+        self._func = source.func
+        self._bind, self.parameters = compile_binder(source.func, source.definition, source.filename)
+        self._helpers = {name: _HELPERS[name] for name in plan.helpers}
         self._container = plan.container or list
-        self._warned = False  # about running the function as written
+        self._warned = False  # about running part of the function as written
+
+        def compile_run(block, nodes, assigned, holder=False, result=None):
+            reads = set()
+            for node in nodes + ([result] if result is not None else []):
+                reads |= names_read(node)
+            reads = sorted(reads & (plan.local_names | {PLACEHOLDER}))
+            function = compile_block(
+                source.func, source.filename, reads, nodes, result, plan.possibly_unbound
+            )
+            returns = bool(nodes) and nodes[-1].__class__.__name__ == "Return"
+            return _Run(block, function, reads, assigned, returns, holder)
+
+        self._runs = []
+        # The holder statement runs on its own, so that the IFVs can be computed just before it.
+        for _, steps in itertools.groupby(plan.schedule, key=lambda s: (s.block, s.holder, id(s) if s.holder else 0)):
+            steps = list(steps)
+            assigned = frozenset().union(*(s.assigned for s in steps))
+            self._runs.append(compile_run(steps[0].block, [s.node for s in steps], assigned, steps[0].holder))
+        self._roots = [compile_run(i, [], frozenset(), result=ifv.expression) for i, ifv in enumerate(self.graph.ifvs)]
+        holder = next(s for s in plan.schedule if s.holder)
+        self._fallback = compile_run(COMBINE, plan.fallback, holder.assigned) if plan.fallback else None
+
+    # --- running whole calls -------------------------------------------------------------
 
     def __call__(self, *args, **kwargs):
-        arguments = self.arguments(args, kwargs)
-        try:
-            env = self.preprocess(arguments)
-            return self.combine(env, [self.compute(env, i) for i in range(len(self._generators))])
-        except NotSeparable as reason:
-            if not self._warned:
-                self._warned = True
-                warnings.warn(
-                    f"willump: in {self._func.__qualname__}, line {self.graph.combiner.statement.lineno}: "
-                    f"the joins cannot be computed separately for this input ({reason}); "
-                    "such calls run the function as written",
-                    WillumpWarning,
-                    stacklevel=3,
-                )
-            return self._func(*args, **kwargs)
+        """The function's result, statements in source order."""
+        shared = {**self.arguments(args, kwargs), **self._helpers}
+        generators = [{} for _ in self._roots]
+        combine = {}
+        for run in self._runs:
+            if run.holder:
+                try:
+                    values = [self._run(root, generators[i], shared) for i, root in enumerate(self._roots)]
+                except NotSeparable as reason:
+                    run = self._fallback_for(reason)
+                else:
+                    combine[PLACEHOLDER] = self._container(values)
+            own = self._namespace(run.block, shared, generators, combine)
+            result = self._run(run, own, shared)
+            if run.returns:
+                return result
+            _update(own, run, result)
+        raise AssertionError("the function's return statement was not reached")
+
+    def _fallback_for(self, reason) -> _Run:
+        if self._fallback is None:
+            raise reason
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"willump: in {self._func.__qualname__}, line {self.graph.combiner.statement.lineno}: "
+                f"the joins cannot be computed separately for this input ({reason}); "
+                "such calls run the joins as written",
+                WillumpWarning,
+                stacklevel=4,
+            )
+        return self._fallback
+
+    # --- running block by block ----------------------------------------------------------
 
     def arguments(self, args: tuple, kwargs: dict) -> dict:
         """The call's arguments by parameter name, defaults filled in (TypeError as the original)."""
@@ -86,18 +115,30 @@ class GraphExecutor:
 
     def preprocess(self, arguments: dict) -> dict:
         """Run the preprocessing statements; returns the namespace the generators read."""
-        return self._preprocess(
-            *[arguments[p] for p in self.parameters], *self._helpers, *[UNBOUND] * len(self._unassigned)
-        )
+        shared = {**arguments, **self._helpers}
+        for run in self._runs:
+            if run.block == PREPROCESSING:
+                _update(shared, run, self._run(run, shared, shared))
+        return shared
 
     def compute(self, env: dict, index: int):
         """The value of IFV ``index``, computed by its generator from ``env``."""
-        block, reads = self._generators[index]
-        return block(*[env.get(name, UNBOUND) for name in reads])
+        own = {}
+        for run in self._runs:
+            if run.block == index:
+                _update(own, run, self._run(run, own, env))
+        return self._run(self._roots[index], own, env)
 
     def combine(self, env: dict, values: list):
         """Run the concatenation and the model on the given IFV values (in IFV order)."""
-        return self._combine(*[env.get(name, UNBOUND) for name in self._tail_reads], self._container(values))
+        own = {PLACEHOLDER: self._container(values)}
+        for run in self._runs:
+            if run.block == COMBINE:
+                result = self._run(run, own, env)
+                if run.returns:
+                    return result
+                _update(own, run, result)
+        raise AssertionError("the function's return statement was not reached")
 
     def features(self, args: tuple, kwargs: dict | None = None, ifvs=None, rows=None) -> tuple[dict, dict]:
         """(namespace, {IFV index: value}) for the IFVs ``ifvs`` (default all) of the rows ``rows``.
@@ -108,5 +149,25 @@ class GraphExecutor:
         if rows is not None:
             arguments = take_argument_rows(arguments, rows)
         env = self.preprocess(arguments)
-        which = range(len(self._generators)) if ifvs is None else ifvs
+        which = range(len(self._roots)) if ifvs is None else ifvs
         return env, {i: self.compute(env, i) for i in which}
+
+    # --- plumbing ------------------------------------------------------------------------
+
+    @staticmethod
+    def _namespace(block, shared, generators, combine) -> dict:
+        if block == PREPROCESSING:
+            return shared
+        if block == COMBINE:
+            return combine
+        return generators[block]
+
+    @staticmethod
+    def _run(run: _Run, own: dict, shared: dict):
+        return run.function(*[own[n] if n in own else shared.get(n, UNBOUND) for n in run.reads])
+
+
+def _update(namespace: dict, run: _Run, result: dict) -> None:
+    """Record the names the run bound; a name it left unbound (``del``) reads as unbound."""
+    for name in run.assigned:
+        namespace[name] = result.get(name, UNBOUND)
