@@ -4,7 +4,7 @@ import functools
 import types
 import warnings
 
-from willump.errors import WillumpWarning
+from willump.errors import WillumpWarning, warn
 from willump.graph.build import build_plan
 from willump.graph.source import read_function
 from willump.runtime.executor import GraphExecutor
@@ -65,7 +65,7 @@ class OptimizedFunction:
         )
         if self.options["strict"]:
             raise TypeError(message)
-        warnings.warn(message, WillumpWarning, stacklevel=4)
+        warn(message)
 
     def __call__(self, *args, **kwargs):
         if self._executor is None:

@@ -1,5 +1,11 @@
 """Warnings and errors that willump raises itself."""
 
+import os
+import sys
+import warnings
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
 
 class WillumpWarning(UserWarning):
     """Part of a function is not understood and runs as plain Python.
@@ -7,3 +13,13 @@ class WillumpWarning(UserWarning):
     The message names the source line and the reason. Results are unaffected:
     only the optimizations that need that part are given up.
     """
+
+
+def warn(message: str) -> None:
+    """Emit a WillumpWarning attributed to the first caller outside willump."""
+    frame, level = sys._getframe(1), 2  # level 1 is this function
+    while frame is not None and (
+        frame.f_code.co_filename.startswith(_PACKAGE) or frame.f_code.co_filename.endswith("functools.py")
+    ):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, WillumpWarning, stacklevel=level)

@@ -81,6 +81,8 @@ def build_plan(source: FunctionSource) -> Plan:
             last.lineno,
             "no call to .predict, .predict_proba or .decision_function was found in the returned value",
         )
+    if not _always_evaluated(model.statement.node, model.call):
+        return _unmodified(plan, model.statement.lineno, "the model is called under a condition")
     resolver = Resolver(source.func, definition)
     holder, container, kind = _find_combiner(statements, flow, model, resolver, graph.notes)
     chain = None if holder else find_join_chain(statements, flow, model, resolver, PARAMETER)
@@ -109,6 +111,8 @@ def build_plan(source: FunctionSource) -> Plan:
         placeholder = ast.Name(PLACEHOLDER, ast.Load())
         plan.container = tuple if isinstance(container, ast.Tuple) else list
     graph.combiner = Combiner(kind, holder)
+    if any(isinstance(n, ast.NamedExpr) for n in ast.walk(holder.node)):
+        return _unmodified(plan, holder.lineno, "an assignment expression (:=) where the features are joined")
 
     tail = flow.descendants({holder.index})
     rewritten = {holder.index: _replace(holder.node, container, placeholder)}
@@ -208,6 +212,32 @@ def _whole_function_obstacle(definition: ast.AST) -> tuple[int, str] | None:
             return node.lineno, "an early return (a 'return' that is not the last statement)"
         if isinstance(node, ast.Name) and node.id in _DYNAMIC_SCOPE:
             return node.lineno, f"'{node.id}' reads or changes the function's scope dynamically"
+    late = _late_binding(definition)
+    if late:
+        return late
+    return None
+
+
+def _late_binding(definition: ast.FunctionDef) -> tuple[int, str] | None:
+    """A lambda or generator expression that may run after its statement and reads locals.
+
+    It would read the variables when it runs; separate blocks have separate variables.
+    Passed straight to a call (``df.apply(lambda r: ...)``) it runs within its statement.
+    """
+    local = set(_parameters(definition.args))
+    for node in ast.walk(definition):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            local.add(node.id)
+    consumed = set()
+    for node in ast.walk(definition):
+        if isinstance(node, ast.Call):
+            consumed.update(id(a) for a in node.args)
+            consumed.update(id(k.value) for k in node.keywords)
+    for node in ast.walk(definition):
+        if isinstance(node, (ast.Lambda, ast.GeneratorExp)) and id(node) not in consumed:
+            if names_read(node) & local:
+                kind = "a lambda" if isinstance(node, ast.Lambda) else "a generator expression"
+                return node.lineno, f"{kind} kept for later reads local variables when it runs"
     return None
 
 
@@ -258,6 +288,25 @@ class _DataFlow:
         return frozenset(names)
 
 
+def _always_evaluated(statement: ast.stmt, target: ast.AST) -> bool:
+    """Whether ``target`` is evaluated whenever ``statement`` runs (not under ``if``/``and``/``or``)."""
+    parents = {}
+    for node in ast.walk(statement):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+    node = target
+    while id(node) in parents:
+        parent = parents[id(node)]
+        if isinstance(parent, ast.IfExp) and node is not parent.test:
+            return False
+        if isinstance(parent, ast.BoolOp) and node is not parent.values[0]:
+            return False
+        if isinstance(parent, ast.Compare) and node is not parent.left and node is not parent.comparators[0]:
+            return False
+        node = parent
+    return True
+
+
 def _find_model(statements: list[Statement], flow: _DataFlow) -> ModelNode | None:
     returned = statements[-1]
     call = model_call(returned.node.value)
@@ -286,6 +335,8 @@ def _find_combiner(statements, flow, model, resolver, notes):
             continue
         tree = model.call.args[0] if statement is model.statement else statement.node
         for call, kind in concatenation_calls(tree, resolver):
+            if not _always_evaluated(statement.node, call):
+                continue
             container = _entries_argument(call)
             holder = statement
             if isinstance(container, ast.Name):

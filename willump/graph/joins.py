@@ -82,6 +82,14 @@ def find_join_chain(statements, flow, model, resolver, parameter_marker) -> Join
                 return None
     if flow.definitions(holder.index, _names(columns)) & set(join_indices):
         return None
+    # The rewrite reads the frame and the tables at the selection: they must not change before it.
+    for join in joins:
+        operands = _names(join.table) | _names(join.on)
+        if join is joins[0]:
+            operands.add(base)
+        for s in statements[join.statement_index + 1 : holder.index]:
+            if s.writes & operands and not (s.index in join_indices and s.writes & operands == {base}):
+                return None
     groups = _groups(joins, resolver)
     return _rewrite(statements, holder, selection, columns, base, joins, groups)
 

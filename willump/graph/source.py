@@ -43,7 +43,8 @@ def read_function(func) -> FunctionSource:
             "so that each statement can become a graph node"
         )
     try:
-        source_lines, first_line = inspect.getsourcelines(func)
+        # The code object, not the function: functools.wraps would lead to the wrapped function.
+        source_lines, first_line = inspect.getsourcelines(func.__code__)
     except (OSError, TypeError) as exc:
         raise TypeError(
             f"willump.optimize cannot read the source of {func.__qualname__!r} ({exc}); "
@@ -55,22 +56,63 @@ def read_function(func) -> FunctionSource:
     indent = _indent_removed(text, dedented)
     try:
         module = ast.parse(dedented)
-    except SyntaxError as exc:
-        raise TypeError(f"willump.optimize cannot parse the source of {func.__qualname__!r}: {exc}") from None
+        line_offset = first_line - 1
+    except SyntaxError:
+        # Dedenting fails when a multi-line string starts a line at column 0:
+        # parse the indented definition as the body of a block instead.
+        try:
+            module = ast.parse("if 1:\n" + text)
+        except SyntaxError as exc:
+            raise TypeError(f"willump.optimize cannot parse the source of {func.__qualname__!r}: {exc}") from None
+        module = ast.Module(module.body[0].body, type_ignores=[])
+        line_offset, indent = first_line - 2, 0
     definition = next(
         (node for node in module.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))),
         None,
     )
-    if definition is None or definition.name != func.__name__:
+    if definition is None or definition.name != func.__code__.co_name:
         raise TypeError(
             f"willump.optimize cannot find the definition of {func.__qualname__!r} in its source"
         )
-    _shift_positions(definition, first_line - 1, indent)
+    _shift_positions(definition, line_offset, indent)
+    owner = _enclosing_class(func.__qualname__)
+    if owner:
+        _mangle_private_names(definition, owner)
     filename = inspect.getsourcefile(func) or func.__code__.co_filename
     import linecache
 
     file_lines = tuple(linecache.getlines(filename)) or tuple(source_lines)
     return FunctionSource(func, definition, filename, file_lines)
+
+
+def _enclosing_class(qualname: str) -> str | None:
+    """The innermost class around a function, from its qualified name (``A.m.<locals>.f`` -> ``A``)."""
+    parts = qualname.split(".")[:-1]
+    for position in range(len(parts) - 1, -1, -1):
+        following = parts[position + 1] if position + 1 < len(parts) else None
+        if parts[position] != "<locals>" and following != "<locals>":
+            return parts[position]
+    return None
+
+
+def _mangle_private_names(tree: ast.AST, owner: str) -> None:
+    """Rename ``__name`` as the compiler does inside class ``owner`` (the generated code is not in it)."""
+    prefix = "_" + owner.lstrip("_")
+    if prefix == "_":
+        return
+
+    def mangled(name: str) -> str:
+        if name.startswith("__") and not name.endswith("__") and "." not in name:
+            return prefix + name
+        return name
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            node.id = mangled(node.id)
+        elif isinstance(node, ast.Attribute):
+            node.attr = mangled(node.attr)
+        elif isinstance(node, ast.arg):
+            node.arg = mangled(node.arg)
 
 
 def _indent_removed(text: str, dedented: str) -> int:

@@ -167,7 +167,8 @@ def analyze_statement(index: int, node: ast.stmt) -> Statement:
             bound |= b
             mutated |= m
         if isinstance(node, ast.AnnAssign) and node.value is None:
-            bound = set()  # a bare annotation binds nothing
+            # A bare annotation makes the name local without giving it a value.
+            return Statement(index, node, set(), set(), binds=bound)
         if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             reads.add(node.target.id)
         mutated |= _inplace_receivers(node)
@@ -223,9 +224,12 @@ def analyze_statement(index: int, node: ast.stmt) -> Statement:
                 mutated |= names_read(child)
             elif isinstance(child, (ast.Import, ast.ImportFrom)):
                 stored |= {(a.asname or a.name).split(".")[0] for a in child.names}
-        stored |= _walrus_writes(node) | {
-            n.name for n in ast.walk(node) if isinstance(n, ast.MatchAs) and n.name
-        }
+        stored |= _walrus_writes(node)
+        for n in ast.walk(node):
+            if isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+                stored.add(n.name)
+            elif isinstance(n, ast.MatchMapping) and n.rest:
+                stored.add(n.rest)
         mutated |= _inplace_receivers(node)
         writes = stored | mutated
         kind = type(node).__name__.lower().replace("async", "async ")

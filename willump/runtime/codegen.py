@@ -9,11 +9,13 @@ the user's line.
 
 import __future__
 import ast
+import builtins
 import copy
 import types
 
 UNBOUND = type("Unbound", (), {"__repr__": lambda self: "<unbound>"})()
 _UNBOUND_PARAMETER = "__willump_unbound"
+_LOCALS_PARAMETER = "__willump_locals"
 _FUTURE_FLAGS = 0
 for _feature in __future__.all_feature_names:
     _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
@@ -51,8 +53,8 @@ def compile_block(
         _locate(node, line)
     ending = []
     if not (body and isinstance(body[-1], ast.Return)):
-        if result is None:
-            result = ast.Call(ast.Name("locals", ast.Load()), [], [])
+        if result is None:  # the builtin, passed in: a global named 'locals' must not matter
+            result = ast.Call(ast.Name(_LOCALS_PARAMETER, ast.Load()), [], [])
         returned = ast.Return(result)
         if getattr(result, "lineno", None) is None:
             _locate(returned, line)
@@ -63,8 +65,8 @@ def compile_block(
         posonlyargs=[],
         args=[ast.arg(p) for p in parameters],
         vararg=None,
-        kwonlyargs=[ast.arg(_UNBOUND_PARAMETER)] if unbound else [],
-        kw_defaults=[None] if unbound else [],
+        kwonlyargs=[ast.arg(_UNBOUND_PARAMETER), ast.arg(_LOCALS_PARAMETER)],
+        kw_defaults=[None, None],
         kwarg=None,
         defaults=[],
     )
@@ -81,13 +83,12 @@ def compile_block(
     code = compile(module, filename, "exec", flags=func.__code__.co_flags & _FUTURE_FLAGS, dont_inherit=True)
     outer_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
     inner_code = next(c for c in outer_code.co_consts if isinstance(c, types.CodeType) and c.co_name == name)
-    inner_code = inner_code.replace(co_qualname=func.__qualname__)
+    inner_code = _with_qualname(inner_code, func.__qualname__)
     cells = dict(zip(freevars, func.__closure__ or ()))
     block = types.FunctionType(
         inner_code, func.__globals__, name, None, tuple(cells[v] for v in inner_code.co_freevars)
     )
-    if unbound:
-        block.__kwdefaults__ = {_UNBOUND_PARAMETER: UNBOUND}
+    block.__kwdefaults__ = {_UNBOUND_PARAMETER: UNBOUND, _LOCALS_PARAMETER: builtins.locals}
     return block
 
 
@@ -107,10 +108,15 @@ def compile_binder(func: types.FunctionType, definition: ast.FunctionDef, filena
     module = ast.fix_missing_locations(ast.Module([binder], type_ignores=[]))
     code = compile(module, filename, "exec", dont_inherit=True)
     binder_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
-    function = types.FunctionType(binder_code.replace(co_qualname=func.__qualname__), {}, func.__name__)
+    function = types.FunctionType(_with_qualname(binder_code, func.__qualname__), {}, func.__name__)
     function.__defaults__ = func.__defaults__
     function.__kwdefaults__ = func.__kwdefaults__
     return function, tuple(names)
+
+
+def _with_qualname(code: types.CodeType, qualname: str) -> types.CodeType:
+    """``code`` named like the user's function in tracebacks (code objects have it from 3.11)."""
+    return code.replace(co_qualname=qualname) if hasattr(code, "co_qualname") else code
 
 
 def _strip_annotations(args: ast.arguments) -> ast.arguments:

@@ -11,10 +11,9 @@ list of IFV values. Cascades and caches are built on those three calls.
 """
 
 import itertools
-import warnings
 from dataclasses import dataclass
 
-from willump.errors import WillumpWarning
+from willump.errors import warn
 from willump.graph.build import COMBINE, PREPROCESSING, Plan
 from willump.graph.graph import PLACEHOLDER
 from willump.graph.joins import JOIN_ASSEMBLE, JOIN_BASE, JOIN_PART
@@ -98,12 +97,10 @@ class GraphExecutor:
             raise reason
         if not self._warned:
             self._warned = True
-            warnings.warn(
+            warn(
                 f"willump: in {self._func.__qualname__}, line {self.graph.combiner.statement.lineno}: "
                 f"the joins cannot be computed separately for this input ({reason}); "
-                "such calls run the joins as written",
-                WillumpWarning,
-                stacklevel=4,
+                "such calls run the joins as written"
             )
         return self._fallback
 

@@ -7,6 +7,7 @@ key matches several rows. Otherwise it raises ``NotSeparable`` and the
 function runs as written, which gives the original's result or exception.
 """
 
+import numpy as np
 import pandas as pd
 
 
@@ -15,7 +16,11 @@ class NotSeparable(Exception):
 
 
 def _keys(on) -> list:
-    return [on] if isinstance(on, str) else list(on)
+    if isinstance(on, (list, tuple)):
+        return list(on)
+    if on is None or not isinstance(on, (str, int)):
+        raise NotSeparable("join keys the split does not handle")
+    return [on]
 
 
 def _unique(columns) -> list:
@@ -24,8 +29,8 @@ def _unique(columns) -> list:
 
 def _table_columns(frame, columns, joins) -> list[list]:
     """The non-key columns of each joined table, after checking the chain can be split."""
-    if not isinstance(frame, pd.DataFrame) or isinstance(columns, str):
-        raise NotSeparable("not a DataFrame selection")
+    if not isinstance(frame, pd.DataFrame) or not isinstance(columns, (list, pd.Index, np.ndarray)):
+        raise NotSeparable("not a selection of a list of columns")
     if not frame.columns.is_unique:
         raise NotSeparable("duplicate columns")
     available = set(frame.columns)
@@ -49,6 +54,11 @@ def _table_columns(frame, columns, joins) -> list[list]:
 def join_base(frame, columns, joins):
     """The selected columns the frame had before the joins."""
     from_tables = {c for own in _table_columns(frame, columns, joins) for c in own}
+    for table, on in joins:
+        for key in _keys(on):
+            # A join keeps the frame's key column as it is only when both sides have its dtype.
+            if key in frame.columns and key in columns and frame[key].dtype != table[key].dtype:
+                raise NotSeparable(f"key {key!r} has different dtypes in the frame and a table")
     return frame[[c for c in _unique(columns) if c not in from_tables]].reset_index(drop=True)
 
 
