@@ -65,7 +65,7 @@ def main(n: int = 20_000) -> None:
     test, _ = make_messages(2_000, random_state=1)
     for name, function in [("original", predict), ("willump", optimized)]:
         start = time.perf_counter()
-        result = function(test)
+        function(test)
         print(f"{name:>8}: {len(test)} rows in {time.perf_counter() - start:.3f} s")
     same = np.array_equal(optimized(test), predict(test))
     one = np.array_equal(optimized(test.iloc[[0]]), predict(test.iloc[[0]]))
