@@ -1,0 +1,53 @@
+"""The configurations a workload is measured in: the undecorated function and each willump mode.
+
+A configuration turns a trained workload into a ``Prepared`` function and says how
+long that took. Configurations join this registry as willump gains capabilities
+(compilation, cascades, top-K filters, caching, remote tables).
+"""
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+import willump
+from benchmarks.measure import top_k_positions, timed
+
+
+@dataclass
+class Prepared:
+    """A configuration ready to run, with its preparation times in seconds."""
+
+    predict: Callable
+    top_k: Callable  # (inputs, k) -> positions of the k best rows, best first
+    times: dict = field(default_factory=dict)  # "decoration", "first_call", "fit"
+
+
+def _top_k_by_scores(predict):
+    return lambda inputs, k: top_k_positions(predict(inputs), k)
+
+
+def python(workload) -> Prepared:
+    """The undecorated pipeline: the baseline every ratio is against."""
+    return Prepared(workload.predict, _top_k_by_scores(workload.predict))
+
+
+def willump_exact(workload) -> Prepared:
+    """``@willump.optimize`` without fit: the exact drop-in running the transformation graph."""
+    start = time.perf_counter()
+    optimized = willump.optimize(workload.predict)
+    decoration = time.perf_counter() - start
+    first_call, _ = timed(optimized, workload.test_inputs.iloc[:1])
+    return Prepared(
+        optimized, _top_k_by_scores(optimized), {"decoration": decoration, "first_call": first_call}
+    )
+
+
+CONFIGURATIONS = {"python": python, "willump": willump_exact}
+BASELINE = "python"
+
+
+def exact_top_k(workload, k: int) -> np.ndarray:
+    """The reference top-K: the undecorated pipeline's K best rows of the test split."""
+    return top_k_positions(workload.predict(workload.test_inputs), k)

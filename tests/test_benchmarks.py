@@ -1,0 +1,76 @@
+"""The benchmark suite runs, writes its records, and regenerates the README table (no speed assertions)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import report
+from benchmarks.__main__ import main
+from benchmarks.measure import average_precision, top_k_positions
+
+ROOT = Path(__file__).resolve().parent.parent
+REQUIRED = {"workload", "config", "mode", "metric", "value", "ratio_vs_python", "quality", "quality_metric"}
+
+
+@pytest.fixture(scope="module")
+def quick_results(tmp_path_factory, datasets):
+    out = tmp_path_factory.mktemp("results")
+    assert main(["toxic", "--quick", "--out", str(out)]) == 0
+    return out
+
+
+def test_quick_run_writes_records_for_every_configuration_and_mode(quick_results):
+    document = json.loads((quick_results / "toxic.json").read_text())
+    assert {"cores", "cpu", "versions"} <= set(document["machine"])
+    records = document["records"]
+    assert all(REQUIRED <= set(r) for r in records)
+    measured = {(r["config"], r["mode"], r["metric"]) for r in records}
+    for config in ["python", "willump"]:
+        for mode, metric in [
+            ("batch", "throughput"),
+            ("point", "p50_latency"),
+            ("point", "p99_latency"),
+            ("topk", "top100_throughput"),
+            ("topk", "top100_precision"),
+            ("topk", "top100_map"),
+        ]:
+            assert (config, mode, metric) in measured
+    assert all(r["ratio_vs_python"] is None for r in records if r["config"] == "python")
+    assert all(r["ratio_vs_python"] > 0 for r in records if r["config"] == "willump" and r["mode"] == "batch")
+    # The exact drop-in answers exactly: the same quality and the exact top-100.
+    assert len({r["quality"] for r in records}) == 1
+    assert all(r["value"] == 1.0 for r in records if r["metric"] in ("top100_precision", "top100_map"))
+
+
+def test_report_regenerates_the_readme_section(quick_results, tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{report.START}\nold table\n{report.END}\noutro\n")
+    assert report.main(["--results", str(quick_results), "--readme", str(readme)]) == 2  # quick: refused
+    assert report.main(["--results", str(quick_results), "--readme", str(readme), "--allow-quick"]) == 0
+    text = readme.read_text()
+    assert "old table" not in text and text.startswith("intro\n") and text.endswith("outro\n")
+    assert "| toxic | python |" in text and "| toxic | willump |" in text
+    assert "quick run of" in text
+
+
+def test_missing_data_is_a_one_line_error_naming_path_and_variable(tmp_path):
+    environment = {**os.environ, "WILLUMP_DATA": str(tmp_path / "nowhere")}
+    finished = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "toxic", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120,
+    )
+    assert finished.returncode == 2
+    errors = [line for line in finished.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and str(tmp_path / "nowhere") in errors[0] and "WILLUMP_DATA" in errors[0]
+
+
+def test_top_k_helpers():
+    scores = np.array([0.1, 0.9, 0.5, 0.9, 0.2])
+    np.testing.assert_array_equal(top_k_positions(scores, 3), [1, 3, 2])
+    assert average_precision(np.array([1, 3, 2]), np.array([1, 3, 2])) == 1.0
+    assert average_precision(np.array([0, 1, 3]), np.array([1, 3, 2])) == pytest.approx((1 / 2 + 2 / 3) / 3)
