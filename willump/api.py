@@ -4,7 +4,15 @@ import functools
 import types
 import warnings
 
+import numpy as np
+import pandas as pd
+
 from willump.errors import WillumpWarning, warn
+from willump.optimizations import cascades, topk
+from willump.optimizations.fit import Fitted, Stats
+from willump.optimizations.fit import fit as fit_optimizations
+from willump.optimizations.selection import DEFAULT_GAMMA
+from willump.optimizations.topk import DEFAULT_C_K, DEFAULT_MIN_FRACTION
 from willump.graph.build import build_plan
 from willump.graph.source import read_function
 from willump.runtime.executor import GraphExecutor
@@ -53,6 +61,8 @@ class OptimizedFunction:
         self.graph = plan.graph
         self._report(self.graph)
         self._executor = GraphExecutor(plan, source) if self.graph.optimizable else None
+        self._fitted = None
+        self._stats = Stats()
 
     def _report(self, graph) -> None:
         problems = list(graph.notes)
@@ -70,7 +80,73 @@ class OptimizedFunction:
     def __call__(self, *args, **kwargs):
         if self._executor is None:
             return self.py_func(*args, **kwargs)
+        if self._fitted is not None and self._fitted.cascading:
+            return cascades.serve(self._executor, self._fitted, self._executor.arguments(args, kwargs), self._stats)
         return self._executor(*args, **kwargs)
+
+    # --- statistically-aware optimizations -------------------------------------------------
+
+    def fit(self, *inputs, y, validation=None, validation_fraction=0.25, metric=None, accuracy_loss=0.001,
+            cascades=True, top_k=True, small_model=None, random_state=0, progress=True, gamma=DEFAULT_GAMMA):
+        """Learn cascades and top-K filter models from labelled rows; returns this function.
+
+        ``inputs`` are the function's arguments for the training rows and ``y`` their labels.
+        ``validation=(inputs, y)`` are rows the user's model was not trained on; without it
+        ``validation_fraction`` of the given rows are held out. The cascade threshold keeps
+        ``metric`` (default: accuracy for labels, ROC AUC for scores) within ``accuracy_loss``
+        of the full model on the validation rows. ``gamma`` is Algorithm 1's stopping factor.
+        """
+        if self._executor is None:
+            raise ValueError(f"fit needs the transformation graph, but {self.graph.unmodified_reason}")
+        self._fitted = fit_optimizations(
+            self._executor, inputs, y, validation=validation, validation_fraction=validation_fraction,
+            metric=metric, accuracy_loss=accuracy_loss, cascades_wanted=cascades, top_k_wanted=top_k,
+            small_model=small_model, random_state=random_state, progress=progress, gamma=gamma,
+        )
+        self._stats.reset()
+        return self
+
+    def top_k(self, *inputs, k, c_k=DEFAULT_C_K, min_fraction=DEFAULT_MIN_FRACTION):
+        """Positions (np.ndarray) of the ``k`` best-scoring rows, best first.
+
+        Score: positive-class probability for binary classifiers, predicted value for regressors.
+        After ``fit``, a filter model keeps the best max(c_k * k, min_fraction * n) rows and
+        only those are ranked by the full model; before ``fit`` the answer is exact.
+        ``k`` larger than the batch is clamped to its size.
+        """
+        if self._executor is None:
+            raise ValueError(f"top_k needs the transformation graph, but {self.graph.unmodified_reason}")
+        if self._executor.model_split_problem:
+            raise ValueError(f"top_k cannot score rows: {self._executor.model_split_problem}")
+        if not isinstance(k, (int, np.integer)) or k <= 0:
+            raise ValueError(f"k must be a positive integer; got {k!r}")
+        arguments = self._executor.arguments(inputs, {})
+        n = topk.batch_size(self._executor, arguments)
+        k = min(int(k), n)
+        if self._fitted is None or self._fitted.filter_model is None:
+            return topk.exact(self._executor, arguments, k)
+        return topk.filtered(self._executor, self._fitted, arguments, k, n, c_k, min_fraction, self._stats)
+
+    def explain(self) -> pd.DataFrame:
+        """Per IFV: cost per row, importance, cost-effectiveness, selected; ``.attrs["summary"]`` has the rest."""
+        if self._fitted is None:
+            table = Fitted([ifv.name for ifv in self.graph.ifvs]).explain()
+            table.attrs["summary"] = {"fitted": False, "cascades": "off: call fit() first"}
+            return table
+        table = self._fitted.explain()
+        summary = table.attrs["summary"]
+        summary["fitted"] = True
+        summary["cascades"] = "on" if self._fitted.cascading else f"off: {self._fitted.cascade_reason}"
+        summary["top_k_filter"] = "on" if self._fitted.filter_model is not None else f"off: {self._fitted.top_k_reason}"
+        return table
+
+    @property
+    def stats(self) -> dict:
+        """Rows seen, rows answered by the small model, rows sent to the full model, top-K candidates."""
+        return self._stats.snapshot()
+
+    def reset_stats(self) -> None:
+        self._stats.reset()
 
     @property
     def executor(self) -> GraphExecutor | None:
@@ -83,12 +159,14 @@ class OptimizedFunction:
         return types.MethodType(self, instance)
 
     def __getstate__(self):
-        return {"py_func": self.py_func, "options": self.options}
+        return {"py_func": self.py_func, "options": self.options, "fitted": self._fitted, "stats": self._stats}
 
     def __setstate__(self, state):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", WillumpWarning)  # already reported where it was defined
             self.__init__(state["py_func"], **state["options"])
+        self._fitted = state.get("fitted")
+        self._stats = state.get("stats") or Stats()
 
     def __repr__(self) -> str:
         return f"<willump.optimize of {self.py_func.__qualname__}>"

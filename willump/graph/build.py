@@ -36,9 +36,24 @@ class Plan:
     container: type | None = None  # list or tuple: how the IFV entries were written
     helpers: tuple[str, ...] = ()  # runtime helpers the rewritten code calls, passed as locals
     fallback: list | None = None  # the user's joins and selection, for inputs the split cannot serve
+    model_split: "ModelSplit | str | None" = None  # the combine step cut at the model call, or why not
 
 
 PREPROCESSING, COMBINE = "preprocessing", "combine"
+MODEL_OUTPUT = "__willump_model_output"  # the name the finishing statements read the model's output from
+
+
+@dataclass
+class ModelSplit:
+    """The combine step cut at the model call.
+
+    ``before`` computes the model's input from the IFV values and returns
+    ``(model, X)``; ``after`` turns the model's output into the function's result.
+    Together they let other models answer some rows in the user's output format.
+    """
+
+    before: list
+    after: list
 
 
 @dataclass(frozen=True)
@@ -150,6 +165,7 @@ def build_plan(source: FunctionSource) -> Plan:
         Step(blocks[s.index], rewritten.get(s.index, s.node), frozenset(s.bound & flow.local_names), s is holder)
         for s in statements
     ]
+    plan.model_split = _split_at_model(flow, sorted(tail), rewritten, model)
     graph.preprocessing = [statements[i] for i in sorted(preprocessing)]
     graph.tail = [statements[i] for i in sorted(tail)]
     names = chain.names if chain else _ifv_names(elements, root_reads, generators, statements)
@@ -169,6 +185,29 @@ def build_plan(source: FunctionSource) -> Plan:
             )
         )
     return plan
+
+
+def _split_at_model(flow, tail, rewritten, model) -> ModelSplit | str:
+    at = model.statement.index
+    node = rewritten.get(at, model.statement.node)
+    position = (model.call.lineno, model.call.col_offset, model.call.end_col_offset)
+    call = next(
+        n for n in ast.walk(node)
+        if isinstance(n, ast.Call) and (n.lineno, n.col_offset, n.end_col_offset) == position
+    )
+    returned = ast.copy_location(
+        ast.Return(ast.Tuple([copy.deepcopy(call.func.value), copy.deepcopy(call.args[0])], ast.Load())), node
+    )
+    before = [rewritten.get(i, flow.statements[i].node) for i in tail if i < at] + [returned]
+    finishing = _replace(node, call, ast.Name(MODEL_OUTPUT, ast.Load()))
+    after = [finishing] + [rewritten.get(i, flow.statements[i].node) for i in tail if i > at]
+    for i, statement in zip([at] + [i for i in tail if i > at], after):
+        defined = flow.definitions(i, names_read(statement) & flow.local_names)
+        if any(d in tail and d < at for d in defined):
+            return f"line {flow.statements[i].lineno}: the model's input is used after the model call"
+    if call.keywords or len(call.args) != 1:
+        return f"line {model.statement.lineno}: the model call has arguments besides the features"
+    return ModelSplit(before, after)
 
 
 def _calls(call: ast.Call, name: str) -> bool:

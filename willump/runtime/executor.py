@@ -14,7 +14,7 @@ import itertools
 from dataclasses import dataclass
 
 from willump.errors import warn
-from willump.graph.build import COMBINE, PREPROCESSING, Plan
+from willump.graph.build import COMBINE, MODEL_OUTPUT, PREPROCESSING, ModelSplit, Plan
 from willump.graph.graph import PLACEHOLDER
 from willump.graph.joins import JOIN_ASSEMBLE, JOIN_BASE, JOIN_PART
 from willump.graph.source import FunctionSource
@@ -53,7 +53,7 @@ class GraphExecutor:
             reads = set()
             for node in nodes + ([result] if result is not None else []):
                 reads |= names_read(node)
-            reads = sorted(reads & (plan.local_names | {PLACEHOLDER}))
+            reads = sorted(reads & (plan.local_names | {PLACEHOLDER, MODEL_OUTPUT}))
             function = compile_block(
                 source.func, source.filename, reads, nodes, result, plan.possibly_unbound
             )
@@ -69,6 +69,11 @@ class GraphExecutor:
         self._roots = [compile_run(i, [], frozenset(), result=ifv.expression) for i, ifv in enumerate(self.graph.ifvs)]
         holder = next(s for s in plan.schedule if s.holder)
         self._fallback = compile_run(COMBINE, plan.fallback, holder.assigned) if plan.fallback else None
+        split = plan.model_split
+        self.model_split_problem = split if isinstance(split, str) else None
+        if isinstance(split, ModelSplit):
+            self._before_model = compile_run(COMBINE, split.before, frozenset())
+            self._after_model = compile_run(COMBINE, split.after, frozenset())
 
     # --- running whole calls -------------------------------------------------------------
 
@@ -137,12 +142,23 @@ class GraphExecutor:
                 _update(own, run, result)
         raise AssertionError("the function's return statement was not reached")
 
+    def model_input(self, env: dict, values: list) -> tuple:
+        """(model, X): the model object and its input, from the given IFV values."""
+        return self._run(self._before_model, {PLACEHOLDER: self._container(values)}, env)
+
+    def finish(self, env: dict, output):
+        """The function's result when the model's output is ``output`` (rows of ``env``'s batch)."""
+        return self._run(self._after_model, {MODEL_OUTPUT: output}, env)
+
     def features(self, args: tuple, kwargs: dict | None = None, ifvs=None, rows=None) -> tuple[dict, dict]:
         """(namespace, {IFV index: value}) for the IFVs ``ifvs`` (default all) of the rows ``rows``.
 
         ``rows`` are integer positions in the batch (default all rows).
         """
-        arguments = self.arguments(args, kwargs or {})
+        return self.evaluate(self.arguments(args, kwargs or {}), ifvs, rows)
+
+    def evaluate(self, arguments: dict, ifvs=None, rows=None) -> tuple[dict, dict]:
+        """As ``features``, from arguments already bound by name."""
         if rows is not None:
             arguments = take_argument_rows(arguments, rows)
         env = self.preprocess(arguments)

@@ -1,0 +1,1 @@
+"""Statistics of IFVs: what each costs to compute and how much the model relies on it."""

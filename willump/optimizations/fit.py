@@ -1,0 +1,311 @@
+"""``fit``: measure the IFVs, choose the efficient ones, train the small and filter models, set the threshold."""
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from sklearn.metrics import mean_squared_error, roc_auc_score
+
+from willump.analysis.costs import generator_costs, preprocessing_cost
+from willump.analysis.importance import (
+    column_blocks,
+    is_linear,
+    is_tree_ensemble,
+    linear_importances,
+    permutation_importances,
+    surrogate_importances,
+)
+from willump.errors import warn
+from willump.optimizations import cascades
+from willump.optimizations.models import check_fitted, is_classifier, ranking_score, train_like
+from willump.optimizations.selection import DEFAULT_GAMMA, select_efficient
+from willump.runtime.features import feature_matrix
+from willump.runtime.joins import NotSeparable
+from willump.runtime.rows import row_count, take_argument_rows
+
+logger = logging.getLogger("willump")
+
+
+class Stats:
+    """Thread-safe counters of what the optimized function did."""
+
+    FIELDS = ("rows_seen", "rows_small_model", "rows_full_model", "top_k_queries", "top_k_candidates")
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts = dict.fromkeys(self.FIELDS, 0)
+
+    def count(self, rows=0, small=0, full=0, top_k_candidates=0) -> None:
+        with self._lock:
+            self._counts["rows_seen"] += rows
+            self._counts["rows_small_model"] += small
+            self._counts["rows_full_model"] += full
+            if top_k_candidates:
+                self._counts["top_k_queries"] += 1
+                self._counts["top_k_candidates"] += top_k_candidates
+
+    def snapshot(self) -> dict:
+        with self._lock:
+            return dict(self._counts)
+
+    def __getstate__(self):
+        return self.snapshot()
+
+    def __setstate__(self, counts):
+        self._lock = threading.Lock()
+        self._counts = dict(counts)
+
+
+@dataclass
+class Fitted:
+    """What fit learned; survives pickling."""
+
+    names: list
+    costs: list = field(default_factory=list)  # seconds per row of each generator
+    importances: list = field(default_factory=list)
+    selected: list = field(default_factory=list)
+    method: str = "predict"
+    classification: bool = True
+    small_model: object = None
+    threshold: float | None = None
+    cascade_reason: str | None = None  # why cascades are off
+    filter_model: object = None
+    top_k_reason: str | None = None  # why top_k is exact
+    summary: dict = field(default_factory=dict)
+
+    @property
+    def cascading(self) -> bool:
+        return self.threshold is not None and self.small_model is not None
+
+    def explain(self) -> pd.DataFrame:
+        """One row per IFV; the summary is in ``.attrs["summary"]``."""
+        rows = []
+        for i, name in enumerate(self.names):
+            cost = self.costs[i] if self.costs else np.nan
+            importance = self.importances[i] if self.importances else np.nan
+            rows.append(
+                {
+                    "ifv": name,
+                    "cost_per_row_us": cost * 1e6,
+                    "importance": importance,
+                    "cost_effectiveness": importance / max(cost, 1e-12) if self.costs else np.nan,
+                    "selected": i in self.selected,
+                }
+            )
+        table = pd.DataFrame(rows)
+        table.attrs["summary"] = dict(self.summary)
+        return table
+
+
+def _bind(executor, inputs) -> dict:
+    inputs = inputs if isinstance(inputs, tuple) else (inputs,)
+    return executor.arguments(inputs, {})
+
+
+def _rows(arguments: dict) -> int:
+    counts = [row_count(v) for v in arguments.values()]
+    n = next((c for c in counts if c is not None), None)
+    if n is None:
+        raise ValueError("fit needs a batch of rows: a DataFrame, Series, array, sparse matrix or list argument")
+    return n
+
+
+def _target(y, n, what) -> np.ndarray:
+    y = np.asarray(y)
+    if y.ndim != 1 or len(y) != n:
+        raise ValueError(f"{what} has {len(y) if y.ndim else 0} labels but the inputs have {n} rows")
+    return y
+
+
+def _is_regression_target(y: np.ndarray) -> bool:
+    return y.dtype.kind == "f" and not np.all(np.isnan(y) | (y == np.round(y)))
+
+
+def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25, metric=None,
+        accuracy_loss=0.001, cascades_wanted=True, top_k_wanted=True, small_model=None,
+        random_state=0, progress=True, gamma=DEFAULT_GAMMA) -> Fitted:
+    from tqdm.auto import tqdm
+
+    names = [ifv.name for ifv in executor.graph.ifvs]
+    fitted = Fitted(names, method=executor.graph.model.method)
+    if not 0 <= accuracy_loss < 1:
+        raise ValueError(f"accuracy_loss must be in [0, 1); got {accuracy_loss!r}")
+    train = _bind(executor, inputs)
+    n = _rows(train)
+    y = _target(y, n, "y")
+    if validation is not None:
+        if not (isinstance(validation, tuple) and len(validation) == 2):
+            raise ValueError("validation must be a pair (inputs, y), inputs being a tuple for several arguments")
+        valid = _bind(executor, validation[0])
+        y_valid = _target(validation[1], _rows(valid), "the validation y")
+    else:
+        if not 0 < validation_fraction < 1:
+            raise ValueError(f"validation_fraction must be between 0 and 1; got {validation_fraction!r}")
+        order = np.random.default_rng(random_state).permutation(n)
+        held = max(1, int(round(n * validation_fraction)))
+        valid = take_argument_rows(train, np.sort(order[:held]))
+        y_valid = y[np.sort(order[:held])]
+        train = take_argument_rows(train, np.sort(order[held:]))
+        y = y[np.sort(order[held:])]
+        warn(
+            "willump: fit holds out a validation split of the given rows; if the model was trained on "
+            "these rows, its confidence there is higher than on new rows, so thresholds are conservative: "
+            "pass validation=(inputs, y) with rows the model has not seen"
+        )
+        n = len(y)
+    if cascades_wanted and _is_regression_target(y):
+        raise ValueError("y is a regression target, but cascades need classes: pass cascades=False (top_k still works)")
+
+    stages = tqdm(total=6, desc="willump fit", disable=not progress, leave=False)
+
+    def stage(message):
+        logger.info("fit: %s", message)
+        stages.set_postfix_str(message)
+        stages.update(1)
+
+    try:
+        env, values = executor.evaluate(train)
+        valid_env, valid_values = executor.evaluate(valid)
+    except NotSeparable as reason:
+        raise ValueError(f"the IFVs cannot be computed separately on the fit data ({reason})") from None
+    k = len(names)
+    model, X = executor.model_input(env, [values[i] for i in range(k)])
+    check_fitted(model)
+    fitted.classification = is_classifier(model)
+    if cascades_wanted and not fitted.classification:
+        raise ValueError(
+            f"cascades need a classifier, but {type(model).__name__} is a regressor: pass cascades=False (top_k still works)"
+        )
+    stage("features computed")
+
+    fitted.costs = generator_costs(executor, env, n)
+    pre_cost = preprocessing_cost(executor, train, n)
+    started = time.perf_counter()
+    getattr(model, fitted.method)(X)
+    model_cost = (time.perf_counter() - started) / n
+    stage("costs measured")
+
+    _, valid_X = executor.model_input(valid_env, [valid_values[i] for i in range(k)])
+    blocks = column_blocks([values[i] for i in range(k)], X)
+    if is_linear(model):
+        fitted.importances, how = linear_importances(model, X, blocks), "|coefficient| x mean |value|"
+    elif is_tree_ensemble(model):
+        score = _model_score(model, y_valid, fitted.classification)
+        fitted.importances = permutation_importances(score, valid_X, blocks, random_state)
+        how = "permutation of each IFV's columns on the validation rows"
+    else:
+        fitted.importances = surrogate_importances(X, y, blocks, fitted.classification, random_state)
+        how = "gain of a LightGBM model trained on the full feature vectors"
+    fitted.selected = select_efficient(fitted.costs, fitted.importances, gamma)
+    stage("efficient IFVs chosen")
+    summary = fitted.summary
+    summary.update(
+        {
+            "model": type(model).__name__,
+            "task": "classification" if fitted.classification else "regression",
+            "importance": how,
+            "gamma": gamma,
+            "efficient_ifvs": [names[i] for i in fitted.selected],
+            "preprocessing_cost_per_row_us": pre_cost * 1e6,
+            "model_cost_per_row_us": model_cost * 1e6,
+            "train_rows": n,
+            "validation_rows": len(y_valid),
+        }
+    )
+    problem = _no_subset(fitted, k, executor)
+    if problem:
+        fitted.cascade_reason = fitted.top_k_reason = problem
+        stages.close()
+        return fitted
+
+    small_X = feature_matrix([values[i] for i in fitted.selected])
+    small_valid_X = feature_matrix([valid_values[i] for i in fitted.selected])
+    if fitted.classification:
+        fitted.small_model = train_like(model, small_X, y, random_state, small_model)
+    stage("small model trained")
+
+    if not cascades_wanted:
+        fitted.cascade_reason = "not requested (cascades=False)" if fitted.classification else "regression: cascades need classes"
+    else:
+        _fit_threshold(executor, fitted, valid_env, model, valid_X, small_valid_X, y_valid, metric, accuracy_loss)
+        if fitted.cascading:
+            rest = sum(c for i, c in enumerate(fitted.costs) if i not in fitted.selected)
+            chosen = sum(fitted.costs[i] for i in fitted.selected)
+            answered = summary["small_model_fraction"]
+            full = pre_cost + chosen + rest + model_cost
+            cascade = pre_cost + chosen + model_cost + (1 - answered) * (pre_cost + rest + model_cost)
+            summary["expected_speedup"] = full / cascade
+    stage("threshold chosen")
+
+    if not top_k_wanted:
+        fitted.top_k_reason = "not requested (top_k=False)"
+    elif fitted.classification and fitted.small_model is not None:
+        try:
+            ranking_score(fitted.small_model, small_valid_X[:1])
+            fitted.filter_model = fitted.small_model
+        except ValueError as error:
+            fitted.top_k_reason = str(error)
+    else:
+        fitted.filter_model = train_like(model, small_X, y, random_state, small_model)
+    summary["top_k"] = (
+        {"c_k": "top_k option, default 10", "min_fraction": "top_k option, default 0.05"}
+        if fitted.filter_model is not None
+        else fitted.top_k_reason
+    )
+    stage("filter model ready")
+    stages.close()
+    logger.info("fit: done: %s", summary)
+    return fitted
+
+
+def _no_subset(fitted, k, executor) -> str | None:
+    if executor.model_split_problem:
+        return executor.model_split_problem
+    if k < 2:
+        return "the function has a single feature vector: there is nothing cheaper to compute first"
+    if not fitted.selected:
+        return "no IFV is cheap enough: each costs more than half of all IFVs together"
+    return None
+
+
+def _model_score(model, y, classification):
+    """A validation score of the model on a feature matrix (higher is better), for permutation importance."""
+
+    def score(X):
+        scores = ranking_score(model, X) if classification and len(np.unique(y)) == 2 else None
+        if scores is not None:
+            return roc_auc_score(y, scores)
+        if classification:
+            return float(np.mean(np.asarray(model.predict(X)).ravel() == y))
+        return -mean_squared_error(y, np.asarray(model.predict(X), dtype=float))
+
+    return score
+
+
+def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy_loss) -> None:
+    name, score = (getattr(metric, "__name__", "metric"), metric) if callable(metric) else cascades.default_metric(fitted.method)
+    if metric is not None and not callable(metric):
+        raise ValueError(f"metric must be a callable score(y_true, y_pred), higher is better; got {metric!r}")
+    full_output = np.asarray(getattr(model, fitted.method)(X))
+    small_output = np.asarray(getattr(fitted.small_model, fitted.method)(small_X))
+    if small_output.shape != full_output.shape:
+        fitted.cascade_reason = "the small model's output does not have the full model's shape (classes missing from the training rows?)"
+        return
+    confidences = small_output.max(axis=1) if fitted.method == "predict_proba" else cascades.confidence(fitted.small_model, small_X)
+    full_score = score(y, executor.finish(env, full_output))
+    choice = cascades.choose_threshold(executor, env, small_output, confidences, full_output, y, score, accuracy_loss)
+    fitted.summary.update({"metric": name, "accuracy_loss": accuracy_loss, "full_model_validation_score": full_score})
+    if choice is None:
+        fitted.cascade_reason = f"no threshold keeps the validation {name} within {accuracy_loss} of the full model's {full_score:.4f}"
+        return
+    fitted.threshold, cascade_score, answered = choice
+    fitted.summary.update(
+        {"threshold": fitted.threshold, "cascade_validation_score": cascade_score, "small_model_fraction": answered}
+    )

@@ -1,0 +1,82 @@
+"""What willump needs to know about a model: its task, its confidence, its ranking score, a fresh copy."""
+
+import numpy as np
+from sklearn.base import clone, is_classifier as sklearn_is_classifier
+from sklearn.utils.validation import check_is_fitted
+
+
+def _booster_objective(model) -> str | None:
+    import lightgbm
+
+    if isinstance(model, lightgbm.Booster):
+        return str(model.params.get("objective", "regression"))
+    return None
+
+
+def is_classifier(model) -> bool:
+    objective = _booster_objective(model)
+    if objective is not None:
+        return objective.startswith(("binary", "multiclass", "softmax", "multiclassova", "cross_entropy"))
+    return sklearn_is_classifier(model) or hasattr(model, "classes_")
+
+
+def check_fitted(model) -> None:
+    """ValueError when the user's model has not been trained."""
+    if _booster_objective(model) is not None:
+        return
+    try:
+        check_is_fitted(model)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"the model {type(model).__name__} is not fitted: train it before willump's fit ({error})") from None
+
+
+def train_like(model, X, y, random_state, replacement=None):
+    """A new model of the same kind and settings as ``model`` (or ``replacement``), trained on (X, y)."""
+    import lightgbm
+
+    if replacement is None and isinstance(model, lightgbm.Booster):
+        params = {**model.params, "verbose": -1, "seed": random_state}
+        rounds = model.current_iteration() or 100
+        return lightgbm.train(params, lightgbm.Dataset(X, y), num_boost_round=rounds)
+    fresh = clone(replacement if replacement is not None else model)
+    if "random_state" in fresh.get_params():
+        fresh.set_params(random_state=random_state)
+    return fresh.fit(X, y)
+
+
+def confidence(model, X) -> np.ndarray:
+    """How sure a classifier is of each row: its highest class probability.
+
+    A model with only ``decision_function`` gets the logistic function of its
+    margin (binary) or the softmax of its decision values (multi-class): a
+    monotone stand-in, not a calibrated probability.
+    """
+    if hasattr(model, "predict_proba"):
+        return np.asarray(model.predict_proba(X)).max(axis=1)
+    if _booster_objective(model) is not None:
+        probabilities = np.asarray(model.predict(X))
+        if probabilities.ndim == 1:
+            return np.maximum(probabilities, 1 - probabilities)
+        return probabilities.max(axis=1)
+    decision = np.asarray(model.decision_function(X), dtype=float)
+    if decision.ndim == 1:
+        return 1 / (1 + np.exp(-np.abs(decision)))
+    shifted = np.exp(decision - decision.max(axis=1, keepdims=True))
+    return (shifted / shifted.sum(axis=1, keepdims=True)).max(axis=1)
+
+
+def ranking_score(model, X) -> np.ndarray:
+    """The score top-K ranks by: positive-class probability (binary classifier) or predicted value."""
+    if is_classifier(model):
+        if hasattr(model, "predict_proba"):
+            probabilities = np.asarray(model.predict_proba(X))
+            if probabilities.shape[1] != 2:
+                raise ValueError("top_k needs a binary classifier or a regressor; this model has more classes")
+            return probabilities[:, 1]
+        if _booster_objective(model) is not None:
+            scores = np.asarray(model.predict(X))
+            if scores.ndim != 1:
+                raise ValueError("top_k needs a binary classifier or a regressor; this model has more classes")
+            return scores
+        return np.asarray(model.decision_function(X), dtype=float)
+    return np.asarray(model.predict(X), dtype=float)

@@ -1,0 +1,46 @@
+"""Top-K filter models (paper §4.3): rank everything cheaply, then only the best candidates exactly."""
+
+import math
+
+import numpy as np
+
+from willump.optimizations.models import ranking_score
+from willump.runtime.features import feature_matrix
+from willump.runtime.rows import row_count, take_rows
+
+DEFAULT_C_K = 10
+DEFAULT_MIN_FRACTION = 0.05
+
+
+def batch_size(executor, arguments: dict) -> int:
+    counts = [row_count(v) for v in arguments.values()]
+    n = next((c for c in counts if c is not None), None)
+    if n is None:
+        raise TypeError("top_k needs a batch: a DataFrame, Series, array, sparse matrix or list argument")
+    return n
+
+
+def exact(executor, arguments: dict, k: int) -> np.ndarray:
+    """Positions of the k best rows by the full model, best first (ties by position)."""
+    env, values = executor.evaluate(arguments)
+    model, X = executor.model_input(env, [values[i] for i in range(len(values))])
+    return np.argsort(-ranking_score(model, X), kind="stable")[:k]
+
+
+def filtered(executor, fitted, arguments: dict, k: int, n: int, c_k: float, min_fraction: float, stats):
+    """Positions of the k best rows: the filter model keeps the candidates, the full model ranks them."""
+    keep = max(int(math.ceil(c_k * k)), int(math.ceil(min_fraction * n)))
+    if keep >= n:
+        stats.count(top_k_candidates=n)
+        return exact(executor, arguments, k)
+    env = executor.preprocess(arguments)
+    efficient = {i: executor.compute(env, i) for i in fitted.selected}
+    scores = ranking_score(fitted.filter_model, feature_matrix([efficient[i] for i in fitted.selected]))
+    candidates = np.sort(np.argsort(-scores, kind="stable")[:keep])
+    rest = [i for i in range(len(executor.graph.ifvs)) if i not in efficient]
+    candidate_env, computed = executor.evaluate(arguments, ifvs=rest, rows=candidates)
+    values = [take_rows(efficient[i], candidates) if i in efficient else computed[i] for i in range(len(executor.graph.ifvs))]
+    model, X = executor.model_input(candidate_env, values)
+    order = np.argsort(-ranking_score(model, X), kind="stable")[:k]
+    stats.count(top_k_candidates=keep)
+    return candidates[order]
