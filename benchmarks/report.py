@@ -38,8 +38,8 @@ def render(documents: list[dict]) -> str:
         "top-K is the 100 best rows of the test split. "
         f"Python {machine['python']}, " + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()) + ".",
         "",
-        "| workload | config | batch rows/s | × | p50 ms | × | p99 ms | × | top-100 rows/s | × | top-100 precision | quality | decoration s | first call s |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|",
+        "| workload | config | batch rows/s | × | p50 ms | × | p99 ms | × | top-100 rows/s | × | top-100 precision | quality | accuracy | small model answers | fit s | decoration s | first call s |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|",
     ]
     for document in sorted(documents, key=lambda d: d["workload"]):
         records = document["records"]
@@ -60,7 +60,8 @@ def render(documents: list[dict]) -> str:
                 f"| {value('p50_latency', 2)} | {ratio('p50_latency')} | {value('p99_latency', 2)} | {ratio('p99_latency')} "
                 f"| {value('top100_throughput')} | {ratio('top100_throughput')} | {value('top100_precision', 2)} "
                 f"| {any_record['quality_metric']} {any_record['quality']:.4f} "
-                f"| {value('decoration_time', 3)} | {value('first_call_time', 3)} |"
+                f"| {value('accuracy', 4)} | {value('small_model_fraction', 2)} "
+                f"| {value('fit_time', 1)} | {value('decoration_time', 3)} | {value('first_call_time', 3)} |"
             )
     return "\n".join(lines)
 

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.configurations import BASELINE, CONFIGURATIONS, exact_top_k
+from benchmarks.configurations import BASELINE, CONFIGURATIONS, exact_top_k, positive_class_accuracy
 from benchmarks.measure import batch_throughputs, point_latencies, quality, timed, top_k_queries
 from benchmarks.workloads import WORKLOADS
 
@@ -68,6 +68,15 @@ def run_workload(name: str, modes, settings: Settings, out: Path, log=print) -> 
     for config, p in prepared.items():
         for stage, seconds in p.times.items():
             record(config, "optimization", f"{stage}_time", seconds, "s")
+        if workload.task == "classification":
+            predictions = p.predict(workload.test_inputs)
+            record(config, "quality", "accuracy", positive_class_accuracy(workload.y_test, predictions), "")
+        if hasattr(p.predict, "stats"):
+            p.predict.reset_stats()
+            p.predict(workload.test_inputs)
+            stats = p.predict.stats
+            if stats["rows_seen"]:
+                record(config, "quality", "small_model_fraction", stats["rows_small_model"] / stats["rows_seen"], "")
     predictors = {config: p.predict for config, p in prepared.items()}
     if "batch" in modes:
         for config, value in batch_throughputs(predictors, workload.test_inputs, settings.batch_repeats).items():

@@ -10,6 +10,7 @@ from lightgbm import LGBMClassifier
 from sklearn.model_selection import train_test_split
 
 TEST_SIZE = 0.25
+VALIDATION_SIZE = 0.15
 
 
 @dataclass
@@ -29,6 +30,8 @@ class Workload:
     y_test: np.ndarray
     task: str  # "classification" or "regression"
     description: str
+    valid_inputs: Any = None  # rows the model was not trained on, for willump's fit
+    y_valid: np.ndarray = None
 
 
 class FeatureCapture:
@@ -76,20 +79,30 @@ def cap_rows(frame: pd.DataFrame, rows: int | None, random_state: int) -> pd.Dat
 
 
 class Split(NamedTuple):
-    """A workload's inputs and targets, split into training and test rows."""
+    """A workload's inputs and targets: training, validation and test rows.
+
+    The model is trained on the training rows only; willump's ``fit`` sets its
+    thresholds on the validation rows; the test rows are never seen by either.
+    """
 
     train_inputs: pd.DataFrame
     test_inputs: pd.DataFrame
     y_train: np.ndarray
     y_test: np.ndarray
+    valid_inputs: pd.DataFrame
+    y_valid: np.ndarray
 
 
 def split(inputs: pd.DataFrame, y, random_state: int) -> Split:
-    """A random 75/25 split of the inputs and their targets, indexes reset."""
-    train_inputs, test_inputs, y_train, y_test = train_test_split(
+    """A random 60/15/25 train/validation/test split of the inputs and their targets, indexes reset."""
+    rest_inputs, test_inputs, y_rest, y_test = train_test_split(
         inputs, np.asarray(y), test_size=TEST_SIZE, random_state=random_state
     )
-    return Split(train_inputs.reset_index(drop=True), test_inputs.reset_index(drop=True), y_train, y_test)
+    train_inputs, valid_inputs, y_train, y_valid = train_test_split(
+        rest_inputs, y_rest, test_size=VALIDATION_SIZE / (1 - TEST_SIZE), random_state=random_state
+    )
+    reset = lambda frame: frame.reset_index(drop=True)  # noqa: E731
+    return Split(reset(train_inputs), reset(test_inputs), y_train, y_test, reset(valid_inputs), y_valid)
 
 
 def fit_workload(
@@ -108,7 +121,8 @@ def fit_workload(
     train_features = predict(data.train_inputs)
     model.cell_contents = estimator.fit(train_features, data.y_train)
     return Workload(
-        name, predict, data.train_inputs, data.y_train, data.test_inputs, data.y_test, task, description
+        name, predict, data.train_inputs, data.y_train, data.test_inputs, data.y_test, task, description,
+        data.valid_inputs, data.y_valid,
     )
 
 

@@ -54,6 +54,8 @@ def choose_threshold(executor, env, small_output, confidences, full_output, y, s
     target = score(y, executor.finish(env, full_output)) - accuracy_loss
     for threshold in THRESHOLDS:
         unsure = np.flatnonzero(confidences < threshold)
+        if len(unsure) == len(confidences):
+            break  # the small model would answer no row: no cascade
         result = score(y, executor.finish(env, merged(small_output, np.asarray(full_output)[unsure], unsure)))
         if result >= target:
             return threshold, result, 1 - len(unsure) / len(confidences)

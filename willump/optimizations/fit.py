@@ -242,6 +242,12 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
             full = pre_cost + chosen + rest + model_cost
             cascade = pre_cost + chosen + model_cost + (1 - answered) * (pre_cost + rest + model_cost)
             summary["expected_speedup"] = full / cascade
+            if full <= cascade:
+                fitted.threshold = None
+                fitted.cascade_reason = (
+                    f"the small model answers {answered:.0%} of the validation rows, too few to pay for "
+                    f"computing its features first (expected speedup {full / cascade:.2f}x)"
+                )
     stage("threshold chosen")
 
     if not top_k_wanted:
