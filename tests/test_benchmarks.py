@@ -30,7 +30,7 @@ def test_quick_run_writes_records_for_every_configuration_and_mode(quick_results
     records = document["records"]
     assert all(REQUIRED <= set(r) for r in records)
     measured = {(r["config"], r["mode"], r["metric"]) for r in records}
-    for config in ["python", "willump"]:
+    for config in ["python", "willump", "willump-fit"]:
         for mode, metric in [
             ("batch", "throughput"),
             ("point", "p50_latency"),
@@ -43,8 +43,11 @@ def test_quick_run_writes_records_for_every_configuration_and_mode(quick_results
     assert all(r["ratio_vs_python"] is None for r in records if r["config"] == "python")
     assert all(r["ratio_vs_python"] > 0 for r in records if r["config"] == "willump" and r["mode"] == "batch")
     # The exact drop-in answers exactly: the same quality and the exact top-100.
-    assert len({r["quality"] for r in records}) == 1
-    assert all(r["value"] == 1.0 for r in records if r["metric"] in ("top100_precision", "top100_map"))
+    exact = [r for r in records if r["config"] in ("python", "willump")]
+    assert len({r["quality"] for r in exact}) == 1
+    assert all(r["value"] == 1.0 for r in exact if r["metric"] in ("top100_precision", "top100_map"))
+    fitted = {r["metric"] for r in records if r["config"] == "willump-fit"}
+    assert {"fit_time", "throughput", "p50_latency", "top100_precision", "accuracy"} <= fitted
 
 
 def test_report_regenerates_the_readme_section(quick_results, tmp_path):
