@@ -1,0 +1,310 @@
+"""Cascades and top-K filter models: fit, serving, explain, stats, errors (paper §4.2-4.3)."""
+
+import math
+import warnings
+
+import cloudpickle
+import numpy as np
+import pandas as pd
+import pytest
+from lightgbm import LGBMClassifier
+from sklearn.linear_model import LogisticRegression, Ridge
+
+import willump
+from willump.optimizations.cascades import choose_threshold
+from willump.optimizations.selection import select_efficient
+
+
+def slow_feature(value):
+    """A per-row Python function: an expensive feature generator."""
+    return math.sin(value) * 0.1 + sum(math.cos(value * i) for i in range(20)) * 1e-3
+
+
+def make_rows(n, random_state=0, spread=3.0):
+    rng = np.random.default_rng(random_state)
+    x = rng.normal(scale=spread, size=n)
+    z = rng.normal(size=n)
+    y = (x + 0.5 * z + rng.normal(scale=0.3, size=n) > 0).astype(int)
+    return pd.DataFrame({"x": x, "z": z}, index=rng.permutation(n) + 1000), y
+
+
+def train_model(function, frame, y, estimator):
+    """Fit ``estimator`` on what ``function`` feeds its model and install it as the global ``model``."""
+    class Capture:
+        def predict(self, X):
+            self.X = X
+            return np.zeros((len(X), 2))
+
+        predict_proba = predict
+
+    capture = globals()["model"] = Capture()
+    function(frame)
+    globals()["model"] = estimator.fit(capture.X, y)
+
+
+def scored(df):
+    cheap = df[["x"]].to_numpy()
+    costly = df["z"].apply(slow_feature).to_numpy().reshape(-1, 1)
+    return pd.Series(model.predict_proba(np.hstack([cheap, costly]))[:, 1], index=df.index, name="p")
+
+
+def labelled(df):
+    cheap = df[["x"]].to_numpy()
+    costly = df["z"].apply(slow_feature).to_numpy().reshape(-1, 1)
+    return model.predict(np.hstack([cheap, costly]))
+
+
+TRAIN, Y_TRAIN = make_rows(3000, 0)
+VALID, Y_VALID = make_rows(1500, 1)
+TEST, Y_TEST = make_rows(1000, 2)
+
+
+def fitted(function, **options):
+    train_model(function, TRAIN, Y_TRAIN, LogisticRegression())
+    optimized = willump.optimize(function)
+    return optimized.fit(TRAIN, y=Y_TRAIN, validation=(VALID, Y_VALID), progress=False, **options)
+
+
+# --- Algorithm 1 and the threshold, on constructed numbers ------------------------------
+
+
+def test_algorithm_1_takes_the_most_cost_effective_first():
+    costs = [1.0, 10.0, 2.0, 30.0]
+    importances = [5.0, 20.0, 8.0, 30.0]
+    # effectiveness: 5, 2, 4, 1 -> order 0, 2, 1, 3; half of total cost is 21.5
+    assert select_efficient(costs, importances, gamma=0.1) == [0, 2, 1]
+
+
+def test_algorithm_1_stops_below_gamma_times_the_chosen_average():
+    costs = [1.0, 1.0, 1.0, 1.0, 10.0]
+    importances = [10.0, 9.0, 1.0, 1.0, 1.0]
+    # after 0 and 1 the average is 9.5; 1.0 < 0.25 * 9.5 stops the search
+    assert select_efficient(costs, importances, gamma=0.25) == [0, 1]
+    assert select_efficient(costs, importances, gamma=0.05) == [0, 1, 2, 3]
+
+
+def test_algorithm_1_skips_what_would_pass_half_the_total_cost():
+    costs = [7.0, 5.0, 1.0]
+    importances = [70.0, 10.0, 1.0]
+    # 0 alone is more than half of 13: skipped; 1 and 2 fit under 6.5
+    assert select_efficient(costs, importances, gamma=0.0) == [1, 2]
+    assert select_efficient([5.0], [1.0]) == []
+
+
+class Identity:
+    def finish(self, env, output):
+        return output
+
+
+def test_threshold_is_the_lowest_on_the_grid_within_the_loss():
+    y = np.array([1, 1, 0, 0, 1, 0, 1, 0, 1, 0])
+    full = y.copy()  # the full model is always right
+    small = np.array([1, 1, 0, 0, 0, 1, 0, 1, 1, 0])  # wrong on rows 4-7
+    confidences = np.array([0.95, 0.95, 0.95, 0.95, 0.55, 0.65, 0.75, 0.85, 0.95, 0.95])
+    accuracy = lambda t, p: float(np.mean(t == p))  # noqa: E731
+    # Rows 4..7 must go to the full model: only a threshold above 0.85 does that.
+    assert choose_threshold(Identity(), {}, small, confidences, full, y, accuracy, 0.0) == (0.9, 1.0, 0.6)
+    # Allowing one error in ten lets 0.85 be answered by the small model: threshold 0.8.
+    assert choose_threshold(Identity(), {}, small, confidences, full, y, accuracy, 0.1)[0] == 0.8
+    # A small model wrong on every row: no threshold qualifies.
+    assert choose_threshold(Identity(), {}, 1 - y, np.full(10, 0.99), full, y, accuracy, 0.0) is None
+
+
+# --- serving ------------------------------------------------------------------------------
+
+
+def test_fit_chooses_the_cheap_decisive_ifv_and_explains_it():
+    f = fitted(scored)
+    table = f.explain()
+    assert list(table.columns) == ["ifv", "cost_per_row_us", "importance", "cost_effectiveness", "selected"]
+    assert list(table["ifv"]) == ["cheap", "costly"]
+    assert list(table["selected"]) == [True, False]
+    assert table.loc[1, "cost_per_row_us"] > table.loc[0, "cost_per_row_us"]
+    summary = table.attrs["summary"]
+    assert summary["cascades"] == "on" and summary["top_k_filter"] == "on"
+    assert summary["threshold"] in [round(0.1 * i, 1) for i in range(1, 11)]
+    assert summary["cascade_validation_score"] >= summary["full_model_validation_score"] - 0.001
+    assert 0 < summary["small_model_fraction"] < 1
+    assert summary["metric"] == "roc_auc"  # the function returns scores
+
+
+def test_output_order_type_and_index_for_confident_unsure_and_mixed_batches():
+    f = fitted(scored)
+    threshold = f.explain().attrs["summary"]["threshold"]
+    confident = TEST[TEST["x"].abs() > 8]  # far from the boundary
+    unsure = TEST[TEST["x"].abs() < 0.05]
+    assert len(confident) and len(unsure)
+    for batch, small_rows in [(confident, len(confident)), (unsure, 0), (TEST, None)]:
+        f.reset_stats()
+        result = f(batch)
+        exact = f.py_func(batch)
+        assert isinstance(result, pd.Series) and result.name == "p" and result.dtype == exact.dtype
+        pd.testing.assert_index_equal(result.index, batch.index)
+        stats = f.stats
+        assert stats["rows_seen"] == len(batch)
+        assert stats["rows_small_model"] + stats["rows_full_model"] == len(batch)
+        if small_rows is not None:
+            assert stats["rows_small_model"] == small_rows
+        # Rows sent to the full model get exactly the full model's answer.
+        sent = np.maximum(result, 1 - result) < threshold
+        np.testing.assert_allclose(result[sent], exact[sent], rtol=0, atol=1e-12)
+    assert f.stats["rows_small_model"] > 0 and f.stats["rows_full_model"] > 0
+
+
+def test_a_confident_batch_computes_no_expensive_ifv(monkeypatch):
+    f = fitted(scored)
+    calls = []
+    monkeypatch.setattr(pd.Series, "apply", lambda self, *a, **k: calls.append(len(self)) or pd.Series.map(self, *a))
+    f(TEST[TEST["x"].abs() > 8])
+    assert calls == []
+    f(TEST[TEST["x"].abs() < 0.05])
+    assert calls and all(c <= (TEST["x"].abs() < 0.05).sum() for c in calls)
+
+
+def test_single_rows_match_the_batch_answer():
+    f = fitted(scored)
+    batch = f(TEST)
+    for position in [0, 17, 500, 999]:
+        row = f(TEST.iloc[[position]])
+        assert isinstance(row, pd.Series) and len(row) == 1 and row.index[0] == TEST.index[position]
+        assert row.iloc[0] == pytest.approx(batch.iloc[position], abs=1e-12)
+
+
+def test_labels_are_scored_by_accuracy_and_keep_their_dtype():
+    f = fitted(labelled)
+    assert f.explain().attrs["summary"]["metric"] == "accuracy"
+    result, exact = f(TEST), f.py_func(TEST)
+    assert result.dtype == exact.dtype and result.shape == exact.shape
+    assert np.mean(result == Y_TEST) >= np.mean(exact == Y_TEST) - 0.01
+
+
+def test_multi_class():
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame({"x": rng.normal(scale=3, size=3000), "z": rng.normal(size=3000)})
+    y = np.digitize(frame["x"] + 0.2 * frame["z"], [-2.0, 2.0])  # three classes
+    train_model(labelled, frame.iloc[:2000], y[:2000], LogisticRegression(max_iter=500))
+    f = willump.optimize(labelled).fit(
+        frame.iloc[:2000], y=y[:2000], validation=(frame.iloc[2000:], y[2000:]), progress=False
+    )
+    assert f.explain().attrs["summary"]["cascades"] == "on"
+    result = f(frame.iloc[2000:])
+    assert set(np.unique(result)) <= {0, 1, 2}
+    assert np.mean(result == y[2000:]) >= np.mean(f.py_func(frame.iloc[2000:]) == y[2000:]) - 0.01
+    with pytest.raises(ValueError, match="binary classifier or a regressor"):
+        f.top_k(frame, k=5)
+
+
+def regression(df):
+    cheap = df[["x"]].to_numpy()
+    costly = df["z"].apply(slow_feature).to_numpy().reshape(-1, 1)
+    return model.predict(np.hstack([cheap, costly]))
+
+
+def test_regression_top_k_and_no_cascades():
+    y = TRAIN["x"].to_numpy() * 2 + TRAIN["z"].to_numpy()
+    train_model(regression, TRAIN, y, Ridge())
+    f = willump.optimize(regression)
+    exact = np.argsort(-f.py_func(TEST), kind="stable")[:10]
+    np.testing.assert_array_equal(f.top_k(TEST, k=10), exact)  # before fit: exact
+    with pytest.raises(ValueError, match="cascades=False"):
+        f.fit(TRAIN, y=y, validation=(VALID, VALID["x"] * 2 + VALID["z"]), progress=False)
+    f.fit(TRAIN, y=y, validation=(VALID, VALID["x"] * 2 + VALID["z"]), cascades=False, progress=False)
+    assert f.explain().attrs["summary"]["cascades"].startswith("off")
+    np.testing.assert_array_equal(f(TEST), f.py_func(TEST))  # no cascade: exact
+    chosen = f.top_k(TEST, k=10)
+    assert len(chosen) == 10 and len(set(chosen) & set(exact)) >= 9
+    assert f.stats["top_k_candidates"] == 100  # max(10 * 10, 0.05 * 1000)
+    np.testing.assert_array_equal(f.top_k(TEST, k=5000), np.argsort(-f.py_func(TEST), kind="stable"))  # clamped
+
+
+def test_top_k_of_a_classifier_ranks_the_positive_class():
+    f = fitted(scored)
+    exact = np.argsort(-f.py_func(TEST).to_numpy(), kind="stable")[:20]
+    chosen = f.top_k(TEST, k=20)
+    assert len(set(chosen) & set(exact)) >= 19
+    assert f.stats["top_k_queries"] == 1
+
+
+def test_fit_is_deterministic_under_random_state():
+    first = fitted(scored, random_state=3)
+    second = fitted(scored, random_state=3)
+    for key in ["threshold", "efficient_ifvs", "small_model_fraction"]:
+        assert first.explain().attrs["summary"][key] == second.explain().attrs["summary"][key]
+    pd.testing.assert_series_equal(first(TEST), second(TEST))
+
+
+def test_fitted_state_survives_pickling():
+    f = fitted(scored)
+    f(TEST)
+    restored = cloudpickle.loads(cloudpickle.dumps(f))
+    assert restored.stats == f.stats
+    pd.testing.assert_series_equal(restored(TEST), f(TEST))
+    pd.testing.assert_frame_equal(restored.explain(), f.explain())
+    np.testing.assert_array_equal(restored.top_k(TEST, k=7), f.top_k(TEST, k=7))
+
+
+def test_explain_before_fit():
+    f = willump.optimize(scored)
+    table = f.explain()
+    assert list(table["ifv"]) == ["cheap", "costly"] and not table["selected"].any()
+    assert table.attrs["summary"]["fitted"] is False
+
+
+def test_holding_out_validation_rows_warns():
+    train_model(scored, TRAIN, Y_TRAIN, LogisticRegression())
+    f = willump.optimize(scored)
+    with pytest.warns(willump.WillumpWarning, match="conservative"):
+        f.fit(TRAIN, y=Y_TRAIN, validation_fraction=0.3, progress=False)
+    assert f.explain().attrs["summary"]["validation_rows"] == 900
+
+
+def test_bad_arguments():
+    train_model(scored, TRAIN, Y_TRAIN, LogisticRegression())
+    f = willump.optimize(scored)
+    with pytest.raises(ValueError, match="2999 labels but the inputs have 3000 rows"):
+        f.fit(TRAIN, y=Y_TRAIN[:-1], validation=(VALID, Y_VALID), progress=False)
+    with pytest.raises(ValueError, match="validation y has 10 labels"):
+        f.fit(TRAIN, y=Y_TRAIN, validation=(VALID, Y_VALID[:10]), progress=False)
+    with pytest.raises(ValueError, match="regression target"):
+        f.fit(TRAIN, y=TRAIN["x"].to_numpy() * 1.5, validation=(VALID, Y_VALID), progress=False)
+    with pytest.raises(ValueError, match="validation must be a pair"):
+        f.fit(TRAIN, y=Y_TRAIN, validation=VALID, progress=False)
+    with pytest.raises(ValueError, match="accuracy_loss"):
+        f.fit(TRAIN, y=Y_TRAIN, validation=(VALID, Y_VALID), accuracy_loss=2, progress=False)
+    with pytest.raises(ValueError, match="metric must be a callable"):
+        f.fit(TRAIN, y=Y_TRAIN, validation=(VALID, Y_VALID), metric="auc", progress=False)
+    for k in [0, -3, 2.5]:
+        with pytest.raises(ValueError, match="k must be a positive integer"):
+            f.top_k(TEST, k=k)
+    globals()["model"] = LogisticRegression()
+    with pytest.raises(ValueError, match="not fitted"):
+        f.fit(TRAIN, y=Y_TRAIN, validation=(VALID, Y_VALID), progress=False)
+
+
+MEMBERS = pd.DataFrame({"user": np.arange(50), "age": np.random.default_rng(0).integers(15, 60, 50)})
+SONGS = pd.DataFrame({"song": np.arange(80), "length": np.random.default_rng(1).normal(200, 30, 80)})
+
+
+def joined(df):
+    df = df.merge(MEMBERS, on="user", how="left")
+    df = df.merge(SONGS, on="song", how="left")
+    return model.predict_proba(df[["signal", "age", "length"]])[:, 1]
+
+
+def test_lightgbm_with_table_lookups_fits_and_serves():
+    rng = np.random.default_rng(7)
+    frame = pd.DataFrame({"user": rng.integers(0, 60, 4000), "song": rng.integers(0, 90, 4000), "signal": rng.normal(size=4000)})
+    y = (frame["signal"] + rng.normal(scale=0.5, size=4000) > 0).astype(int).to_numpy()
+    train_model(joined, frame.iloc[:2500], y[:2500], LGBMClassifier(n_estimators=30, verbose=-1, random_state=0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", willump.WillumpWarning)
+        f = willump.optimize(joined).fit(
+            frame.iloc[:2500], y=y[:2500], validation=(frame.iloc[2500:3500], y[2500:3500]), progress=False
+        )
+    summary = f.explain().attrs["summary"]
+    assert summary["importance"].startswith("permutation")
+    test = frame.iloc[3500:]
+    result, exact = f(test), f.py_func(test)
+    assert result.shape == exact.shape and result.dtype == exact.dtype
+    chosen = f.top_k(test, k=10)
+    assert len(chosen) == 10 and len(set(chosen)) == 10
