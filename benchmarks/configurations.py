@@ -49,9 +49,18 @@ def positive_class_accuracy(y_true, probabilities) -> float:
     return float(np.mean((np.asarray(probabilities) > 0.5) == np.asarray(y_true)))
 
 
+def cascade_metric(workload):
+    """The score cascades must keep: accuracy for balanced classes (the paper's metric), ROC AUC
+    (willump's default for scores) when the positive class is rare and accuracy says little."""
+    if workload.task != "classification":
+        return None
+    return positive_class_accuracy if 0.1 <= np.mean(workload.y_train) <= 0.9 else None
+
+
 def willump_fitted(workload) -> Prepared:
     """``@willump.optimize`` fitted on the training rows, thresholds set on the validation rows:
-    cascades for classifiers (within the default accuracy_loss of 0.001) and top-K filter models."""
+    cascades for classifiers (``cascade_metric`` within the default accuracy_loss of 0.001) and
+    top-K filter models."""
     start = time.perf_counter()
     optimized = willump.optimize(workload.predict)
     decoration = time.perf_counter() - start
@@ -61,7 +70,7 @@ def willump_fitted(workload) -> Prepared:
             y=workload.y_train,
             validation=(workload.valid_inputs, workload.y_valid),
             cascades=workload.task == "classification",
-            metric=positive_class_accuracy if workload.task == "classification" else None,
+            metric=cascade_metric(workload),
             progress=False,
         )
     )

@@ -308,3 +308,4 @@ def test_lightgbm_with_table_lookups_fits_and_serves():
     assert result.shape == exact.shape and result.dtype == exact.dtype
     chosen = f.top_k(test, k=10)
     assert len(chosen) == 10 and len(set(chosen)) == 10
+

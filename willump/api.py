@@ -13,6 +13,7 @@ from willump.optimizations.fit import Fitted, Stats
 from willump.optimizations.fit import fit as fit_optimizations
 from willump.optimizations.selection import DEFAULT_GAMMA
 from willump.optimizations.topk import DEFAULT_C_K, DEFAULT_MIN_FRACTION
+from willump.runtime.joins import NotSeparable
 from willump.graph.build import build_plan
 from willump.graph.source import read_function
 from willump.runtime.executor import GraphExecutor
@@ -81,7 +82,10 @@ class OptimizedFunction:
         if self._executor is None:
             return self.py_func(*args, **kwargs)
         if self._fitted is not None and self._fitted.cascading:
-            return cascades.serve(self._executor, self._fitted, self._executor.arguments(args, kwargs), self._stats)
+            try:
+                return cascades.serve(self._executor, self._fitted, self._executor.arguments(args, kwargs), self._stats)
+            except NotSeparable:
+                pass  # this input's joins cannot be split: the exact path runs them as written
         return self._executor(*args, **kwargs)
 
     # --- statistically-aware optimizations -------------------------------------------------
@@ -123,9 +127,12 @@ class OptimizedFunction:
         arguments = self._executor.arguments(inputs, {})
         n = topk.batch_size(self._executor, arguments)
         k = min(int(k), n)
-        if self._fitted is None or self._fitted.filter_model is None:
-            return topk.exact(self._executor, arguments, k)
-        return topk.filtered(self._executor, self._fitted, arguments, k, n, c_k, min_fraction, self._stats)
+        try:
+            if self._fitted is None or self._fitted.filter_model is None:
+                return topk.exact(self._executor, arguments, k)
+            return topk.filtered(self._executor, self._fitted, arguments, k, n, c_k, min_fraction, self._stats)
+        except NotSeparable as reason:
+            raise ValueError(f"top_k cannot compute the IFVs of these inputs separately ({reason})") from None
 
     def explain(self) -> pd.DataFrame:
         """Per IFV: cost per row, importance, cost-effectiveness, selected; ``.attrs["summary"]`` has the rest."""
