@@ -5,10 +5,10 @@ with ``members.csv``, ``songs.csv`` and ``song_extra_info.csv``. Only about 14% 
 played songs are in ``songs.csv`` (8% in ``song_extra_info.csv``): missing lookups give
 NaN features, which LightGBM takes as they are.
 
-Per-user, per-song and per-artist play counts and target means are computed from the
-training split only. String columns are encoded as integer codes at build time, in the
-side tables and in the input frames (the ``source_*`` columns), so the pipeline itself
-only joins and selects columns.
+Per-user, per-song and per-artist play counts and target means are computed from the first
+40% of the plays (in file order), which are not used otherwise. String columns are encoded
+as integer codes at build time, in the side tables and in the input frames (the
+``source_*`` columns), so the pipeline itself only joins and selects columns.
 """
 
 import pandas as pd
@@ -31,6 +31,7 @@ DESCRIPTION = (
     "LightGBM on the selected columns; returns the probability of a replay."
 )
 
+HISTORY_FRACTION = 0.4  # the first plays, in file order, only feed the statistics tables
 SOURCE_COLUMNS = ["source_system_tab", "source_screen_name", "source_type"]
 
 
@@ -49,6 +50,10 @@ def _target_statistics(plays: pd.DataFrame, key: str, prefix: str) -> pd.DataFra
 def build(rows: int | None = None, random_state: int = 0) -> Workload:
     plays = cap_rows(_read("train.csv"), rows, random_state)
     plays = encode_categories(plays, SOURCE_COLUMNS)
+    # The per-user/song/artist statistics come from earlier plays than those the model learns
+    # from: computed on its own training rows, they would leak each row's label into its features.
+    history = plays.iloc[: int(len(plays) * HISTORY_FRACTION)]
+    plays = plays.iloc[len(history):]
     data = split(plays[["msno", "song_id"] + SOURCE_COLUMNS], plays["target"], random_state)
 
     members = encode_categories(_read("members.csv").drop_duplicates("msno"), ["gender"])
@@ -67,7 +72,6 @@ def build(rows: int | None = None, random_state: int = 0) -> Workload:
         ["isrc_country"],
     )
 
-    history = data.train_inputs.assign(target=data.y_train)
     user_stats = _target_statistics(history, "msno", "user")
     song_stats = _target_statistics(history, "song_id", "song")
     artist_plays = history.merge(songs[["song_id", "artist_name"]], on="song_id", how="inner")
