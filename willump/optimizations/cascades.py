@@ -11,7 +11,6 @@ from sklearn.metrics import accuracy_score, roc_auc_score
 
 from willump.optimizations.models import confidence
 from willump.runtime.features import feature_matrix
-from willump.runtime.rows import take_rows
 
 THRESHOLDS = tuple(round(0.1 * i, 1) for i in range(1, 11))
 
@@ -77,7 +76,7 @@ def serve(executor, fitted, arguments: dict, stats) -> object:
     if len(unsure):
         rest = [i for i in range(len(executor.graph.ifvs)) if i not in efficient]
         unsure_env, computed = executor.evaluate(arguments, ifvs=rest, rows=unsure)
-        values = [take_rows(efficient[i], unsure) if i in efficient else computed[i] for i in range(len(executor.graph.ifvs))]
+        values = [executor.take_rows(i, efficient[i], unsure) if i in efficient else computed[i] for i in range(len(executor.graph.ifvs))]
         model, X = executor.model_input(unsure_env, values)
         full_output = getattr(model, fitted.method)(X)
     stats.count(rows=len(sure), small=len(sure) - len(unsure), full=len(unsure))

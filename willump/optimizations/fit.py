@@ -137,6 +137,8 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
     fitted = Fitted(names, method=executor.graph.model.method)
     if not 0 <= accuracy_loss < 1:
         raise ValueError(f"accuracy_loss must be in [0, 1); got {accuracy_loss!r}")
+    if metric is not None and not callable(metric):
+        raise ValueError(f"metric must be a callable score(y_true, y_pred), higher is better; got {metric!r}")
     train = _bind(executor, inputs)
     n = _rows(train)
     y = _target(y, n, "y")
@@ -296,9 +298,7 @@ def _model_score(model, y, classification):
 
 
 def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy_loss) -> None:
-    name, score = (getattr(metric, "__name__", "metric"), metric) if callable(metric) else cascades.default_metric(fitted.method)
-    if metric is not None and not callable(metric):
-        raise ValueError(f"metric must be a callable score(y_true, y_pred), higher is better; got {metric!r}")
+    name, score = (getattr(metric, "__name__", "metric"), metric) if metric else cascades.default_metric(fitted.method)
     full_output = np.asarray(getattr(model, fitted.method)(X))
     small_output = np.asarray(getattr(fitted.small_model, fitted.method)(small_X))
     if small_output.shape != full_output.shape:

@@ -6,7 +6,7 @@ import numpy as np
 
 from willump.optimizations.models import ranking_score
 from willump.runtime.features import feature_matrix
-from willump.runtime.rows import row_count, take_rows
+from willump.runtime.rows import row_count
 
 DEFAULT_C_K = 10
 DEFAULT_MIN_FRACTION = 0.05
@@ -39,7 +39,7 @@ def filtered(executor, fitted, arguments: dict, k: int, n: int, c_k: float, min_
     candidates = np.sort(np.argsort(-scores, kind="stable")[:keep])
     rest = [i for i in range(len(executor.graph.ifvs)) if i not in efficient]
     candidate_env, computed = executor.evaluate(arguments, ifvs=rest, rows=candidates)
-    values = [take_rows(efficient[i], candidates) if i in efficient else computed[i] for i in range(len(executor.graph.ifvs))]
+    values = [executor.take_rows(i, efficient[i], candidates) if i in efficient else computed[i] for i in range(len(executor.graph.ifvs))]
     model, X = executor.model_input(candidate_env, values)
     order = np.argsort(-ranking_score(model, X), kind="stable")[:k]
     stats.count(top_k_candidates=keep)

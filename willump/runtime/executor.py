@@ -11,6 +11,8 @@ list of IFV values. Cascades and caches are built on those three calls.
 """
 
 import itertools
+
+import pandas as pd
 from dataclasses import dataclass
 
 from willump.errors import warn
@@ -21,7 +23,7 @@ from willump.graph.source import FunctionSource
 from willump.graph.statements import names_read
 from willump.runtime.codegen import UNBOUND, compile_binder, compile_block
 from willump.runtime.joins import NotSeparable, join_assemble, join_base, join_part
-from willump.runtime.rows import take_argument_rows
+from willump.runtime.rows import take_argument_rows, take_rows
 
 _HELPERS = {JOIN_BASE: join_base, JOIN_PART: join_part, JOIN_ASSEMBLE: join_assemble}
 
@@ -141,6 +143,16 @@ class GraphExecutor:
                     return result
                 _update(own, run, result)
         raise AssertionError("the function's return statement was not reached")
+
+    def take_rows(self, index: int, value, rows):
+        """The rows ``rows`` of IFV ``index``'s value: what its generator gives for those rows.
+
+        A join's columns come with a fresh RangeIndex, as the join itself would give them.
+        """
+        taken = take_rows(value, rows)
+        if self._helpers and isinstance(taken, pd.DataFrame):
+            return taken.reset_index(drop=True)
+        return taken
 
     def model_input(self, env: dict, values: list) -> tuple:
         """(model, X): the model object and its input, from the given IFV values."""
