@@ -315,3 +315,18 @@ def test_lightgbm_with_table_lookups_fits_and_serves():
     sent = np.maximum(result, 1 - result) < summary["threshold"] if "threshold" in summary else np.ones(len(test), bool)
     np.testing.assert_allclose(result[sent], exact[sent], rtol=0, atol=1e-12)
 
+
+
+def test_a_threshold_that_passes_only_by_luck_of_the_validation_rows_is_not_chosen():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 400)
+    full = y.copy()
+    full[:20] = 1 - full[:20]  # the full model is wrong on 20 rows
+    small = y.copy()
+    small[20:40] = 1 - small[20:40]  # the small model on 20 others: the same accuracy
+    confidences = np.where(np.arange(400) < 40, 0.75, 0.95)
+    accuracy = lambda t, p: float(np.mean(t == p))  # noqa: E731
+    # On these rows the swap costs nothing, so the plain rule answers everything from the small model...
+    assert choose_threshold(Identity(), {}, small, confidences, full, y, accuracy, 0.0)[0] == 0.1
+    # ...but 40 rows changing hands can cost several points on other rows: the bootstrap sends them on.
+    assert choose_threshold(Identity(), {}, small, confidences, full, y, accuracy, 0.0, bootstrap=200)[0] == 0.8

@@ -44,21 +44,42 @@ def merged(small_output: np.ndarray, full_output, unsure: np.ndarray) -> np.ndar
     return result
 
 
-def choose_threshold(executor, env, small_output, confidences, full_output, y, score, accuracy_loss):
+def choose_threshold(executor, env, small_output, confidences, full_output, y, score, accuracy_loss,
+                     bootstrap=0, random_state=0):
     """(threshold, validation score, fraction answered by the small model), or None if none qualifies.
 
-    The lowest threshold of the 0.1 grid whose cascade scores within
-    ``accuracy_loss`` of the full model on the validation rows.
+    The lowest threshold of the 0.1 grid whose cascade scores within ``accuracy_loss``
+    of the full model on the validation rows. With ``bootstrap`` resamples of those
+    rows, the loss must also stay within ``accuracy_loss`` in 95% of them (a one-sided
+    paired bootstrap), so that a threshold that passes by the luck of the validation
+    sample is not chosen.
     """
-    target = score(y, executor.finish(env, full_output)) - accuracy_loss
+    y = np.asarray(y)
+    full_result = np.asarray(executor.finish(env, full_output))
+    target = score(y, full_result) - accuracy_loss
+    samples = [np.random.default_rng(random_state + i).integers(0, len(y), len(y)) for i in range(bootstrap)]
+    full_scores = [_score_or_nan(score, y[s], full_result[s]) for s in samples]
     for threshold in THRESHOLDS:
         unsure = np.flatnonzero(confidences < threshold)
         if len(unsure) == len(confidences):
             break  # the small model would answer no row: no cascade
-        result = score(y, executor.finish(env, merged(small_output, np.asarray(full_output)[unsure], unsure)))
-        if result >= target:
-            return threshold, result, 1 - len(unsure) / len(confidences)
+        result = np.asarray(executor.finish(env, merged(small_output, np.asarray(full_output)[unsure], unsure)))
+        value = score(y, result)
+        if value < target:
+            continue
+        if samples:
+            losses = [f - _score_or_nan(score, y[s], result[s]) for s, f in zip(samples, full_scores)]
+            if np.nanpercentile(losses, 95) > accuracy_loss:
+                continue
+        return threshold, value, 1 - len(unsure) / len(confidences)
     return None
+
+
+def _score_or_nan(score, y, output) -> float:
+    try:
+        return float(score(y, output))
+    except ValueError:  # a resample with one class only
+        return float("nan")
 
 
 def serve(executor, fitted, arguments: dict, stats) -> object:

@@ -27,6 +27,7 @@ from willump.runtime.joins import NotSeparable
 from willump.runtime.rows import row_count, take_argument_rows
 
 logger = logging.getLogger("willump")
+BOOTSTRAP_SAMPLES = 200  # resamples of the validation rows the threshold must hold in (95%)
 
 
 class Stats:
@@ -236,7 +237,9 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
     if not cascades_wanted:
         fitted.cascade_reason = "not requested (cascades=False)" if fitted.classification else "regression: cascades need classes"
     else:
-        _fit_threshold(executor, fitted, valid_env, model, valid_X, small_valid_X, y_valid, metric, accuracy_loss)
+        _fit_threshold(
+            executor, fitted, valid_env, model, valid_X, small_valid_X, y_valid, metric, accuracy_loss, random_state
+        )
         if fitted.cascading:
             rest = sum(c for i, c in enumerate(fitted.costs) if i not in fitted.selected)
             chosen = sum(fitted.costs[i] for i in fitted.selected)
@@ -297,7 +300,7 @@ def _model_score(model, y, classification):
     return score
 
 
-def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy_loss) -> None:
+def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy_loss, random_state) -> None:
     name, score = (getattr(metric, "__name__", "metric"), metric) if metric else cascades.default_metric(fitted.method)
     full_output = np.asarray(getattr(model, fitted.method)(X))
     small_output = np.asarray(getattr(fitted.small_model, fitted.method)(small_X))
@@ -306,8 +309,19 @@ def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy
         return
     confidences = small_output.max(axis=1) if fitted.method == "predict_proba" else cascades.confidence(fitted.small_model, small_X)
     full_score = score(y, executor.finish(env, full_output))
-    choice = cascades.choose_threshold(executor, env, small_output, confidences, full_output, y, score, accuracy_loss)
-    fitted.summary.update({"metric": name, "accuracy_loss": accuracy_loss, "full_model_validation_score": full_score})
+    choice = cascades.choose_threshold(
+        executor, env, small_output, confidences, full_output, y, score, accuracy_loss,
+        bootstrap=BOOTSTRAP_SAMPLES, random_state=random_state,
+    )
+    fitted.summary.update(
+        {
+            "metric": name,
+            "accuracy_loss": accuracy_loss,
+            "threshold_rule": f"lowest 0.1-grid threshold within accuracy_loss on the validation rows and in 95% of "
+            f"{BOOTSTRAP_SAMPLES} bootstrap resamples of them",
+            "full_model_validation_score": full_score,
+        }
+    )
     if choice is None:
         fitted.cascade_reason = f"no threshold keeps the validation {name} within {accuracy_loss} of the full model's {full_score:.4f}"
         return
