@@ -330,3 +330,12 @@ def test_a_threshold_that_passes_only_by_luck_of_the_validation_rows_is_not_chos
     assert choose_threshold(Identity(), {}, small, confidences, full, y, accuracy, 0.0)[0] == 0.1
     # ...but 40 rows changing hands can cost several points on other rows: the bootstrap sends them on.
     assert choose_threshold(Identity(), {}, small, confidences, full, y, accuracy, 0.0, bootstrap=200)[0] == 0.8
+
+
+def test_fit_logs_its_stages(caplog):
+    with caplog.at_level("INFO", logger="willump"):
+        fitted(scored)
+    messages = [r.getMessage() for r in caplog.records if r.name == "willump"]
+    assert any("features computed" in m for m in messages)
+    assert any("threshold chosen" in m for m in messages)
+    assert any(m.startswith("fit: done") for m in messages)
