@@ -339,3 +339,100 @@ def test_fit_logs_its_stages(caplog):
     assert any("features computed" in m for m in messages)
     assert any("threshold chosen" in m for m in messages)
     assert any(m.startswith("fit: done") for m in messages)
+
+
+def features_of(frame):
+    return np.column_stack([frame["x"], frame["z"].apply(slow_feature)])
+
+
+def booster_scores(df):
+    cheap = df[["x"]].to_numpy()
+    costly = df["z"].apply(slow_feature).to_numpy().reshape(-1, 1)
+    return booster.predict(np.hstack([cheap, costly]))
+
+
+def test_lightgbm_booster_probabilities_are_scores():
+    import lightgbm
+
+    global booster
+    booster = lightgbm.train({"objective": "binary", "verbose": -1, "seed": 0}, lightgbm.Dataset(features_of(TRAIN), Y_TRAIN), 30)
+    f = willump.optimize(booster_scores).fit(TRAIN, y=Y_TRAIN, validation=(VALID, Y_VALID), progress=False)
+    assert f.explain().attrs["summary"]["metric"] == "roc_auc"
+    result = f(TEST)
+    assert result.shape == (len(TEST),) and result.dtype == np.float64
+
+
+def margins(df):
+    cheap = df[["x"]].to_numpy()
+    costly = df["z"].apply(slow_feature).to_numpy().reshape(-1, 1)
+    return model.decision_function(np.hstack([cheap, costly]))
+
+
+def test_multi_class_margins():
+    from sklearn.svm import LinearSVC
+
+    y3, valid3 = np.digitize(TRAIN["x"], [-2, 2]), np.digitize(VALID["x"], [-2, 2])
+    globals()["model"] = LinearSVC().fit(features_of(TRAIN), y3)
+    f = willump.optimize(margins).fit(TRAIN, y=y3, validation=(VALID, valid3), progress=False)
+    assert f.explain().attrs["summary"]["metric"] == "roc_auc"
+    assert f(TEST).shape == (len(TEST), 3)
+
+
+def frames_with_fresh_index(df):
+    cheap = df[["x"]].reset_index(drop=True)
+    costly = pd.DataFrame({"s": df["z"].apply(slow_feature).to_numpy()})
+    return model.predict_proba(pd.concat([cheap, costly], axis=1))[:, 1]
+
+
+def test_reused_rows_get_the_index_their_generator_gives():
+    globals()["model"] = LogisticRegression().fit(pd.DataFrame({"x": TRAIN["x"], "s": TRAIN["z"].apply(slow_feature)}), Y_TRAIN)
+    f = willump.optimize(frames_with_fresh_index).fit(TRAIN, y=Y_TRAIN, validation=(VALID, Y_VALID), progress=False)
+    assert f.explain().attrs["summary"]["cascades"] == "on"
+    result, exact = f(TEST), f.py_func(TEST)
+    sent = np.maximum(result, 1 - result) < f.explain().attrs["summary"]["threshold"]
+    assert sent.any()
+    np.testing.assert_allclose(result[sent], exact[sent], rtol=0, atol=1e-12)
+
+
+def batch_statistic(df):
+    centered = df["z"] - df["z"].mean()
+    cheap = df[["x"]].to_numpy()
+    costly = centered.apply(slow_feature).to_numpy().reshape(-1, 1)
+    return model.predict_proba(np.hstack([cheap, costly]))[:, 1]
+
+
+def test_features_that_depend_on_the_batch_turn_the_optimizations_off():
+    globals()["model"] = LogisticRegression().fit(features_of(TRAIN), Y_TRAIN)
+    f = willump.optimize(batch_statistic).fit(TRAIN, y=Y_TRAIN, validation=(VALID, Y_VALID), progress=False)
+    summary = f.explain().attrs["summary"]
+    assert "depends on the other rows" in summary["cascades"] and "depends on the other rows" in summary["top_k_filter"]
+    np.testing.assert_array_equal(f(TEST), f.py_func(TEST))
+
+
+def with_column_names(df, columns):
+    cheap = df[[columns[0]]].to_numpy()
+    costly = df[columns[1]].apply(slow_feature).to_numpy().reshape(-1, 1)
+    return model.predict_proba(np.hstack([cheap, costly]))[:, 1]
+
+
+def test_an_argument_as_long_as_a_small_batch_is_not_cut_to_rows():
+    globals()["model"] = LogisticRegression().fit(features_of(TRAIN), Y_TRAIN)
+    names = ["x", "z"]
+    f = willump.optimize(with_column_names).fit(TRAIN, names, y=Y_TRAIN, validation=((VALID, names), Y_VALID), progress=False)
+    batch = pd.concat([TEST[TEST["x"].abs() > 8].head(1), TEST[TEST["x"].abs() < 0.05].head(1)])
+    result = f(batch, names)
+    assert result.shape == (2,) and result[1] == pytest.approx(f.py_func(batch, names)[1], abs=1e-12)
+
+
+def test_top_k_options_are_checked():
+    f = fitted(scored)
+    with pytest.raises(ValueError, match="c_k"):
+        f.top_k(TEST, k=10, c_k=0.5)
+    with pytest.raises(ValueError, match="c_k"):
+        f.top_k(TEST, k=10, c_k=float("nan"))
+    with pytest.raises(ValueError, match="min_fraction"):
+        f.top_k(TEST, k=10, min_fraction=2)
+    with pytest.raises(ValueError, match="positive integer"):
+        f.top_k(TEST, k=True)
+    assert len(f.top_k(TEST, k=10, c_k=1, min_fraction=0)) == 10
+    assert len(f.top_k(TEST.iloc[:0], k=3)) == 0

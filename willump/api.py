@@ -122,11 +122,17 @@ class OptimizedFunction:
             raise ValueError(f"top_k needs the transformation graph, but {self.graph.unmodified_reason}")
         if self._executor.model_split_problem:
             raise ValueError(f"top_k cannot score rows: {self._executor.model_split_problem}")
-        if not isinstance(k, (int, np.integer)) or k <= 0:
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
             raise ValueError(f"k must be a positive integer; got {k!r}")
+        if not (np.isfinite(c_k) and c_k >= 1):
+            raise ValueError(f"c_k must be a number >= 1 (candidates kept per row asked for); got {c_k!r}")
+        if not 0 <= min_fraction <= 1:
+            raise ValueError(f"min_fraction must be between 0 and 1; got {min_fraction!r}")
         arguments = self._executor.arguments(inputs, {})
         n = topk.batch_size(self._executor, arguments)
         k = min(int(k), n)
+        if k == 0:
+            return np.array([], dtype=np.intp)
         try:
             if self._fitted is None or self._fitted.filter_model is None:
                 return topk.exact(self._executor, arguments, k)

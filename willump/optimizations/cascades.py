@@ -7,20 +7,29 @@ function's result, so type, dtype, shape and index are those of the original.
 """
 
 import numpy as np
+import pandas as pd
+import scipy.sparse as sp
 from sklearn.metrics import accuracy_score, roc_auc_score
 
 from willump.optimizations.models import confidence
 from willump.runtime.features import feature_matrix
+from willump.runtime.rows import take_rows
 
 THRESHOLDS = tuple(round(0.1 * i, 1) for i in range(1, 11))
 
 
 def roc_auc(y_true, output) -> float:
-    """ROC AUC of scores: a binary probability column, or one-vs-rest for several classes."""
+    """ROC AUC of scores: a binary score column, or one-vs-rest for several classes.
+
+    Several classes' margins (``decision_function``) are turned into probabilities by a softmax.
+    """
     output = np.asarray(output, dtype=float)
     if output.ndim == 2 and output.shape[1] == 2:
         output = output[:, 1]
     if output.ndim == 2:
+        if output.min() < 0 or not np.allclose(output.sum(axis=1), 1):
+            shifted = np.exp(output - output.max(axis=1, keepdims=True))
+            output = shifted / shifted.sum(axis=1, keepdims=True)
         return float(roc_auc_score(y_true, output, multi_class="ovr"))
     return float(roc_auc_score(y_true, output))
 
@@ -29,19 +38,60 @@ def accuracy(y_true, output) -> float:
     return float(accuracy_score(y_true, np.asarray(output)))
 
 
-def default_metric(method: str):
-    """Accuracy when the function returns labels (``predict``), ROC AUC when it returns scores."""
-    return ("accuracy", accuracy) if method == "predict" else ("roc_auc", roc_auc)
+def default_metric(returns_labels: bool):
+    """Accuracy when the model call returns labels, ROC AUC when it returns scores."""
+    return ("accuracy", accuracy) if returns_labels else ("roc_auc", roc_auc)
 
 
-def merged(small_output: np.ndarray, full_output, unsure: np.ndarray) -> np.ndarray:
-    """The small model's output with the rows ``unsure`` replaced by the full model's."""
-    if len(unsure) == 0:
-        return small_output
-    full_output = np.asarray(full_output)
-    result = small_output.astype(np.result_type(small_output, full_output), copy=True)
-    result[unsure] = full_output
+def merged(small_output: np.ndarray, full_output, unsure: np.ndarray, dtype=None) -> np.ndarray:
+    """The small model's output with the rows ``unsure`` replaced by the full model's, as ``dtype``."""
+    result = small_output.astype(dtype or small_output.dtype, copy=len(unsure) > 0)
+    if len(unsure):
+        result[unsure] = np.asarray(full_output)
     return result
+
+
+def reuse_policy(full, part, rows) -> tuple[str | None, bool]:
+    """How to take ``rows`` of an IFV value so they equal the value computed on those rows alone.
+
+    ``(policy, same)``: policy "slice" (select the rows), "reset" (select, then a fresh
+    RangeIndex, as joins and ``reset_index`` give) or "recompute"; ``same`` is False
+    when the values themselves differ: the IFV of a row depends on other rows.
+    """
+    sliced = take_rows(full, rows)
+    policy = "slice"
+    if isinstance(part, (pd.Series, pd.DataFrame)):
+        if not sliced.index.equals(part.index):
+            if not part.index.equals(pd.RangeIndex(len(rows))):
+                return "recompute", _values_equal(sliced.to_numpy(), part.to_numpy())
+            sliced, policy = sliced.reset_index(drop=True), "reset"
+        return policy, sliced.equals(part) or _values_equal(sliced.to_numpy(), part.to_numpy())
+    return policy, _values_equal(sliced, part)
+
+
+def _values_equal(a, b) -> bool:
+    if sp.issparse(a) or sp.issparse(b):
+        if not (sp.issparse(a) and sp.issparse(b)) or a.shape != b.shape:
+            return False
+        return abs(sp.csr_matrix(a) - sp.csr_matrix(b)).max() <= 1e-9 if a.nnz or b.nnz else True
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return False
+    try:
+        return bool(np.allclose(a, b, rtol=1e-9, atol=1e-12, equal_nan=True))
+    except TypeError:  # not numbers
+        return bool(pd.DataFrame(a.reshape(len(a), -1)).equals(pd.DataFrame(b.reshape(len(b), -1))))
+
+
+def take_reused(fitted, index, value, rows):
+    """Rows of an already computed IFV value, as its generator would give them for those rows."""
+    taken = take_rows(value, rows)
+    return taken.reset_index(drop=True) if fitted.reuse[index] == "reset" else taken
+
+
+def reusable(fitted, computed: dict) -> dict:
+    """The computed IFVs whose rows can be taken instead of computed again."""
+    return {i: v for i, v in computed.items() if fitted.reuse[i] != "recompute"}
 
 
 def choose_threshold(executor, env, small_output, confidences, full_output, y, score, accuracy_loss,
@@ -95,10 +145,11 @@ def serve(executor, fitted, arguments: dict, stats) -> object:
     unsure = np.flatnonzero(sure < fitted.threshold)
     full_output = []
     if len(unsure):
-        rest = [i for i in range(len(executor.graph.ifvs)) if i not in efficient]
-        unsure_env, computed = executor.evaluate(arguments, ifvs=rest, rows=unsure)
-        values = [executor.take_rows(i, efficient[i], unsure) if i in efficient else computed[i] for i in range(len(executor.graph.ifvs))]
+        kept = reusable(fitted, efficient)
+        rest = [i for i in range(len(executor.graph.ifvs)) if i not in kept]
+        unsure_env, computed = executor.evaluate(arguments, ifvs=rest, rows=unsure, batch_names=fitted.batch_names)
+        values = [take_reused(fitted, i, kept[i], unsure) if i in kept else computed[i] for i in range(len(executor.graph.ifvs))]
         model, X = executor.model_input(unsure_env, values)
         full_output = getattr(model, fitted.method)(X)
     stats.count(rows=len(sure), small=len(sure) - len(unsure), full=len(unsure))
-    return executor.finish(env, merged(small_output, full_output, unsure))
+    return executor.finish(env, merged(small_output, full_output, unsure, fitted.output_dtype))

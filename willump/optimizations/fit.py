@@ -80,6 +80,9 @@ class Fitted:
     filter_model: object = None
     top_k_reason: str | None = None  # why top_k is exact
     summary: dict = field(default_factory=dict)
+    reuse: list = field(default_factory=list)  # per IFV: how its computed rows are reused (cascades.reuse_policy)
+    batch_names: tuple = ()  # the arguments that hold rows
+    output_dtype: object = None  # dtype of the full model's output
 
     @property
     def cascading(self) -> bool:
@@ -143,6 +146,7 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
     train = _bind(executor, inputs)
     n = _rows(train)
     y = _target(y, n, "y")
+    fitted.batch_names = tuple(name for name, value in train.items() if row_count(value) == n)
     if validation is not None:
         if not (isinstance(validation, tuple) and len(validation) == 2):
             raise ValueError("validation must be a pair (inputs, y), inputs being a tuple for several arguments")
@@ -153,9 +157,9 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
             raise ValueError(f"validation_fraction must be between 0 and 1; got {validation_fraction!r}")
         order = np.random.default_rng(random_state).permutation(n)
         held = max(1, int(round(n * validation_fraction)))
-        valid = take_argument_rows(train, np.sort(order[:held]))
+        valid = take_argument_rows(train, np.sort(order[:held]), fitted.batch_names)
         y_valid = y[np.sort(order[:held])]
-        train = take_argument_rows(train, np.sort(order[held:]))
+        train = take_argument_rows(train, np.sort(order[held:]), fitted.batch_names)
         y = y[np.sort(order[held:])]
         warn(
             "willump: fit holds out a validation split of the given rows; if the model was trained on "
@@ -182,6 +186,7 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
     model, X = executor.model_input(env, [values[i] for i in range(k)])
     check_fitted(model)
     fitted.classification = is_classifier(model)
+    row_wise = _probe_rows(executor, fitted, train, values, n, random_state)
     if cascades_wanted and not fitted.classification:
         raise ValueError(
             f"cascades need a classifier, but {type(model).__name__} is a regressor: pass cascades=False (top_k still works)"
@@ -222,7 +227,7 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
             "validation_rows": len(y_valid),
         }
     )
-    problem = _no_subset(fitted, k, executor)
+    problem = _no_subset(fitted, k, executor) or row_wise
     if problem:
         fitted.cascade_reason = fitted.top_k_reason = problem
         stages.close()
@@ -241,18 +246,24 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
             executor, fitted, valid_env, model, valid_X, small_valid_X, y_valid, metric, accuracy_loss, random_state
         )
         if fitted.cascading:
+            started = time.perf_counter()
+            getattr(fitted.small_model, fitted.method)(small_valid_X)
+            small_cost = (time.perf_counter() - started) / len(y_valid)
             rest = sum(c for i, c in enumerate(fitted.costs) if i not in fitted.selected)
             chosen = sum(fitted.costs[i] for i in fitted.selected)
             answered = summary["small_model_fraction"]
             full = pre_cost + chosen + rest + model_cost
-            cascade = pre_cost + chosen + model_cost + (1 - answered) * (pre_cost + rest + model_cost)
+            cascade = pre_cost + chosen + small_cost + (1 - answered) * (pre_cost + rest + model_cost)
             summary["expected_speedup"] = full / cascade
             if full <= cascade:
                 fitted.threshold = None
                 fitted.cascade_reason = (
-                    f"the small model answers {answered:.0%} of the validation rows, too few to pay for "
-                    f"computing its features first (expected speedup {full / cascade:.2f}x)"
+                    f"the small model would answer {answered:.0%} of the validation rows at threshold "
+                    f"{summary['threshold']}, too few to pay for computing its features first "
+                    f"(expected speedup {full / cascade:.2f}x)"
                 )
+                for key in ("threshold", "cascade_validation_score", "small_model_fraction", "expected_speedup"):
+                    summary.pop(key)
     stage("threshold chosen")
 
     if not top_k_wanted:
@@ -276,6 +287,25 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
     return fitted
 
 
+def _probe_rows(executor, fitted, train, values, n, random_state) -> str | None:
+    """Learn how to reuse computed rows of each IFV; a problem if a row's IFV depends on other rows.
+
+    A few rows are computed alone and compared with the same rows of the whole batch.
+    """
+    rows = np.sort(np.random.default_rng(random_state).choice(n, size=min(n, 7), replace=False))
+    _, alone = executor.evaluate(train, rows=rows, batch_names=fitted.batch_names)
+    fitted.reuse = []
+    for i in range(len(fitted.names)):
+        policy, same = cascades.reuse_policy(values[i], alone[i], rows)
+        fitted.reuse.append(policy)
+        if not same:
+            return (
+                f"IFV {fitted.names[i]!r} of a row depends on the other rows of the batch "
+                "(a batch statistic?), so rows cannot be computed apart"
+            )
+    return None
+
+
 def _no_subset(fitted, k, executor) -> str | None:
     if executor.model_split_problem:
         return executor.model_split_problem
@@ -294,15 +324,20 @@ def _model_score(model, y, classification):
         if scores is not None:
             return roc_auc_score(y, scores)
         if classification:
-            return float(np.mean(np.asarray(model.predict(X)).ravel() == y))
+            predicted = np.asarray(model.predict(X))
+            if predicted.ndim == 2:  # a booster's class probabilities
+                predicted = predicted.argmax(axis=1)
+            return float(np.mean(predicted == y))
         return -mean_squared_error(y, np.asarray(model.predict(X), dtype=float))
 
     return score
 
 
 def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy_loss, random_state) -> None:
-    name, score = (getattr(metric, "__name__", "metric"), metric) if metric else cascades.default_metric(fitted.method)
     full_output = np.asarray(getattr(model, fitted.method)(X))
+    fitted.output_dtype = full_output.dtype
+    labels = fitted.method == "predict" and not np.issubdtype(full_output.dtype, np.floating)
+    name, score = (getattr(metric, "__name__", "metric"), metric) if metric else cascades.default_metric(labels)
     small_output = np.asarray(getattr(fitted.small_model, fitted.method)(small_X))
     if small_output.shape != full_output.shape:
         fitted.cascade_reason = "the small model's output does not have the full model's shape (classes missing from the training rows?)"

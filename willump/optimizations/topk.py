@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 
+from willump.optimizations.cascades import reusable, take_reused
 from willump.optimizations.models import ranking_score
 from willump.runtime.features import feature_matrix
 from willump.runtime.rows import row_count
@@ -16,7 +17,7 @@ def batch_size(executor, arguments: dict) -> int:
     counts = [row_count(v) for v in arguments.values()]
     n = next((c for c in counts if c is not None), None)
     if n is None:
-        raise TypeError("top_k needs a batch: a DataFrame, Series, array, sparse matrix or list argument")
+        raise ValueError("top_k needs a batch: a DataFrame, Series, array, sparse matrix or list argument")
     return n
 
 
@@ -29,7 +30,7 @@ def exact(executor, arguments: dict, k: int) -> np.ndarray:
 
 def filtered(executor, fitted, arguments: dict, k: int, n: int, c_k: float, min_fraction: float, stats):
     """Positions of the k best rows: the filter model keeps the candidates, the full model ranks them."""
-    keep = max(int(math.ceil(c_k * k)), int(math.ceil(min_fraction * n)))
+    keep = max(int(math.ceil(c_k * k)), int(math.ceil(min_fraction * n)), k)
     if keep >= n:
         stats.count(top_k_candidates=n)
         return exact(executor, arguments, k)
@@ -37,9 +38,10 @@ def filtered(executor, fitted, arguments: dict, k: int, n: int, c_k: float, min_
     efficient = {i: executor.compute(env, i) for i in fitted.selected}
     scores = ranking_score(fitted.filter_model, feature_matrix([efficient[i] for i in fitted.selected]))
     candidates = np.sort(np.argsort(-scores, kind="stable")[:keep])
-    rest = [i for i in range(len(executor.graph.ifvs)) if i not in efficient]
-    candidate_env, computed = executor.evaluate(arguments, ifvs=rest, rows=candidates)
-    values = [executor.take_rows(i, efficient[i], candidates) if i in efficient else computed[i] for i in range(len(executor.graph.ifvs))]
+    kept = reusable(fitted, efficient)
+    rest = [i for i in range(len(executor.graph.ifvs)) if i not in kept]
+    candidate_env, computed = executor.evaluate(arguments, ifvs=rest, rows=candidates, batch_names=fitted.batch_names)
+    values = [take_reused(fitted, i, kept[i], candidates) if i in kept else computed[i] for i in range(len(executor.graph.ifvs))]
     model, X = executor.model_input(candidate_env, values)
     order = np.argsort(-ranking_score(model, X), kind="stable")[:k]
     stats.count(top_k_candidates=keep)

@@ -11,8 +11,6 @@ list of IFV values. Cascades and caches are built on those three calls.
 """
 
 import itertools
-
-import pandas as pd
 from dataclasses import dataclass
 
 from willump.errors import warn
@@ -23,7 +21,7 @@ from willump.graph.source import FunctionSource
 from willump.graph.statements import names_read
 from willump.runtime.codegen import UNBOUND, compile_binder, compile_block
 from willump.runtime.joins import NotSeparable, join_assemble, join_base, join_part
-from willump.runtime.rows import take_argument_rows, take_rows
+from willump.runtime.rows import take_argument_rows
 
 _HELPERS = {JOIN_BASE: join_base, JOIN_PART: join_part, JOIN_ASSEMBLE: join_assemble}
 
@@ -144,16 +142,6 @@ class GraphExecutor:
                 _update(own, run, result)
         raise AssertionError("the function's return statement was not reached")
 
-    def take_rows(self, index: int, value, rows):
-        """The rows ``rows`` of IFV ``index``'s value: what its generator gives for those rows.
-
-        A join's columns come with a fresh RangeIndex, as the join itself would give them.
-        """
-        taken = take_rows(value, rows)
-        if self._helpers and isinstance(taken, pd.DataFrame):
-            return taken.reset_index(drop=True)
-        return taken
-
     def model_input(self, env: dict, values: list) -> tuple:
         """(model, X): the model object and its input, from the given IFV values."""
         return self._run(self._before_model, {PLACEHOLDER: self._container(values)}, env)
@@ -169,10 +157,10 @@ class GraphExecutor:
         """
         return self.evaluate(self.arguments(args, kwargs or {}), ifvs, rows)
 
-    def evaluate(self, arguments: dict, ifvs=None, rows=None) -> tuple[dict, dict]:
-        """As ``features``, from arguments already bound by name."""
+    def evaluate(self, arguments: dict, ifvs=None, rows=None, batch_names=None) -> tuple[dict, dict]:
+        """As ``features``, from arguments already bound by name (``batch_names``: those holding rows)."""
         if rows is not None:
-            arguments = take_argument_rows(arguments, rows)
+            arguments = take_argument_rows(arguments, rows, batch_names)
         env = self.preprocess(arguments)
         which = range(len(self._roots)) if ifvs is None else ifvs
         return env, {i: self.compute(env, i) for i in which}

@@ -37,10 +37,16 @@ def take_rows(value, positions: np.ndarray):
     raise TypeError(f"cannot select rows of a {type(value).__name__}")
 
 
-def take_argument_rows(arguments: dict, positions) -> dict:
-    """The function's arguments restricted to the rows at ``positions``."""
+def take_argument_rows(arguments: dict, positions, batch_names=None) -> dict:
+    """The function's arguments restricted to the rows at ``positions``.
+
+    ``batch_names``, when known, are the arguments that hold rows; otherwise every
+    argument as long as the first batch-like one is taken to.
+    """
     positions = np.asarray(positions, dtype=np.intp)
     counts = {name: row_count(value) for name, value in arguments.items()}
+    if batch_names is not None:
+        counts = {name: (count if name in batch_names else None) for name, count in counts.items()}
     batch = next((n for n in counts.values() if n is not None), None)
     if batch is None:
         raise TypeError(
