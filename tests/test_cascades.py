@@ -436,3 +436,10 @@ def test_top_k_options_are_checked():
         f.top_k(TEST, k=True)
     assert len(f.top_k(TEST, k=10, c_k=1, min_fraction=0)) == 10
     assert len(f.top_k(TEST.iloc[:0], k=3)) == 0
+
+
+def test_stats_count_rows_when_cascades_are_off():
+    globals()["model"] = LogisticRegression().fit(features_of(TRAIN), Y_TRAIN)
+    f = willump.optimize(batch_statistic).fit(TRAIN, y=Y_TRAIN, validation=(VALID, Y_VALID), progress=False)
+    f(TEST)
+    assert f.stats["rows_seen"] == len(TEST) == f.stats["rows_full_model"]

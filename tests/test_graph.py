@@ -357,3 +357,15 @@ def _function_from_source(source, namespace, name):
     module.SumModel = SumModel
     module.model = SumModel()
     return getattr(module, name)
+
+
+def test_prediction_assigned_then_wrapped_in_the_return():
+    def wrapped(df):
+        a = word_vectorizer.transform(df["tweet"])
+        b = char_vectorizer.transform(df["tweet"])
+        out = model.predict_proba(sp.hstack([a, b]).tocsr())[:, 1]
+        return pd.Series(out, index=df.index, name="score")
+
+    f = optimized(wrapped)
+    assert f.graph.model.method == "predict_proba" and ifv_names(f) == ["a", "b"]
+    pd.testing.assert_series_equal(f(FRAME), wrapped(FRAME))

@@ -86,6 +86,9 @@ class OptimizedFunction:
                 return cascades.serve(self._executor, self._fitted, self._executor.arguments(args, kwargs), self._stats)
             except NotSeparable:
                 pass  # this input's joins cannot be split: the exact path runs them as written
+        if self._fitted is not None:
+            rows = topk.batch_size(self._executor, self._executor.arguments(args, kwargs))
+            self._stats.count(rows=rows, full=rows)
         return self._executor(*args, **kwargs)
 
     # --- statistically-aware optimizations -------------------------------------------------

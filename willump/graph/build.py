@@ -350,11 +350,14 @@ def _find_model(statements: list[Statement], flow: _DataFlow) -> ModelNode | Non
     returned = statements[-1]
     call = model_call(returned.node.value)
     holder = returned
-    if call is None and isinstance(returned.node.value, ast.Name):
-        index = flow.reaching[returned.index].get(returned.node.value.id, PARAMETER)
-        if index != PARAMETER and isinstance(statements[index].node, (ast.Assign, ast.AnnAssign)):
-            holder = statements[index]
-            call = model_call(holder.node.value)
+    if call is None:
+        # The prediction assigned first: ``y = model.predict(X)`` then ``return y`` or ``return f(y)``.
+        for index in sorted(flow.definitions(returned.index, names_read(returned.node.value)), reverse=True):
+            if isinstance(statements[index].node, (ast.Assign, ast.AnnAssign)) and not statements[index].opaque:
+                call = model_call(statements[index].node.value)
+                if call is not None:
+                    holder = statements[index]
+                    break
     if call is None:
         return None
     return ModelNode(holder, call.func.attr, call.func.value, call)
