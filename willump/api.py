@@ -14,6 +14,7 @@ from willump.optimizations.fit import fit as fit_optimizations
 from willump.optimizations.selection import DEFAULT_GAMMA
 from willump.optimizations.topk import DEFAULT_C_K, DEFAULT_MIN_FRACTION
 from willump.runtime.joins import NotSeparable
+from willump.runtime.rows import batch_length
 from willump.graph.build import build_plan
 from willump.graph.source import read_function
 from willump.runtime.executor import GraphExecutor
@@ -81,15 +82,17 @@ class OptimizedFunction:
     def __call__(self, *args, **kwargs):
         if self._executor is None:
             return self.py_func(*args, **kwargs)
-        if self._fitted is not None and self._fitted.cascading:
+        if self._fitted is None:
+            return self._executor(*args, **kwargs)
+        arguments = self._executor.arguments(args, kwargs)
+        if self._fitted.cascading:
             try:
-                return cascades.serve(self._executor, self._fitted, self._executor.arguments(args, kwargs), self._stats)
+                return cascades.serve(self._executor, self._fitted, arguments, self._stats)
             except NotSeparable:
                 pass  # this input's joins cannot be split: the exact path runs them as written
-        if self._fitted is not None:
-            rows = topk.batch_size(self._executor, self._executor.arguments(args, kwargs))
-            self._stats.count(rows=rows, full=rows)
-        return self._executor(*args, **kwargs)
+        rows = batch_length(arguments) or 0
+        self._stats.count(rows=rows, full=rows)
+        return self._executor.run(arguments)
 
     # --- statistically-aware optimizations -------------------------------------------------
 
@@ -132,7 +135,9 @@ class OptimizedFunction:
         if not 0 <= min_fraction <= 1:
             raise ValueError(f"min_fraction must be between 0 and 1; got {min_fraction!r}")
         arguments = self._executor.arguments(inputs, {})
-        n = topk.batch_size(self._executor, arguments)
+        n = batch_length(arguments)
+        if n is None:
+            raise ValueError("top_k needs a batch: a DataFrame, Series, array, sparse matrix or list argument")
         k = min(int(k), n)
         if k == 0:
             return np.array([], dtype=np.intp)

@@ -132,24 +132,34 @@ def _score_or_nan(score, y, output) -> float:
         return float("nan")
 
 
+def small_confidence(fitted, small_output: np.ndarray, small_input) -> np.ndarray:
+    """The small model's confidence per row, from its output when that holds the probabilities."""
+    if fitted.method == "predict_proba":
+        return small_output.max(axis=1)
+    return confidence(fitted.small_model, small_input)
+
+
+def full_model_input(executor, fitted, arguments: dict, computed: dict, rows) -> tuple:
+    """(model, X) for the rows ``rows``: IFVs already in ``computed`` are reused, the others computed."""
+    kept = reusable(fitted, computed)
+    count = len(executor.graph.ifvs)
+    rest = [i for i in range(count) if i not in kept]
+    env, fresh = executor.evaluate(arguments, ifvs=rest, rows=rows, batch_names=fitted.batch_names)
+    values = [take_reused(fitted, i, kept[i], rows) if i in kept else fresh[i] for i in range(count)]
+    return executor.model_input(env, values)
+
+
 def serve(executor, fitted, arguments: dict, stats) -> object:
     """The function's result for one call, cascaded."""
     env = executor.preprocess(arguments)
     efficient = {i: executor.compute(env, i) for i in fitted.selected}
     small_input = feature_matrix([efficient[i] for i in fitted.selected])
     small_output = np.asarray(getattr(fitted.small_model, fitted.method)(small_input))
-    if fitted.method == "predict_proba":
-        sure = small_output.max(axis=1)
-    else:
-        sure = confidence(fitted.small_model, small_input)
+    sure = small_confidence(fitted, small_output, small_input)
     unsure = np.flatnonzero(sure < fitted.threshold)
     full_output = []
     if len(unsure):
-        kept = reusable(fitted, efficient)
-        rest = [i for i in range(len(executor.graph.ifvs)) if i not in kept]
-        unsure_env, computed = executor.evaluate(arguments, ifvs=rest, rows=unsure, batch_names=fitted.batch_names)
-        values = [take_reused(fitted, i, kept[i], unsure) if i in kept else computed[i] for i in range(len(executor.graph.ifvs))]
-        model, X = executor.model_input(unsure_env, values)
+        model, X = full_model_input(executor, fitted, arguments, efficient, unsure)
         full_output = getattr(model, fitted.method)(X)
     stats.count(rows=len(sure), small=len(sure) - len(unsure), full=len(unsure))
     return executor.finish(env, merged(small_output, full_output, unsure, fitted.output_dtype))

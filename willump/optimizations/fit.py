@@ -24,7 +24,7 @@ from willump.optimizations.models import check_fitted, is_classifier, ranking_sc
 from willump.optimizations.selection import DEFAULT_GAMMA, select_efficient
 from willump.runtime.features import feature_matrix
 from willump.runtime.joins import NotSeparable
-from willump.runtime.rows import row_count, take_argument_rows
+from willump.runtime.rows import batch_length, row_count, take_argument_rows
 
 logger = logging.getLogger("willump")
 BOOTSTRAP_SAMPLES = 200  # resamples of the validation rows the threshold must hold in (95%)
@@ -114,8 +114,7 @@ def _bind(executor, inputs) -> dict:
 
 
 def _rows(arguments: dict) -> int:
-    counts = [row_count(v) for v in arguments.values()]
-    n = next((c for c in counts if c is not None), None)
+    n = batch_length(arguments)
     if n is None:
         raise ValueError("fit needs a batch of rows: a DataFrame, Series, array, sparse matrix or list argument")
     return n
@@ -342,7 +341,7 @@ def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy
     if small_output.shape != full_output.shape:
         fitted.cascade_reason = "the small model's output does not have the full model's shape (classes missing from the training rows?)"
         return
-    confidences = small_output.max(axis=1) if fitted.method == "predict_proba" else cascades.confidence(fitted.small_model, small_X)
+    confidences = cascades.small_confidence(fitted, small_output, small_X)
     full_score = score(y, executor.finish(env, full_output))
     choice = cascades.choose_threshold(
         executor, env, small_output, confidences, full_output, y, score, accuracy_loss,

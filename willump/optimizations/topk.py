@@ -4,21 +4,12 @@ import math
 
 import numpy as np
 
-from willump.optimizations.cascades import reusable, take_reused
+from willump.optimizations.cascades import full_model_input
 from willump.optimizations.models import ranking_score
 from willump.runtime.features import feature_matrix
-from willump.runtime.rows import row_count
 
 DEFAULT_C_K = 10
 DEFAULT_MIN_FRACTION = 0.05
-
-
-def batch_size(executor, arguments: dict) -> int:
-    counts = [row_count(v) for v in arguments.values()]
-    n = next((c for c in counts if c is not None), None)
-    if n is None:
-        raise ValueError("top_k needs a batch: a DataFrame, Series, array, sparse matrix or list argument")
-    return n
 
 
 def exact(executor, arguments: dict, k: int) -> np.ndarray:
@@ -38,11 +29,7 @@ def filtered(executor, fitted, arguments: dict, k: int, n: int, c_k: float, min_
     efficient = {i: executor.compute(env, i) for i in fitted.selected}
     scores = ranking_score(fitted.filter_model, feature_matrix([efficient[i] for i in fitted.selected]))
     candidates = np.sort(np.argsort(-scores, kind="stable")[:keep])
-    kept = reusable(fitted, efficient)
-    rest = [i for i in range(len(executor.graph.ifvs)) if i not in kept]
-    candidate_env, computed = executor.evaluate(arguments, ifvs=rest, rows=candidates, batch_names=fitted.batch_names)
-    values = [take_reused(fitted, i, kept[i], candidates) if i in kept else computed[i] for i in range(len(executor.graph.ifvs))]
-    model, X = executor.model_input(candidate_env, values)
+    model, X = full_model_input(executor, fitted, arguments, efficient, candidates)
     order = np.argsort(-ranking_score(model, X), kind="stable")[:k]
     stats.count(top_k_candidates=keep)
     return candidates[order]

@@ -79,7 +79,11 @@ class GraphExecutor:
 
     def __call__(self, *args, **kwargs):
         """The function's result, statements in source order."""
-        shared = {**self.arguments(args, kwargs), **self._helpers}
+        return self.run(self.arguments(args, kwargs))
+
+    def run(self, arguments: dict):
+        """As calling the executor, with the arguments already bound by name."""
+        shared = {**arguments, **self._helpers}
         generators = [{} for _ in self._roots]
         combine = {}
         for run in self._runs:

@@ -22,6 +22,11 @@ def row_count(value) -> int | None:
     return None
 
 
+def batch_length(arguments: dict) -> int | None:
+    """The number of rows of the batch: that of the first argument that has rows, else None."""
+    return next((n for n in map(row_count, arguments.values()) if n is not None), None)
+
+
 def take_rows(value, positions: np.ndarray):
     """The rows of ``value`` at ``positions`` (integer positions, in that order)."""
     if isinstance(value, (pd.DataFrame, pd.Series)):
