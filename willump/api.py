@@ -16,11 +16,13 @@ from willump.optimizations.topk import DEFAULT_C_K, DEFAULT_MIN_FRACTION
 from willump.runtime.joins import NotSeparable
 from willump.runtime.rows import batch_length
 from willump.graph.build import build_plan
+from willump.graph.recognize import Resolver
 from willump.graph.source import read_function
 from willump.runtime.executor import GraphExecutor
 
 _DEFAULT_OPTIONS = {
     "strict": False,  # raise instead of warning when a line runs as plain Python
+    "compile": True,  # answer supported calls with compiled kernels
 }
 
 
@@ -34,6 +36,9 @@ def optimize(func=None, /, **options):
     Options:
         strict: raise ``TypeError`` instead of emitting a ``WillumpWarning``
             when part of the function is not understood (default False).
+        compile: answer supported calls (scikit-learn text vectorizers, linear
+            models, ``scipy.sparse.hstack``) with compiled kernels that return
+            the same values (default True); ``explain_compilation()`` lists them.
     """
     unknown = sorted(set(options) - set(_DEFAULT_OPTIONS))
     if unknown:
@@ -62,7 +67,10 @@ class OptimizedFunction:
         plan = build_plan(source)
         self.graph = plan.graph
         self._report(self.graph)
-        self._executor = GraphExecutor(plan, source) if self.graph.optimizable else None
+        self._executor = None
+        if self.graph.optimizable:
+            resolver = Resolver(func, source.definition)
+            self._executor = GraphExecutor(plan, source, compile=self.options["compile"], resolver=resolver)
         self._fitted = None
         self._stats = Stats()
 
@@ -160,6 +168,23 @@ class OptimizedFunction:
         summary["cascades"] = "on" if self._fitted.cascading else f"off: {self._fitted.cascade_reason}"
         summary["top_k_filter"] = "on" if self._fitted.filter_model is not None else f"off: {self._fitted.top_k_reason}"
         return table
+
+    def explain_compilation(self) -> pd.DataFrame:
+        """One row per call a compiled kernel may answer: line, call, operator, status, calls.
+
+        The status says ``compiled`` or why the call runs as plain Python (an
+        unsupported object or option, or an input the kernel does not reproduce).
+        """
+        sites = self._executor.sites if self._executor is not None else []
+        columns = ["line", "call", "operator", "status", "calls", "compiled_calls"]
+        table = pd.DataFrame([site.summary() for site in sites], columns=columns)
+        # A call can be reached by several paths (plain calls, cascades): one row per call as written.
+        table = table.sort_values("calls", ascending=False, kind="stable")
+        merged = table.groupby(["line", "call"], sort=True, as_index=False).agg(
+            operator=("operator", "first"), status=("status", "first"),
+            calls=("calls", "sum"), compiled_calls=("compiled_calls", "sum"),
+        )
+        return merged[columns]
 
     @property
     def stats(self) -> dict:

@@ -125,7 +125,7 @@ def build_plan(source: FunctionSource) -> Plan:
         elements = list(container.elts)
         placeholder = ast.Name(PLACEHOLDER, ast.Load())
         plan.container = tuple if isinstance(container, ast.Tuple) else list
-    graph.combiner = Combiner(kind, holder)
+    graph.combiner = Combiner(kind, holder, ast.unparse(container))
     if any(isinstance(n, ast.NamedExpr) for n in ast.walk(holder.node)):
         return _unmodified(plan, holder.lineno, "an assignment expression (:=) where the features are joined")
 

@@ -42,6 +42,7 @@ class Combiner:
 
     kind: str  # e.g. "scipy.sparse.hstack"; "identity" when there is no concatenation
     statement: Statement  # the statement that holds the IFV entries
+    entries: str = ""  # source of the IFV entries, as written
 
 
 @dataclass

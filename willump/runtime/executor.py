@@ -10,9 +10,11 @@ once, any subset of IFVs for any subset of rows, then the combine step on any
 list of IFV values. Cascades and caches are built on those three calls.
 """
 
+import ast
 import itertools
 from dataclasses import dataclass
 
+from willump.compile.sites import SITE_PREFIX, prepare_kernel, rewrite_calls
 from willump.errors import warn
 from willump.graph.build import COMBINE, MODEL_OUTPUT, PREPROCESSING, ModelSplit, Plan
 from willump.graph.graph import PLACEHOLDER
@@ -41,8 +43,9 @@ class _Run:
 class GraphExecutor:
     """The compiled blocks of one plan and the calls that run them."""
 
-    def __init__(self, plan: Plan, source: FunctionSource):
+    def __init__(self, plan: Plan, source: FunctionSource, compile: bool = True, resolver=None):
         self.graph = plan.graph
+        self.sites = []  # calls a compiled kernel may answer (none without ``compile``)
         self._func = source.func
         self._bind, self.parameters = compile_binder(source.func, source.definition, source.filename)
         self._helpers = {name: _HELPERS[name] for name in plan.helpers}
@@ -50,10 +53,15 @@ class GraphExecutor:
         self._warned = False  # about running part of the function as written
 
         def compile_run(block, nodes, assigned, holder=False, result=None):
+            if compile:
+                nodes = rewrite_calls(nodes, self.sites)
+                if result is not None:
+                    result = rewrite_calls([ast.Expr(result)], self.sites)[0].value
             reads = set()
             for node in nodes + ([result] if result is not None else []):
                 reads |= names_read(node)
-            reads = sorted(reads & (plan.local_names | {PLACEHOLDER, MODEL_OUTPUT}))
+            site_names = {n for n in reads if n.startswith(SITE_PREFIX)}
+            reads = sorted(reads & (plan.local_names | {PLACEHOLDER, MODEL_OUTPUT} | site_names))
             function = compile_block(
                 source.func, source.filename, reads, nodes, result, plan.possibly_unbound
             )
@@ -74,6 +82,12 @@ class GraphExecutor:
         if isinstance(split, ModelSplit):
             self._before_model = compile_run(COMBINE, split.before, frozenset())
             self._after_model = compile_run(COMBINE, split.after, frozenset())
+        self._helpers.update((site.name, site) for site in self.sites)
+        for site in self.sites:
+            site.source = site.source.replace(PLACEHOLDER, self.graph.combiner.entries)
+        if resolver is not None:
+            for site in self.sites:
+                prepare_kernel(site, resolver)
 
     # --- running whole calls -------------------------------------------------------------
 

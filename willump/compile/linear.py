@@ -1,0 +1,126 @@
+"""Compiled linear models: ``predict``, ``predict_proba``, ``decision_function``.
+
+The scores ``X @ coef_.T + intercept_`` of a CSR input are summed by a numba
+loop in the order scipy's ``csr_matvec`` sums them; a dense input goes to the
+same numpy product scikit-learn calls. The link function (``expit``,
+``softmax``, ``argmax``) is the very function scikit-learn applies. What is
+skipped is scikit-learn's per-call validation, which for a single row costs
+far more than the arithmetic; the checks that matter for the answer (width,
+finite values, dtype) are made here, and anything else goes back to
+scikit-learn, which then raises its own error.
+"""
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import expit
+from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge, SGDClassifier
+from sklearn.svm import LinearSVC
+from sklearn.utils.extmath import softmax
+
+from willump.compile.text import Unsupported
+
+CLASSIFIERS = (LogisticRegression, LinearSVC, SGDClassifier)
+REGRESSORS = (LinearRegression, Ridge)
+METHODS = {
+    LogisticRegression: ("predict", "predict_proba", "decision_function"),
+    LinearSVC: ("predict", "decision_function"),
+    SGDClassifier: ("predict", "decision_function"),
+    LinearRegression: ("predict",),
+    Ridge: ("predict",),
+}
+
+
+@numba.njit(cache=True, nogil=True)
+def csr_scores(data, indices, indptr, weights):
+    """``X @ weights`` for CSR ``X`` and dense ``weights`` (features x outputs), summed in stored order."""
+    n_rows = len(indptr) - 1
+    out = np.zeros((n_rows, weights.shape[1]), np.float64)
+    for i in range(n_rows):
+        for k in range(weights.shape[1]):
+            total = 0.0
+            for jj in range(indptr[i], indptr[i + 1]):
+                total += data[jj] * weights[indices[jj], k]
+            out[i, k] = total
+    return out
+
+
+class CompiledLinearModel:
+    """One method of a fitted linear model, without scikit-learn's per-call overhead."""
+
+    def __init__(self, model, method: str):
+        kind = type(model)
+        if method not in METHODS.get(kind, ()):
+            raise Unsupported(f"{kind.__name__}.{method} is not compiled")
+        coef = getattr(model, "coef_", None)
+        if not isinstance(coef, np.ndarray) or coef.dtype != np.float64 or sp.issparse(coef):
+            raise Unsupported("the model is not fitted, or its coefficients are not a float64 array")
+        if kind is SGDClassifier and method == "predict_proba":
+            raise Unsupported("SGDClassifier.predict_proba")
+        self.model, self.method, self.kind = model, method, kind
+        self.state = _state(model)
+        self.width = coef.shape[-1]
+        self.weights = np.ascontiguousarray(coef.T if coef.ndim == 2 else coef[:, None])
+
+    def still_valid(self) -> bool:
+        return _state(self.model) == self.state
+
+    def __call__(self, *args, **kwargs):
+        X = _single_input(args, kwargs)
+        if self.method == "predict" and self.kind in REGRESSORS:
+            return self._regression(X)
+        scores = self._decision(X)
+        if self.method == "decision_function":
+            return scores
+        if self.method == "predict":
+            indices = (scores > 0).astype(np.intp) if scores.ndim == 1 else scores.argmax(axis=1)
+            return self.model.classes_.take(indices, axis=0)
+        if self.model.classes_.size <= 2:  # predict_proba, as LinearClassifierMixin._predict_proba_lr
+            probability = expit(scores, out=scores)
+            return np.stack([1 - probability, probability], axis=1)
+        return softmax(scores, copy=False)
+
+    def _decision(self, X):
+        model = self.model
+        coef_T = model.coef_.T if model.coef_.ndim == 2 else model.coef_
+        scores = self._product(X, coef_T) + model.intercept_
+        return scores.reshape(-1) if scores.ndim > 1 and scores.shape[1] == 1 else scores
+
+    def _regression(self, X):
+        coef = self.model.coef_
+        return self._product(X, coef if coef.ndim == 1 else coef.T) + self.model.intercept_
+
+    def _product(self, X, weights):
+        _check_input(X, self.width)
+        if isinstance(X, np.ndarray) and hasattr(self.model, "feature_names_in_"):
+            raise Unsupported("a model fitted on named features, given an array (scikit-learn warns)")
+        if isinstance(X, np.ndarray):
+            return X @ weights
+        scores = csr_scores(X.data, X.indices, X.indptr, self.weights)
+        return scores[:, 0] if weights.ndim == 1 else scores
+
+
+def _single_input(args, kwargs):
+    if len(args) == 1 and not kwargs:
+        return args[0]
+    if not args and set(kwargs) == {"X"}:
+        return kwargs["X"]
+    raise Unsupported("arguments other than X")
+
+
+def _check_input(X, width: int) -> None:
+    """Unsupported unless scikit-learn would use ``X`` as it is, without a conversion or an error."""
+    if getattr(X, "ndim", 0) == 2 and X.shape[0] == 0:
+        raise Unsupported("no rows (scikit-learn raises)")
+    if isinstance(X, np.ndarray):
+        if X.ndim != 2 or X.dtype != np.float64 or X.shape[1] != width or not np.isfinite(X).all():
+            raise Unsupported("a dense input that is not a finite float64 matrix of the model's width")
+    elif isinstance(X, (sp.csr_matrix, sp.csr_array)):
+        if X.dtype != np.float64 or X.shape[1] != width or not np.isfinite(X.data).all():
+            raise Unsupported("a CSR input that is not finite float64 of the model's width")
+    else:
+        raise Unsupported(f"input of type {type(X).__name__}")
+
+
+def _state(model) -> tuple:
+    return (id(model.coef_), id(getattr(model, "intercept_", None)), id(getattr(model, "classes_", None)))

@@ -1,0 +1,72 @@
+"""The operators willump compiles, and the kernel for a callee.
+
+Bound methods are looked up by (exact class, method name), functions by
+identity. A subclass is not assumed to behave as its parent, so it runs as
+written.
+"""
+
+import scipy.sparse as sp
+from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+
+from willump.compile import linear, sparse
+from willump.compile.text import CompiledVectorizer, Unsupported
+
+METHOD_KERNELS = {(CountVectorizer, "transform"): CompiledVectorizer, (TfidfVectorizer, "transform"): CompiledVectorizer}
+for _kind, _methods in linear.METHODS.items():
+    for _method in _methods:
+        METHOD_KERNELS[(_kind, _method)] = lambda model, method=_method: linear.CompiledLinearModel(model, method)
+FUNCTION_KERNELS = {sp.hstack: sparse.hstack}
+FUNCTION_NAMES = {"hstack"}
+NAMES = {method for _, method in METHOD_KERNELS} | FUNCTION_NAMES  # callee names worth a call site
+
+
+class _Function:
+    """A stateless kernel standing in for a function."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def __call__(self, *args, **kwargs):
+        return self.kernel(*args, **kwargs)
+
+    @staticmethod
+    def still_valid() -> bool:
+        return True
+
+
+def kernel_for(callee):
+    """(kernel, None), or (None, why the callee runs as written)."""
+    owner = getattr(callee, "__self__", None)
+    if owner is not None and hasattr(callee, "__func__"):
+        kind, name = type(owner), callee.__name__
+        factory = METHOD_KERNELS.get((kind, name))
+        if factory is None:
+            return None, f"{kind.__name__}.{name} is not an operator willump compiles"
+        if getattr(kind, name, None) is not callee.__func__:
+            return None, f"{kind.__name__}.{name} was replaced on the class"
+        try:
+            return factory(owner), None
+        except Unsupported as problem:
+            return None, str(problem)
+        except Exception as error:  # building a kernel must never change the answer
+            return None, f"could not compile it ({type(error).__name__}: {error})"
+    kernel = function_kernel(callee)
+    if kernel is None:
+        return None, f"{getattr(callee, '__qualname__', type(callee).__name__)} is not an operator willump compiles"
+    return _Function(kernel), None
+
+
+def describe(callee) -> str:
+    owner = getattr(callee, "__self__", None)
+    if owner is not None and hasattr(callee, "__func__"):
+        return f"{type(owner).__name__}.{callee.__name__}"
+    module = ".".join(p for p in (getattr(callee, "__module__", "") or "").split(".") if not p.startswith("_"))
+    return f"{module}.{getattr(callee, '__qualname__', type(callee).__name__)}".lstrip(".")
+
+
+def function_kernel(function):
+    """The kernel standing in for a plain function, or None."""
+    try:
+        return FUNCTION_KERNELS.get(function)
+    except TypeError:  # unhashable
+        return None

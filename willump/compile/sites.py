@@ -1,0 +1,125 @@
+"""Call sites: the calls in the user's code that a compiled kernel may answer.
+
+At decoration, ``rewrite_calls`` turns each call whose callee is named like a
+compiled operator (``v.transform(x)``, ``model.predict_proba(X)``,
+``sp.hstack([...])``) into ``site(v.transform, x)``: the callee is still
+evaluated first, as in the original. At run time the site looks at the object
+the callee really is; when a kernel reproduces it for this input, the kernel
+answers, and otherwise the original call runs. The answer is the same either
+way; only the time differs.
+"""
+
+import ast
+import copy
+import threading
+
+from willump.compile import registry
+from willump.compile.text import Unsupported
+
+SITE_PREFIX = "__willump_site_"
+
+
+class CallSite:
+    """One rewritten call: picks the kernel for its callee and counts what ran."""
+
+    def __init__(self, name: str, call: ast.Call):
+        self.name, self.line, self.source = name, call.lineno, ast.unparse(call)
+        self.callee = call.func  # the callee expression, as written
+        self.operator = None  # e.g. "TfidfVectorizer.transform", once the callee was seen
+        self.reason = "not called yet"  # why the last call ran as written, or None
+        self.calls = 0
+        self.compiled_calls = 0
+        self._cache = None  # (owner, function, kernel or None, fingerprint)
+        self._lock = threading.Lock()
+
+    def __call__(self, callee, /, *args, **kwargs):
+        kernel = self.kernel(callee)
+        self.calls += 1
+        if kernel is not None:
+            try:
+                result = kernel(*args, **kwargs)
+            except Unsupported as problem:
+                self.reason = f"this input: {problem}"
+            except Exception as error:  # a kernel must never change the answer: the call runs as written
+                self.reason = f"the kernel failed ({type(error).__name__}: {error})"
+            else:
+                self.compiled_calls += 1
+                self.reason = None
+                return result
+        return callee(*args, **kwargs)
+
+    def kernel(self, callee):
+        """The kernel for ``callee``, built once per object and rebuilt when the object changes."""
+        owner = getattr(callee, "__self__", None)
+        function = getattr(callee, "__func__", callee)
+        cached = self._cache
+        if cached is not None and cached[0] is owner and cached[1] is function:
+            kernel, fingerprint = cached[2], cached[3]
+            if kernel is not None and kernel.still_valid():
+                return kernel
+            if kernel is None and fingerprint == _fingerprint(owner):
+                return None
+        with self._lock:
+            kernel, reason = registry.kernel_for(callee)
+            self.operator = registry.describe(callee)
+            if reason:
+                self.reason = reason
+            self._cache = (owner, function, kernel, _fingerprint(owner))
+        return kernel
+
+    def summary(self) -> dict:
+        compiled = self._cache is not None and self._cache[2] is not None
+        status = "compiled" if compiled and self.reason is None else f"plain Python: {self.reason}"
+        if compiled and self.reason and self.compiled_calls:
+            status = f"compiled, some calls plain Python ({self.reason})"
+        return {
+            "line": self.line, "call": self.source, "operator": self.operator, "status": status,
+            "calls": self.calls, "compiled_calls": self.compiled_calls,
+        }
+
+
+def _fingerprint(owner) -> int:
+    """Changes when a not-yet-compilable object is fitted (fitting adds attributes)."""
+    return len(getattr(owner, "__dict__", ())) if owner is not None else 0
+
+
+class _Rewriter(ast.NodeTransformer):
+    def __init__(self, sites: list, make_site):
+        self.sites, self.make_site = sites, make_site
+
+    def visit_Call(self, node: ast.Call):
+        self.generic_visit(node)
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+        if name not in registry.NAMES or name.startswith(SITE_PREFIX):
+            return node
+        site = self.make_site(node)
+        self.sites.append(site)
+        call = ast.Call(ast.Name(site.name, ast.Load()), [func] + node.args, node.keywords)
+        return ast.copy_location(call, node)
+
+
+def rewrite_calls(nodes: list, sites: list) -> list:
+    """Copies of ``nodes`` with compilable calls going through new CallSites (appended to ``sites``)."""
+
+    def make_site(call):
+        return CallSite(f"{SITE_PREFIX}{len(sites)}", call)
+
+    rewriter = _Rewriter(sites, make_site)
+    return [ast.fix_missing_locations(rewriter.visit(copy.deepcopy(node))) for node in nodes]
+
+
+
+
+def prepare_kernel(site: CallSite, resolver) -> None:
+    """Build the kernel at decoration when the callee's object is already known (``obj.method``
+    with ``obj`` a global or closure variable of a compiled class): the first call is then fast."""
+    callee = site.callee
+    if not isinstance(callee, ast.Attribute):
+        function = resolver.resolve(callee)
+        if registry.function_kernel(function) is not None:
+            site.kernel(function)
+        return
+    owner = resolver.resolve(callee.value)
+    if (type(owner), callee.attr) in registry.METHOD_KERNELS:
+        site.kernel(getattr(owner, callee.attr))

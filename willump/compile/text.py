@@ -1,0 +1,428 @@
+"""Compiled ``CountVectorizer`` / ``TfidfVectorizer`` ``.transform``.
+
+The kernels find each document's n-grams in a flat array of code points and
+look them up in an open-addressing hash table built once from the fitted
+vocabulary. They reproduce scikit-learn's analyzers (``word`` with the default
+token pattern, ``char``, ``char_wb``) and return, per document, the sorted
+vocabulary columns and their counts: the CSR matrix scikit-learn builds.
+Weighting then runs the same numpy operations scikit-learn runs (``np.log``,
+multiplication by ``idf_``), and the row norms are summed in the same order as
+scikit-learn's Cython loop, so the values are bit for bit the same.
+"""
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+
+from willump.compile.unicode import SPACE, WORD, char_classes, encode
+
+DEFAULT_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
+ANALYZERS = {"word": 0, "char": 1, "char_wb": 2}
+_FNV_OFFSET = np.uint64(14695981039346656037)
+_FNV_PRIME = np.uint64(1099511628211)
+_SPACE_CODE = 32
+_jit = numba.njit(cache=True, nogil=True)
+_inline = numba.njit(cache=True, nogil=True, inline="always")  # no call, no reference counting per n-gram
+
+
+class Unsupported(Exception):
+    """This object, option or input is not compiled; the Python call runs instead."""
+
+
+# --- the vocabulary as a hash table ------------------------------------------------------
+
+
+@_inline
+def _hash(codes, start, end):
+    h = _FNV_OFFSET
+    for i in range(start, end):
+        h = (h ^ np.uint64(codes[i])) * _FNV_PRIME
+    return h ^ (h >> np.uint64(29))  # the low bits, used for the slot, see every input bit
+
+
+@_jit
+def _build_slots(term_codes, term_offsets, size):
+    """Open addressing: per slot, the term's hash and its index + 1 (0 when empty), side by side."""
+    slots = np.zeros((size, 2), np.uint64)
+    mask = np.uint64(size - 1)
+    for t in range(len(term_offsets) - 1):
+        h = _hash(term_codes, term_offsets[t], term_offsets[t + 1])
+        i = h & mask
+        while slots[i, 1]:
+            i = (i + np.uint64(1)) & mask
+        slots[i, 0] = h
+        slots[i, 1] = t + 1
+    return slots
+
+
+@_inline
+def _find(buffer, start, end, vocabulary):
+    """Column of the term ``buffer[start:end]``, or -1."""
+    term_codes, term_offsets, term_columns, slots = vocabulary
+    mask = np.uint64(len(slots) - 1)
+    h = _hash(buffer, start, end)
+    i = h & mask
+    length = end - start
+    while True:
+        entry = slots[i, 1]
+        if entry == 0:
+            return -1
+        if slots[i, 0] == h:
+            t = np.int64(entry) - 1
+            s = term_offsets[t]
+            if term_offsets[t + 1] - s == length:
+                k = 0
+                while k < length and term_codes[s + k] == buffer[start + k]:
+                    k += 1
+                if k == length:
+                    return term_columns[t]
+        i = (i + np.uint64(1)) & mask
+
+
+class Vocabulary:
+    """A fitted ``vocabulary_`` (term -> column) as arrays the kernels can search."""
+
+    def __init__(self, vocabulary: dict):
+        terms = list(vocabulary)
+        codes, offsets = encode(terms)
+        columns = np.fromiter(vocabulary.values(), dtype=np.int64, count=len(terms))
+        size = 1 << max(4, (2 * len(terms)).bit_length())
+        self.arrays = (codes, offsets, columns, _build_slots(codes, offsets, size))
+        self.width = len(terms)
+
+
+# --- counting n-grams --------------------------------------------------------------------
+
+
+@_inline
+def _emit(buffer, start, end, found, n_found, vocabulary):
+    column = _find(buffer, start, end, vocabulary)
+    if column >= 0:
+        found[n_found] = column
+        n_found += 1
+    return n_found
+
+
+@_jit
+def _char_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary):
+    # scikit-learn first replaces each run of two or more \s characters by one space
+    length = 0
+    i = s
+    while i < e:
+        if classes[codes[i]] & SPACE and i + 1 < e and classes[codes[i + 1]] & SPACE:
+            while i < e and classes[codes[i]] & SPACE:
+                i += 1
+            buffer[length] = _SPACE_CODE
+        else:
+            buffer[length] = codes[i]
+            i += 1
+        length += 1
+    n_found = 0
+    for n in range(min_n, min(max_n, length) + 1):
+        for start in range(length - n + 1):
+            n_found = _emit(buffer, start, start + n, found, n_found, vocabulary)
+    return n_found
+
+
+@_jit
+def _char_wb_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary):
+    n_found = 0
+    i = s
+    while i < e:
+        if classes[codes[i]] & SPACE:
+            i += 1
+            continue
+        # a word, padded with one space on each side
+        length = 1
+        buffer[0] = _SPACE_CODE
+        while i < e and not classes[codes[i]] & SPACE:
+            buffer[length] = codes[i]
+            length += 1
+            i += 1
+        buffer[length] = _SPACE_CODE
+        length += 1
+        for n in range(min_n, max_n + 1):
+            if n >= length:  # a short word counts once, whole
+                n_found = _emit(buffer, 0, length, found, n_found, vocabulary)
+                break
+            for start in range(length - n + 1):
+                n_found = _emit(buffer, start, start + n, found, n_found, vocabulary)
+    return n_found
+
+
+@_jit
+def _word_ngrams(codes, s, e, classes, min_n, max_n, buffer, starts, ends, found, vocabulary):
+    # tokens of r"(?u)\b\w\w+\b": maximal runs of \w characters, two or longer
+    n_tokens = 0
+    i = s
+    while i < e:
+        if classes[codes[i]] & WORD:
+            j = i
+            while j < e and classes[codes[j]] & WORD:
+                j += 1
+            if j - i >= 2:
+                starts[n_tokens] = i
+                ends[n_tokens] = j
+                n_tokens += 1
+            i = j
+        else:
+            i += 1
+    n_found = 0
+    for n in range(min_n, min(max_n, n_tokens) + 1):
+        for first in range(n_tokens - n + 1):
+            if n == 1:
+                n_found = _emit(codes, starts[first], ends[first], found, n_found, vocabulary)
+                continue
+            length = 0
+            for k in range(first, first + n):
+                if k > first:
+                    buffer[length] = _SPACE_CODE
+                    length += 1
+                for c in range(starts[k], ends[k]):
+                    buffer[length] = codes[c]
+                    length += 1
+            n_found = _emit(buffer, 0, length, found, n_found, vocabulary)
+    return n_found
+
+
+_DE_BRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DE_BRUIJN_POSITIONS = np.zeros(64, np.int64)
+for _i in range(64):
+    _DE_BRUIJN_POSITIONS[((1 << _i) * 0x03F79D71B4CB0A89 % 2**64) >> 58] = _i
+
+
+@_inline
+def _bit_position(single_bit):
+    return _DE_BRUIJN_POSITIONS[(single_bit * _DE_BRUIJN) >> np.uint64(58)]
+
+
+@_jit
+def count_ngrams(codes, offsets, classes, analyzer, min_n, max_n, vocabulary):
+    """(indptr, columns, counts) of the documents ``codes[offsets[i]:offsets[i + 1]]``.
+
+    Columns of a row are sorted, as after scikit-learn's ``sort_indices``.
+    """
+    n_docs = len(offsets) - 1
+    longest = 0
+    for d in range(n_docs):
+        longest = max(longest, offsets[d + 1] - offsets[d])
+    found = np.empty((3 * longest + 2) * (max_n - min_n + 1), np.int64)
+    buffer = np.empty(2 * longest + 2 * max_n + 4, np.uint32)
+    starts = np.empty(longest + 1, np.int64)
+    ends = np.empty(longest + 1, np.int64)
+    width = len(vocabulary[2])
+    tally = np.zeros(width, np.int64)  # occurrences of each column in the current row
+    bits = np.zeros(width // 64 + 1, np.uint64)  # the columns seen in the current row
+    indptr = np.zeros(n_docs + 1, np.int64)
+    capacity = max(16, len(codes))
+    columns = np.empty(capacity, np.int64)
+    counts = np.empty(capacity, np.int64)
+    nnz = 0
+    for d in range(n_docs):
+        s, e = offsets[d], offsets[d + 1]
+        if analyzer == 0:
+            n_found = _word_ngrams(codes, s, e, classes, min_n, max_n, buffer, starts, ends, found, vocabulary)
+        elif analyzer == 1:
+            n_found = _char_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary)
+        else:
+            n_found = _char_wb_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary)
+        if nnz + n_found > capacity:
+            capacity = max(2 * capacity, nnz + n_found)
+            columns = np.concatenate((columns[:nnz], np.empty(capacity - nnz, np.int64)))
+            counts = np.concatenate((counts[:nnz], np.empty(capacity - nnz, np.int64)))
+        distinct = 0
+        for k in range(n_found):
+            column = found[k]
+            if tally[column] == 0:
+                distinct += 1
+                bits[column >> 6] |= np.uint64(1) << np.uint64(column & 63)
+            tally[column] += 1
+        # Columns in increasing order: scan the bitmap, or sort when the row is sparse in a wide vocabulary.
+        if 8 * distinct * 64 >= width:
+            k = nnz
+            for word in range(len(bits)):
+                value = bits[word]
+                while value:
+                    low = value & (~value + np.uint64(1))
+                    column = word * 64 + _bit_position(low)
+                    columns[k] = column
+                    counts[k] = tally[column]
+                    tally[column] = 0
+                    k += 1
+                    value ^= low
+                bits[word] = 0
+        else:
+            k = nnz
+            for j in range(n_found):
+                column = found[j]
+                if tally[column] > 0:
+                    columns[k] = column
+                    counts[k] = tally[column]
+                    tally[column] = 0
+                    bits[column >> 6] = 0
+                    k += 1
+            order = np.argsort(columns[nnz:k])
+            columns[nnz:k] = columns[nnz:k][order]
+            counts[nnz:k] = counts[nnz:k][order]
+        nnz += distinct
+        indptr[d + 1] = nnz
+    return indptr, columns[:nnz], counts[:nnz]
+
+
+@_jit
+def normalize_rows(data, indptr, l2):
+    """scikit-learn's in-place l1 / l2 row normalization, summing in the same order."""
+    for i in range(len(indptr) - 1):
+        total = 0.0
+        for j in range(indptr[i], indptr[i + 1]):
+            total += data[j] * data[j] if l2 else abs(data[j])
+        if total == 0.0:
+            continue
+        if l2:
+            total = np.sqrt(total)
+        for j in range(indptr[i], indptr[i + 1]):
+            data[j] = data[j] / total
+
+
+# --- the compiled transform --------------------------------------------------------------
+
+
+class CompiledVectorizer:
+    """``vectorizer.transform`` for lists of ``str``, computed by the kernels above.
+
+    Raises ``Unsupported`` at construction for options it does not reproduce,
+    and from ``transform`` for inputs it does not reproduce (anything but
+    ``str`` documents); the caller then runs scikit-learn's own transform.
+    """
+
+    def __init__(self, vectorizer):
+        kind = type(vectorizer)
+        if kind not in (CountVectorizer, TfidfVectorizer):
+            raise Unsupported(f"{kind.__name__} is not a vectorizer willump compiles")
+        problem = _unsupported_option(vectorizer)
+        if problem:
+            raise Unsupported(problem)
+        vocabulary = getattr(vectorizer, "vocabulary_", None)
+        if not isinstance(vocabulary, dict) or not vocabulary:
+            raise Unsupported("the vectorizer is not fitted")
+        self.dtype = np.dtype(vectorizer.dtype)
+        self.tfidf = kind is TfidfVectorizer
+        if self.tfidf and self.dtype not in (np.float64, np.float32):
+            raise Unsupported(f"TfidfVectorizer with dtype {self.dtype} (only float64 and float32 are compiled)")
+        self.vectorizer = vectorizer
+        self.state = _state(vectorizer)
+        self.vocabulary = Vocabulary(vocabulary)
+        self.width = self.vocabulary.width
+        self.analyzer = ANALYZERS[vectorizer.analyzer]
+        self.ngram_range = tuple(int(n) for n in vectorizer.ngram_range)
+        self.lowercase = bool(vectorizer.lowercase)
+        self.binary = bool(vectorizer.binary)
+        if self.tfidf:
+            transformer = vectorizer._tfidf
+            self.sublinear = bool(transformer.sublinear_tf)
+            self.idf = getattr(transformer, "idf_", None)
+            self.norm = transformer.norm
+            if self.norm not in (None, "l1", "l2"):
+                raise Unsupported(f"norm={self.norm!r}")
+        self.classes = char_classes()
+
+    def still_valid(self) -> bool:
+        """False once the vectorizer was refitted or its options changed."""
+        return _state(self.vectorizer) == self.state
+
+    def counts(self, texts: list) -> tuple:
+        """(indptr, columns, counts) for a list of ``str``."""
+        if self.lowercase:
+            texts = [t.lower() for t in texts]
+        codes, offsets = encode(texts)
+        return count_ngrams(codes, offsets, self.classes, self.analyzer, *self.ngram_range, self.vocabulary.arrays)
+
+    def __call__(self, documents):
+        """``vectorizer.transform(documents)``."""
+        texts = documents_as_list(documents)
+        if self.tfidf and not texts:
+            raise Unsupported("no documents (scikit-learn raises)")
+        indptr, columns, counts = self.counts(texts)
+        return self.assemble(indptr, columns, counts)
+
+    def assemble(self, indptr, columns, counts):
+        """The CSR matrix scikit-learn returns for these counts."""
+        data = counts.astype(self.dtype)
+        if self.binary:
+            data.fill(1)
+        indices = columns.astype(np.int32)
+        indptr = indptr.astype(np.int32)
+        if self.tfidf:
+            if self.sublinear:
+                np.log(data, data)
+                data += 1.0
+            if self.idf is not None:
+                data *= self.idf[indices]
+            if self.norm is not None:
+                normalize_rows(data, indptr, self.norm == "l2")
+        return sparse_rows(data, indices, indptr, self.width)
+
+
+def sparse_rows(data, indices, indptr, width):
+    """A CSR matrix of the interface scikit-learn is configured to return (spmatrix or sparray)."""
+    import sklearn
+
+    kind = sp.csr_array if sklearn.get_config().get("sparse_interface") == "sparray" else sp.csr_matrix
+    matrix = kind((data, indices, indptr), shape=(len(indptr) - 1, width), copy=False)
+    matrix.has_sorted_indices = True
+    return matrix
+
+
+def documents_as_list(documents) -> list:
+    """The documents as a list of ``str``; Unsupported for anything scikit-learn would treat differently."""
+    import pandas as pd
+
+    if isinstance(documents, (list, tuple)):
+        texts = list(documents)
+    elif isinstance(documents, pd.Series) or (isinstance(documents, np.ndarray) and documents.ndim == 1):
+        texts = documents.tolist()
+    else:
+        raise Unsupported(f"documents of type {type(documents).__name__}")
+    if not all(type(t) is str for t in texts):
+        raise Unsupported("a document that is not a str")
+    return texts
+
+
+def _unsupported_option(vectorizer) -> str | None:
+    if vectorizer.input != "content":
+        return f"input={vectorizer.input!r}"
+    if callable(vectorizer.analyzer) or vectorizer.analyzer not in ANALYZERS:
+        return "a custom analyzer"
+    if vectorizer.preprocessor is not None:
+        return "a custom preprocessor"
+    if vectorizer.strip_accents is not None:
+        return f"strip_accents={vectorizer.strip_accents!r}"
+    if vectorizer.analyzer == "word":
+        if vectorizer.tokenizer is not None:
+            return "a custom tokenizer"
+        if vectorizer.token_pattern != DEFAULT_TOKEN_PATTERN:
+            return f"token_pattern={vectorizer.token_pattern!r} (only the default is compiled)"
+        if vectorizer.stop_words is not None:
+            return "stop_words"
+    min_n, max_n = vectorizer.ngram_range
+    if not (1 <= min_n <= max_n):
+        return f"ngram_range={vectorizer.ngram_range!r}"
+    return None
+
+
+_STATE_ATTRIBUTES = (
+    "input", "analyzer", "preprocessor", "tokenizer", "token_pattern", "stop_words", "strip_accents",
+    "lowercase", "ngram_range", "binary", "dtype", "vocabulary_",
+)
+
+
+def _state(vectorizer) -> tuple:
+    """What the compiled transform depends on, by identity for fitted arrays and dicts."""
+    values = [getattr(vectorizer, a, None) for a in _STATE_ATTRIBUTES]
+    values[-1] = (id(values[-1]), len(values[-1]) if values[-1] is not None else 0)
+    transformer = getattr(vectorizer, "_tfidf", None)
+    if transformer is not None:
+        idf = getattr(transformer, "idf_", None)
+        values += [transformer.norm, transformer.sublinear_tf, id(idf)]
+    return tuple(values)
