@@ -268,13 +268,17 @@ optimized_join_chain = willump.optimize(join_chain)
 @settings(max_examples=300, deadline=None)
 @given(join_case())
 def test_join_chains_split_exactly(case):
+    executor = optimized_join_chain.executor
     try:
         expected = join_chain(*case)
-    except Exception as error:  # the optimized function must raise the same
+    except Exception as error:  # the optimized function must raise the same, on both paths
         with pytest.raises(type(error)):
             optimized_join_chain(*case)
+        with pytest.raises(type(error)):
+            executor.run_blocks(executor.arguments(case, {}))
         return
     pd.testing.assert_frame_equal(optimized_join_chain(*case), expected, check_exact=True)
+    pd.testing.assert_frame_equal(executor.run_blocks(executor.arguments(case, {})), expected, check_exact=True)
 
 
 def test_join_chain_graph():
@@ -303,12 +307,13 @@ def test_a_call_that_cannot_be_split_warns_once_and_runs_as_written():
     second = pd.DataFrame({"k2": ["a"], "s_text": ["t"]})
     frame = pd.DataFrame({"k1": [1, 2], "k2": ["a", "b"], "v": [0, 1]})
     case = (frame, table, second, ["v", "f_int"])
-    f = willump.optimize(join_chain)
+    executor = willump.optimize(join_chain).executor
     with pytest.warns(willump.WillumpWarning, match="several rows"):
-        result = f(*case)
+        result = executor.run_blocks(executor.arguments(case, {}))
     pd.testing.assert_frame_equal(result, join_chain(*case))
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        f(*case)  # once only
+        executor.run_blocks(executor.arguments(case, {}))  # once only
+        willump.optimize(join_chain)(*case)  # a plain call runs the joins as written: no warning

@@ -10,7 +10,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from willump.compile.text import Unsupported
+from willump.compile.text import Unsupported, csr
 
 _INT32_MAX = np.iinfo(np.int32).max
 
@@ -52,4 +52,4 @@ def hstack(blocks, format=None, dtype=None):
         n_rows, tuple(b.indptr for b in blocks), tuple(b.indices for b in blocks),
         tuple(b.data for b in blocks), offsets, out_indptr, out_indices, out_data,
     )
-    return kind((out_data, out_indices, out_indptr), shape=(n_rows, width), copy=False)
+    return csr(kind, out_data, out_indices, out_indptr, (n_rows, width))

@@ -13,6 +13,7 @@ scikit-learn's Cython loop, so the values are bit for bit the same.
 import numba
 import numpy as np
 import scipy.sparse as sp
+import sklearn
 from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 
 from willump.compile.unicode import SPACE, WORD, char_classes, encode
@@ -366,12 +367,38 @@ class CompiledVectorizer:
 
 def sparse_rows(data, indices, indptr, width):
     """A CSR matrix of the interface scikit-learn is configured to return (spmatrix or sparray)."""
-    import sklearn
-
     kind = sp.csr_array if sklearn.get_config().get("sparse_interface") == "sparray" else sp.csr_matrix
-    matrix = kind((data, indices, indptr), shape=(len(indptr) - 1, width), copy=False)
+    matrix = csr(kind, data, indices, indptr, (len(indptr) - 1, width))
     matrix.has_sorted_indices = True
     return matrix
+
+
+def _construct_directly(kind, data, indices, indptr, shape):
+    matrix = kind.__new__(kind)
+    matrix.__dict__.update(_shape=shape, maxprint=_MAXPRINT, indices=indices, indptr=indptr, data=data)
+    return matrix
+
+
+def _construct_checked(kind, data, indices, indptr, shape):
+    return kind((data, indices, indptr), shape=shape, copy=False)
+
+
+def _direct_construction_matches() -> bool:
+    """scipy's constructor checks arrays the kernels built correctly, which costs more than a
+    one-row kernel; the instance is built directly only if that gives scipy's own attributes."""
+    arrays = (np.ones(2), np.array([0, 3], np.int32), np.array([0, 2], np.int32))
+    for kind in (sp.csr_matrix, sp.csr_array):
+        checked = _construct_checked(kind, *arrays, (1, 4))
+        direct = _construct_directly(kind, *arrays, (1, 4))
+        if vars(checked).keys() != vars(direct).keys() or checked.maxprint != _MAXPRINT:
+            return False
+        if not (direct != checked).nnz == 0 or direct.format != "csr":
+            return False
+    return True
+
+
+_MAXPRINT = sp.csr_matrix((1, 1)).maxprint
+csr = _construct_directly if _direct_construction_matches() else _construct_checked
 
 
 def documents_as_list(documents) -> list:

@@ -82,7 +82,14 @@ class GraphExecutor:
         if isinstance(split, ModelSplit):
             self._before_model = compile_run(COMBINE, split.before, frozenset())
             self._after_model = compile_run(COMBINE, split.after, frozenset())
+        # Plain calls run the function's own statements, in one block, with the compiled call sites.
+        body = [statement.node for statement in plan.graph.statements]
+        if compile:
+            body = rewrite_calls(body, self.sites)
+        site_names = sorted(set().union(*map(names_read, body)) & {site.name for site in self.sites})
+        self._whole = compile_block(source.func, source.filename, list(self.parameters) + site_names, body, None)
         self._helpers.update((site.name, site) for site in self.sites)
+        self._whole_sites = [self._helpers[name] for name in site_names]
         for site in self.sites:
             site.source = site.source.replace(PLACEHOLDER, self.graph.combiner.entries)
         if resolver is not None:
@@ -92,11 +99,19 @@ class GraphExecutor:
     # --- running whole calls -------------------------------------------------------------
 
     def __call__(self, *args, **kwargs):
-        """The function's result, statements in source order."""
-        return self.run(self.arguments(args, kwargs))
+        """The function's result: its statements as written, compiled calls answered by kernels."""
+        return self._whole(*self._bind(*args, **kwargs), *self._whole_sites)
 
     def run(self, arguments: dict):
         """As calling the executor, with the arguments already bound by name."""
+        return self._whole(*[arguments[name] for name in self.parameters], *self._whole_sites)
+
+    def run_blocks(self, arguments: dict):
+        """The function's result computed block by block, as cascades and caches compute it.
+
+        Statements run in source order; each IFV is computed by its own generator
+        just before the statement that joins them.
+        """
         shared = {**arguments, **self._helpers}
         generators = [{} for _ in self._roots]
         combine = {}
