@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from willump.compile.parallel import Workers, default_workers
 from willump.errors import WillumpWarning, warn
 from willump.optimizations import cascades, topk
 from willump.optimizations.fit import Fitted, Stats
@@ -23,6 +24,7 @@ from willump.runtime.executor import GraphExecutor
 _DEFAULT_OPTIONS = {
     "strict": False,  # raise instead of warning when a line runs as plain Python
     "compile": True,  # answer supported calls with compiled kernels
+    "workers": None,  # threads for compiled kernels; None: the machine's cores
 }
 
 
@@ -39,6 +41,9 @@ def optimize(func=None, /, **options):
         compile: answer supported calls (scikit-learn text vectorizers, linear
             models, ``scipy.sparse.hstack``) with compiled kernels that return
             the same values (default True); ``explain_compilation()`` lists them.
+        workers: threads compiled kernels may use (default: the cores this
+            process may run on). Batches are split across rows; the answer is
+            the same for any number of workers.
     """
     unknown = sorted(set(options) - set(_DEFAULT_OPTIONS))
     if unknown:
@@ -70,7 +75,10 @@ class OptimizedFunction:
         self._executor = None
         if self.graph.optimizable:
             resolver = Resolver(func, source.definition)
-            self._executor = GraphExecutor(plan, source, compile=self.options["compile"], resolver=resolver)
+            workers = Workers(self.options["workers"] or default_workers())
+            self._executor = GraphExecutor(
+                plan, source, compile=self.options["compile"], resolver=resolver, workers=workers
+            )
         self._fitted = None
         self._stats = Stats()
 

@@ -9,12 +9,13 @@ import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 
 from willump.compile import linear, sparse
+from willump.compile.parallel import SERIAL
 from willump.compile.text import CompiledVectorizer, Unsupported
 
 METHOD_KERNELS = {(CountVectorizer, "transform"): CompiledVectorizer, (TfidfVectorizer, "transform"): CompiledVectorizer}
 for _kind, _methods in linear.METHODS.items():
     for _method in _methods:
-        METHOD_KERNELS[(_kind, _method)] = lambda model, method=_method: linear.CompiledLinearModel(model, method)
+        METHOD_KERNELS[(_kind, _method)] = lambda model, _, method=_method: linear.CompiledLinearModel(model, method)
 FUNCTION_KERNELS = {sp.hstack: sparse.hstack}
 FUNCTION_NAMES = {"hstack"}
 NAMES = {method for _, method in METHOD_KERNELS} | FUNCTION_NAMES  # callee names worth a call site
@@ -34,7 +35,7 @@ class _Function:
         return True
 
 
-def kernel_for(callee):
+def kernel_for(callee, workers=SERIAL):
     """(kernel, None), or (None, why the callee runs as written)."""
     owner = getattr(callee, "__self__", None)
     if owner is not None and hasattr(callee, "__func__"):
@@ -45,7 +46,7 @@ def kernel_for(callee):
         if getattr(kind, name, None) is not callee.__func__:
             return None, f"{kind.__name__}.{name} was replaced on the class"
         try:
-            return factory(owner), None
+            return factory(owner, workers), None
         except Unsupported as problem:
             return None, str(problem)
         except Exception as error:  # building a kernel must never change the answer

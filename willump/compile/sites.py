@@ -14,6 +14,7 @@ import copy
 import threading
 
 from willump.compile import registry
+from willump.compile.parallel import SERIAL
 from willump.compile.text import Unsupported
 
 SITE_PREFIX = "__willump_site_"
@@ -22,8 +23,9 @@ SITE_PREFIX = "__willump_site_"
 class CallSite:
     """One rewritten call: picks the kernel for its callee and counts what ran."""
 
-    def __init__(self, name: str, call: ast.Call):
+    def __init__(self, name: str, call: ast.Call, workers=SERIAL):
         self.name, self.line, self.source = name, call.lineno, ast.unparse(call)
+        self.workers = workers
         self.callee = call.func  # the callee expression, as written
         self.operator = None  # e.g. "TfidfVectorizer.transform", once the callee was seen
         self.reason = "not called yet"  # why the last call ran as written, or None
@@ -60,7 +62,7 @@ class CallSite:
             if kernel is None and fingerprint == _fingerprint(owner):
                 return None
         with self._lock:
-            kernel, reason = registry.kernel_for(callee)
+            kernel, reason = registry.kernel_for(callee, self.workers)
             self.operator = registry.describe(callee)
             if reason:
                 self.reason = reason
@@ -99,11 +101,11 @@ class _Rewriter(ast.NodeTransformer):
         return ast.copy_location(call, node)
 
 
-def rewrite_calls(nodes: list, sites: list) -> list:
+def rewrite_calls(nodes: list, sites: list, workers=SERIAL) -> list:
     """Copies of ``nodes`` with compilable calls going through new CallSites (appended to ``sites``)."""
 
     def make_site(call):
-        return CallSite(f"{SITE_PREFIX}{len(sites)}", call)
+        return CallSite(f"{SITE_PREFIX}{len(sites)}", call, workers)
 
     rewriter = _Rewriter(sites, make_site)
     return [ast.fix_missing_locations(rewriter.visit(copy.deepcopy(node))) for node in nodes]

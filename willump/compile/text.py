@@ -16,10 +16,12 @@ import scipy.sparse as sp
 import sklearn
 from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 
+from willump.compile.parallel import SERIAL
 from willump.compile.unicode import SPACE, WORD, char_classes, encode
 
 DEFAULT_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 ANALYZERS = {"word": 0, "char": 1, "char_wb": 2}
+_ROWS_PER_TASK = 256  # fewer rows than this per worker are not worth a thread
 _FNV_OFFSET = np.uint64(14695981039346656037)
 _FNV_PRIME = np.uint64(1099511628211)
 _SPACE_CODE = 32
@@ -297,7 +299,8 @@ class CompiledVectorizer:
     ``str`` documents); the caller then runs scikit-learn's own transform.
     """
 
-    def __init__(self, vectorizer):
+    def __init__(self, vectorizer, workers=SERIAL):
+        self.workers = workers
         kind = type(vectorizer)
         if kind not in (CountVectorizer, TfidfVectorizer):
             raise Unsupported(f"{kind.__name__} is not a vectorizer willump compiles")
@@ -344,8 +347,16 @@ class CompiledVectorizer:
         texts = documents_as_list(documents)
         if self.tfidf and not texts:
             raise Unsupported("no documents (scikit-learn raises)")
-        indptr, columns, counts = self.counts(texts)
-        return self.assemble(indptr, columns, counts)
+        parts = self.workers.split(len(texts), _ROWS_PER_TASK)
+        if len(parts) == 1:
+            return self.assemble(*self.counts(texts))
+        counted = self.workers.map(lambda rows: self.counts(texts[rows.start : rows.stop]), parts)
+        indptr = [np.zeros(1, np.int64)]
+        for part_indptr, part_columns, _ in counted:
+            indptr.append(part_indptr[1:] + indptr[-1][-1])
+        columns = np.concatenate([c for _, c, _ in counted])
+        counts = np.concatenate([c for _, _, c in counted])
+        return self.assemble(np.concatenate(indptr), columns, counts)
 
     def assemble(self, indptr, columns, counts):
         """The CSR matrix scikit-learn returns for these counts."""

@@ -14,6 +14,7 @@ import ast
 import itertools
 from dataclasses import dataclass
 
+from willump.compile.parallel import SERIAL
 from willump.compile.sites import SITE_PREFIX, prepare_kernel, rewrite_calls
 from willump.errors import warn
 from willump.graph.build import COMBINE, MODEL_OUTPUT, PREPROCESSING, ModelSplit, Plan
@@ -43,7 +44,7 @@ class _Run:
 class GraphExecutor:
     """The compiled blocks of one plan and the calls that run them."""
 
-    def __init__(self, plan: Plan, source: FunctionSource, compile: bool = True, resolver=None):
+    def __init__(self, plan: Plan, source: FunctionSource, compile: bool = True, resolver=None, workers=SERIAL):
         self.graph = plan.graph
         self.sites = []  # calls a compiled kernel may answer (none without ``compile``)
         self._func = source.func
@@ -54,9 +55,9 @@ class GraphExecutor:
 
         def compile_run(block, nodes, assigned, holder=False, result=None):
             if compile:
-                nodes = rewrite_calls(nodes, self.sites)
+                nodes = rewrite_calls(nodes, self.sites, workers)
                 if result is not None:
-                    result = rewrite_calls([ast.Expr(result)], self.sites)[0].value
+                    result = rewrite_calls([ast.Expr(result)], self.sites, workers)[0].value
             reads = set()
             for node in nodes + ([result] if result is not None else []):
                 reads |= names_read(node)
@@ -85,7 +86,7 @@ class GraphExecutor:
         # Plain calls run the function's own statements, in one block, with the compiled call sites.
         body = [statement.node for statement in plan.graph.statements]
         if compile:
-            body = rewrite_calls(body, self.sites)
+            body = rewrite_calls(body, self.sites, workers)
         site_names = sorted(set().union(*map(names_read, body)) & {site.name for site in self.sites})
         self._whole = compile_block(source.func, source.filename, list(self.parameters) + site_names, body, None)
         self._helpers.update((site.name, site) for site in self.sites)

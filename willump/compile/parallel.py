@@ -1,0 +1,53 @@
+"""Worker threads for kernels that release the GIL (numba ``nogil``).
+
+Work is split into as many parts as there are workers, statically; the
+calling thread computes the first part itself. Results come back in order,
+so the answer does not depend on the number of workers.
+"""
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+
+def default_workers() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class Workers:
+    """A fixed number of threads, started on first use."""
+
+    def __init__(self, count: int):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"workers must be a positive integer; got {count!r}")
+        self.count = count
+        self._pool = None
+        self._lock = threading.Lock()
+
+    def map(self, function, items: list) -> list:
+        """``[function(item) for item in items]``, the items after the first on worker threads."""
+        if self.count == 1 or len(items) <= 1:
+            return [function(item) for item in items]
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(self.count - 1, thread_name_prefix="willump")
+        futures = [self._pool.submit(function, item) for item in items[1:]]
+        first = function(items[0])
+        return [first] + [future.result() for future in futures]
+
+    def split(self, n: int, minimum: int) -> list[range]:
+        """``range(n)`` in up to ``count`` contiguous parts of at least ``minimum`` items."""
+        parts = max(1, min(self.count, n // max(minimum, 1)))
+        bounds = [n * i // parts for i in range(parts + 1)]
+        return [range(bounds[i], bounds[i + 1]) for i in range(parts)]
+
+    def __getstate__(self):
+        return {"count": self.count}
+
+    def __setstate__(self, state):
+        self.__init__(state["count"])
+
+
+SERIAL = Workers(1)
