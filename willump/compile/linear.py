@@ -18,7 +18,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge, SG
 from sklearn.svm import LinearSVC
 from sklearn.utils.extmath import softmax
 
-from willump.compile.text import Unsupported
+from willump.compile.forms import SparseRows, Stacked, Unsupported
 
 CLASSIFIERS = (LogisticRegression, LinearSVC, SGDClassifier)
 REGRESSORS = (LinearRegression, Ridge)
@@ -32,15 +32,18 @@ METHODS = {
 
 
 @numba.njit(cache=True, nogil=True)
-def csr_scores(data, indices, indptr, weights):
-    """``X @ weights`` for CSR ``X`` and dense ``weights`` (features x outputs), summed in stored order."""
-    n_rows = len(indptr) - 1
+def csr_scores(datas, indices, indptrs, offsets, weights):
+    """``X @ weights`` for dense ``weights`` (features x outputs) and ``X`` the CSR blocks
+    side by side, summed in stored order as scipy's ``csr_matvec`` sums the stacked matrix."""
+    n_rows = len(indptrs[0]) - 1
     out = np.zeros((n_rows, weights.shape[1]), np.float64)
     for i in range(n_rows):
         for k in range(weights.shape[1]):
             total = 0.0
-            for jj in range(indptr[i], indptr[i + 1]):
-                total += data[jj] * weights[indices[jj], k]
+            for b in range(len(datas)):
+                data, idx, indptr, offset = datas[b], indices[b], indptrs[b], offsets[b]
+                for jj in range(indptr[i], indptr[i + 1]):
+                    total += data[jj] * weights[idx[jj] + offset, k]
             out[i, k] = total
     return out
 
@@ -91,12 +94,17 @@ class CompiledLinearModel:
         return self._product(X, coef if coef.ndim == 1 else coef.T) + self.model.intercept_
 
     def _product(self, X, weights):
-        _check_input(X, self.width)
-        if isinstance(X, np.ndarray) and hasattr(self.model, "feature_names_in_"):
-            raise Unsupported("a model fitted on named features, given an array (scikit-learn warns)")
         if isinstance(X, np.ndarray):
+            _check_dense(X, self.width)
+            if hasattr(self.model, "feature_names_in_"):
+                raise Unsupported("a model fitted on named features, given an array (scikit-learn warns)")
             return X @ weights
-        scores = csr_scores(X.data, X.indices, X.indptr, self.weights)
+        blocks = _sparse_blocks(X, self.width)
+        offsets = np.cumsum([0] + [b.width for b in blocks[:-1]])
+        scores = csr_scores(
+            tuple(b.data for b in blocks), tuple(b.indices for b in blocks), tuple(b.indptr for b in blocks),
+            offsets, self.weights,
+        )
         return scores[:, 0] if weights.ndim == 1 else scores
 
 
@@ -108,18 +116,28 @@ def _single_input(args, kwargs):
     raise Unsupported("arguments other than X")
 
 
-def _check_input(X, width: int) -> None:
+def _check_dense(X, width: int) -> None:
     """Unsupported unless scikit-learn would use ``X`` as it is, without a conversion or an error."""
-    if getattr(X, "ndim", 0) == 2 and X.shape[0] == 0:
-        raise Unsupported("no rows (scikit-learn raises)")
-    if isinstance(X, np.ndarray):
-        if X.ndim != 2 or X.dtype != np.float64 or X.shape[1] != width or not np.isfinite(X).all():
-            raise Unsupported("a dense input that is not a finite float64 matrix of the model's width")
-    elif isinstance(X, (sp.csr_matrix, sp.csr_array)):
-        if X.dtype != np.float64 or X.shape[1] != width or not np.isfinite(X.data).all():
-            raise Unsupported("a CSR input that is not finite float64 of the model's width")
+    if X.ndim != 2 or X.shape[0] == 0 or X.dtype != np.float64 or X.shape[1] != width or not np.isfinite(X).all():
+        raise Unsupported("a dense input that is not a finite float64 matrix of the model's width with rows")
+
+
+def _sparse_blocks(X, width: int) -> list:
+    """The CSR blocks of ``X`` (a CSR matrix, or compiled sparse rows), checked as scikit-learn checks X."""
+    if isinstance(X, Stacked):
+        blocks = X.blocks
+    elif isinstance(X, SparseRows):
+        blocks = [X]
+    elif type(X) in (sp.csr_matrix, sp.csr_array) and len(X.data) == len(X.indices) == X.indptr[-1] and not X.indptr[0]:
+        blocks = [SparseRows.of(X)]
     else:
         raise Unsupported(f"input of type {type(X).__name__}")
+    if blocks[0].rows == 0 or sum(b.width for b in blocks) != width:
+        raise Unsupported("no rows, or not the model's width (scikit-learn raises)")
+    for b in blocks:
+        if b.data.dtype != np.float64 or not np.isfinite(b.data).all():
+            raise Unsupported("values that are not finite float64 (scikit-learn converts or raises)")
+    return blocks
 
 
 def _state(model) -> tuple:

@@ -10,29 +10,21 @@ from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 
 from willump.compile import linear, sparse
 from willump.compile.parallel import SERIAL
-from willump.compile.text import CompiledVectorizer, Unsupported
+from willump.compile.forms import Unsupported
+from willump.compile.strings import CompiledLower, StringMethods
+from willump.compile.text import CompiledVectorizer
 
-METHOD_KERNELS = {(CountVectorizer, "transform"): CompiledVectorizer, (TfidfVectorizer, "transform"): CompiledVectorizer}
+METHOD_KERNELS = {
+    (CountVectorizer, "transform"): CompiledVectorizer,
+    (TfidfVectorizer, "transform"): CompiledVectorizer,
+    (StringMethods, "lower"): CompiledLower,
+}
 for _kind, _methods in linear.METHODS.items():
     for _method in _methods:
         METHOD_KERNELS[(_kind, _method)] = lambda model, _, method=_method: linear.CompiledLinearModel(model, method)
-FUNCTION_KERNELS = {sp.hstack: sparse.hstack}
+FUNCTION_KERNELS = {sp.hstack: sparse.CompiledHstack()}
 FUNCTION_NAMES = {"hstack"}
 NAMES = {method for _, method in METHOD_KERNELS} | FUNCTION_NAMES  # callee names worth a call site
-
-
-class _Function:
-    """A stateless kernel standing in for a function."""
-
-    def __init__(self, kernel):
-        self.kernel = kernel
-
-    def __call__(self, *args, **kwargs):
-        return self.kernel(*args, **kwargs)
-
-    @staticmethod
-    def still_valid() -> bool:
-        return True
 
 
 def kernel_for(callee, workers=SERIAL):
@@ -54,7 +46,7 @@ def kernel_for(callee, workers=SERIAL):
     kernel = function_kernel(callee)
     if kernel is None:
         return None, f"{getattr(callee, '__qualname__', type(callee).__name__)} is not an operator willump compiles"
-    return _Function(kernel), None
+    return kernel, None
 
 
 def describe(callee) -> str:

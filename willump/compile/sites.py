@@ -15,7 +15,7 @@ import threading
 
 from willump.compile import registry
 from willump.compile.parallel import SERIAL
-from willump.compile.text import Unsupported
+from willump.compile.forms import Deferred, Unsupported
 
 SITE_PREFIX = "__willump_site_"
 
@@ -26,6 +26,7 @@ class CallSite:
     def __init__(self, name: str, call: ast.Call, workers=SERIAL):
         self.name, self.line, self.source = name, call.lineno, ast.unparse(call)
         self.workers = workers
+        self.defers = False  # its result only reaches other call sites: it may stay in a kernel's form
         self.callee = call.func  # the callee expression, as written
         self.operator = None  # e.g. "TfidfVectorizer.transform", once the callee was seen
         self.reason = "not called yet"  # why the last call ran as written, or None
@@ -39,7 +40,10 @@ class CallSite:
         self.calls += 1
         if kernel is not None:
             try:
-                result = kernel(*args, **kwargs)
+                if self.defers and hasattr(kernel, "defer"):
+                    result = kernel.defer(*args, **kwargs)
+                else:
+                    result = kernel(*args, **kwargs)
             except Unsupported as problem:
                 self.reason = f"this input: {problem}"
             except Exception as error:  # a kernel must never change the answer: the call runs as written
@@ -48,7 +52,7 @@ class CallSite:
                 self.compiled_calls += 1
                 self.reason = None
                 return result
-        return callee(*args, **kwargs)
+        return callee(*[_real(a) for a in args], **{k: _real(v) for k, v in kwargs.items()})
 
     def kernel(self, callee):
         """The kernel for ``callee``, built once per object and rebuilt when the object changes."""
@@ -78,6 +82,15 @@ class CallSite:
             "line": self.line, "call": self.source, "operator": self.operator, "status": status,
             "calls": self.calls, "compiled_calls": self.compiled_calls,
         }
+
+
+def _real(value):
+    """The argument the original call gets: compiled forms built into the real objects."""
+    if isinstance(value, Deferred):
+        return value.materialize()
+    if type(value) in (list, tuple) and any(isinstance(v, Deferred) for v in value):
+        return type(value)(_real(v) for v in value)
+    return value
 
 
 def _fingerprint(owner) -> int:
@@ -125,3 +138,49 @@ def prepare_kernel(site: CallSite, resolver) -> None:
     owner = resolver.resolve(callee.value)
     if (type(owner), callee.attr) in registry.METHOD_KERNELS:
         site.kernel(getattr(owner, callee.attr))
+
+
+def mark_deferred_results(body: list, sites: list) -> None:
+    """Let a site keep its result in a kernel's form when that result only reaches other sites.
+
+    The result must be bound once, by a top-level ``name = site(...)`` statement, and
+    ``name`` read only as an argument of site calls (directly, or as an element of a
+    list or tuple written in the call). Nothing else can then see the kernel's form.
+    """
+    by_name = {site.name: site for site in sites}
+    parents = {}
+    for statement in body:
+        for node in ast.walk(statement):
+            for child in ast.iter_child_nodes(node):
+                parents[child] = node
+
+    def site_call(node):
+        return (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in by_name
+        )
+
+    def read_by_a_site(name_node):
+        parent = parents.get(name_node)
+        if isinstance(parent, (ast.List, ast.Tuple)):
+            name_node, parent = parent, parents.get(parent)
+        if isinstance(parent, ast.keyword):
+            parent = parents.get(parent)
+        return site_call(parent) and parent.func is not name_node
+
+    candidates = {}
+    for statement in body:
+        if (
+            isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name) and site_call(statement.value)
+        ):
+            candidates.setdefault(statement.targets[0].id, []).append(by_name[statement.value.func.id])
+    uses = {name: [] for name in candidates}
+    for statement in body:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Name) and node.id in uses:
+                uses[node.id].append(node)
+    for name, producers in candidates.items():
+        stores = [n for n in uses[name] if not isinstance(n.ctx, ast.Load)]
+        loads = [n for n in uses[name] if isinstance(n.ctx, ast.Load)]
+        if len(producers) == 1 and len(stores) == 1 and loads and all(read_by_a_site(n) for n in loads):
+            producers[0].defers = True

@@ -3,14 +3,16 @@
 scipy's own fast path for CSR blocks is C++ behind a page of Python checks;
 for a few rows the checks dominate. This builds the same matrix (type, index
 dtype, values) with one numba loop, for the common case only: CSR blocks of
-one dtype and 32-bit indices, stacked into CSR.
+one dtype and 32-bit indices, stacked into CSR. When the result only reaches
+other compiled calls, the blocks are kept side by side (``Stacked``) and not
+copied at all.
 """
 
 import numba
 import numpy as np
 import scipy.sparse as sp
 
-from willump.compile.text import Unsupported, csr
+from willump.compile.forms import Deferred, SparseRows, Stacked, Unsupported, csr
 
 _INT32_MAX = np.iinfo(np.int32).max
 
@@ -28,28 +30,58 @@ def _stack_rows(n_rows, indptrs, indices, datas, offsets, out_indptr, out_indice
         out_indptr[i + 1] = nnz
 
 
-def hstack(blocks, format=None, dtype=None):
+class CompiledHstack:
     """``scipy.sparse.hstack(blocks, format, dtype)`` for CSR matrices; Unsupported otherwise."""
-    if format not in (None, "csr") or dtype is not None or not isinstance(blocks, (list, tuple)) or len(blocks) < 2:
-        raise Unsupported("hstack options other than format='csr'")
-    kind = type(blocks[0])
-    if kind not in (sp.csr_matrix, sp.csr_array) or any(type(b) is not kind for b in blocks):
-        raise Unsupported("blocks that are not all CSR of one type")
-    n_rows = blocks[0].shape[0]
-    data_dtype = blocks[0].data.dtype
-    for b in blocks:
-        if b.shape[0] != n_rows or b.data.dtype != data_dtype or b.indices.dtype != np.int32 or b.indptr.dtype != np.int32:
-            raise Unsupported("blocks of different rows, dtypes, or 64-bit indices")
-    width = sum(b.shape[1] for b in blocks)
-    nnz = sum(b.indptr[-1] - b.indptr[0] for b in blocks)
-    if max(width, nnz) >= _INT32_MAX or any(b.indptr[0] != 0 or len(b.data) != b.indptr[-1] for b in blocks):
-        raise Unsupported("blocks too large for 32-bit indices, or with unused storage")
-    offsets = np.cumsum([0] + [b.shape[1] for b in blocks[:-1]]).astype(np.int32)
+
+    def __call__(self, blocks, format=None, dtype=None):
+        return materialize_stack(_rows_of(blocks, format, dtype))
+
+    @staticmethod
+    def defer(blocks, format=None, dtype=None) -> Stacked:
+        """As calling it, the blocks kept side by side until the matrix itself is needed."""
+        return Stacked(_rows_of(blocks, format, dtype), materialize_stack)
+
+    @staticmethod
+    def still_valid() -> bool:
+        return True
+
+
+def materialize_stack(blocks: list) -> object:
+    n_rows = blocks[0].rows
+    width = sum(b.width for b in blocks)
+    nnz = sum(len(b.data) for b in blocks)
+    offsets = np.cumsum([0] + [b.width for b in blocks[:-1]]).astype(np.int32)
     out_indptr = np.zeros(n_rows + 1, np.int32)
     out_indices = np.empty(nnz, np.int32)
-    out_data = np.empty(nnz, data_dtype)
+    out_data = np.empty(nnz, blocks[0].data.dtype)
     _stack_rows(
         n_rows, tuple(b.indptr for b in blocks), tuple(b.indices for b in blocks),
         tuple(b.data for b in blocks), offsets, out_indptr, out_indices, out_data,
     )
+    # scipy returns a sparse array if any block is one, else a sparse matrix
+    kind = sp.csr_array if any(b.kind is sp.csr_array for b in blocks) else sp.csr_matrix
     return csr(kind, out_data, out_indices, out_indptr, (n_rows, width))
+
+
+def _rows_of(blocks, format, dtype) -> list:
+    if format not in (None, "csr") or dtype is not None or not isinstance(blocks, (list, tuple)) or len(blocks) < 2:
+        raise Unsupported("hstack options other than format='csr'")
+    rows = [_block_rows(b) for b in blocks]
+    n_rows, data_dtype = rows[0].rows, rows[0].data.dtype
+    if any(r.rows != n_rows or r.data.dtype != data_dtype for r in rows):
+        raise Unsupported("blocks of different numbers of rows or dtypes")
+    if max(sum(r.width for r in rows), sum(len(r.data) for r in rows)) >= _INT32_MAX:
+        raise Unsupported("blocks too large for 32-bit indices")
+    return rows
+
+
+def _block_rows(block) -> SparseRows:
+    if isinstance(block, SparseRows):
+        return block
+    if isinstance(block, Deferred) or type(block) not in (sp.csr_matrix, sp.csr_array):
+        raise Unsupported("a block that is not a CSR matrix")
+    if block.indices.dtype != np.int32 or block.indptr.dtype != np.int32:
+        raise Unsupported("a block with 64-bit indices")
+    if block.indptr[0] != 0 or len(block.data) != block.indptr[-1] or len(block.indices) != len(block.data):
+        raise Unsupported("a block with unused storage")
+    return SparseRows.of(block)

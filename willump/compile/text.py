@@ -10,12 +10,13 @@ multiplication by ``idf_``), and the row norms are summed in the same order as
 scikit-learn's Cython loop, so the values are bit for bit the same.
 """
 
+import threading
+
 import numba
 import numpy as np
-import scipy.sparse as sp
-import sklearn
 from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 
+from willump.compile.forms import SparseRows, Texts, Unsupported
 from willump.compile.parallel import SERIAL
 from willump.compile.unicode import SPACE, WORD, char_classes, encode
 
@@ -27,10 +28,6 @@ _FNV_PRIME = np.uint64(1099511628211)
 _SPACE_CODE = 32
 _jit = numba.njit(cache=True, nogil=True)
 _inline = numba.njit(cache=True, nogil=True, inline="always")  # no call, no reference counting per n-gram
-
-
-class Unsupported(Exception):
-    """This object, option or input is not compiled; the Python call runs instead."""
 
 
 # --- the vocabulary as a hash table ------------------------------------------------------
@@ -201,10 +198,13 @@ def _bit_position(single_bit):
 
 
 @_jit
-def count_ngrams(codes, offsets, classes, analyzer, min_n, max_n, vocabulary):
+def count_ngrams(codes, offsets, classes, analyzer, min_n, max_n, vocabulary, tally, bits):
     """(indptr, columns, counts) of the documents ``codes[offsets[i]:offsets[i + 1]]``.
 
-    Columns of a row are sorted, as after scikit-learn's ``sort_indices``.
+    Columns of a row are sorted, as after scikit-learn's ``sort_indices``. ``tally``
+    (one count per column) and ``bits`` (one bit per column) are zeros on entry and
+    on exit: scratch space reused between calls, so a single row does not pay for
+    clearing arrays as wide as the vocabulary.
     """
     n_docs = len(offsets) - 1
     longest = 0
@@ -214,9 +214,7 @@ def count_ngrams(codes, offsets, classes, analyzer, min_n, max_n, vocabulary):
     buffer = np.empty(2 * longest + 2 * max_n + 4, np.uint32)
     starts = np.empty(longest + 1, np.int64)
     ends = np.empty(longest + 1, np.int64)
-    width = len(vocabulary[2])
-    tally = np.zeros(width, np.int64)  # occurrences of each column in the current row
-    bits = np.zeros(width // 64 + 1, np.uint64)  # the columns seen in the current row
+    width = len(tally)
     indptr = np.zeros(n_docs + 1, np.int64)
     capacity = max(16, len(codes))
     columns = np.empty(capacity, np.int64)
@@ -274,18 +272,32 @@ def count_ngrams(codes, offsets, classes, analyzer, min_n, max_n, vocabulary):
 
 
 @_jit
-def normalize_rows(data, indptr, l2):
-    """scikit-learn's in-place l1 / l2 row normalization, summing in the same order."""
-    for i in range(len(indptr) - 1):
-        total = 0.0
-        for j in range(indptr[i], indptr[i + 1]):
-            total += data[j] * data[j] if l2 else abs(data[j])
-        if total == 0.0:
-            continue
-        if l2:
-            total = np.sqrt(total)
-        for j in range(indptr[i], indptr[i + 1]):
-            data[j] = data[j] / total
+def tfidf_weights(indptr, columns, counts, binary, log_table, idf, norm, data):
+    """scikit-learn's TF-IDF of the counts, into ``data``: binary, sublinear TF (``log_table[c]``
+    is ``np.log(c) + 1`` computed by numpy), idf, then l1 / l2 row norms summed in scikit-learn's order.
+    ``norm``: 0 none, 1 l1, 2 l2. False when a count is beyond the table."""
+    for j in range(len(counts)):
+        count = 1 if binary else counts[j]
+        if len(log_table):
+            if count >= len(log_table):
+                return False
+            data[j] = log_table[count]
+        else:
+            data[j] = count
+        if len(idf):
+            data[j] = data[j] * idf[columns[j]]
+    if norm:
+        for i in range(len(indptr) - 1):
+            total = 0.0
+            for j in range(indptr[i], indptr[i + 1]):
+                total += data[j] * data[j] if norm == 2 else abs(data[j])
+            if total == 0.0:
+                continue
+            if norm == 2:
+                total = np.sqrt(total)
+            for j in range(indptr[i], indptr[i + 1]):
+                data[j] = data[j] / total
+    return True
 
 
 # --- the compiled transform --------------------------------------------------------------
@@ -295,8 +307,8 @@ class CompiledVectorizer:
     """``vectorizer.transform`` for lists of ``str``, computed by the kernels above.
 
     Raises ``Unsupported`` at construction for options it does not reproduce,
-    and from ``transform`` for inputs it does not reproduce (anything but
-    ``str`` documents); the caller then runs scikit-learn's own transform.
+    and when called for inputs it does not reproduce (anything but ``str``
+    documents); the call site then runs scikit-learn's own transform.
     """
 
     def __init__(self, vectorizer, workers=SERIAL):
@@ -324,92 +336,72 @@ class CompiledVectorizer:
         self.binary = bool(vectorizer.binary)
         if self.tfidf:
             transformer = vectorizer._tfidf
+            if transformer.norm not in (None, "l1", "l2"):
+                raise Unsupported(f"norm={transformer.norm!r}")
+            self.norm = {None: 0, "l1": 1, "l2": 2}[transformer.norm]
+            idf = getattr(transformer, "idf_", None)
+            self.idf = np.empty(0) if idf is None else np.ascontiguousarray(idf, dtype=np.float64)
             self.sublinear = bool(transformer.sublinear_tf)
-            self.idf = getattr(transformer, "idf_", None)
-            self.norm = transformer.norm
-            if self.norm not in (None, "l1", "l2"):
-                raise Unsupported(f"norm={self.norm!r}")
+            self.log_table = self._log_table(64) if self.sublinear else np.empty(0, self.dtype)
         self.classes = char_classes()
+        self._scratch = threading.local()
 
     def still_valid(self) -> bool:
         """False once the vectorizer was refitted or its options changed."""
         return _state(self.vectorizer) == self.state
 
-    def counts(self, texts: list) -> tuple:
-        """(indptr, columns, counts) for a list of ``str``."""
-        if self.lowercase:
-            texts = [t.lower() for t in texts]
-        codes, offsets = encode(texts)
-        return count_ngrams(codes, offsets, self.classes, self.analyzer, *self.ngram_range, self.vocabulary.arrays)
-
     def __call__(self, documents):
         """``vectorizer.transform(documents)``."""
-        texts = documents_as_list(documents)
+        return self.defer(documents).materialize()
+
+    def defer(self, documents) -> SparseRows:
+        """The transform's CSR arrays, from documents or from compiled ``Texts``."""
+        texts = documents.texts if isinstance(documents, Texts) else documents_as_list(documents)
         if self.tfidf and not texts:
             raise Unsupported("no documents (scikit-learn raises)")
         parts = self.workers.split(len(texts), _ROWS_PER_TASK)
         if len(parts) == 1:
-            return self.assemble(*self.counts(texts))
-        counted = self.workers.map(lambda rows: self.counts(texts[rows.start : rows.stop]), parts)
-        indptr = [np.zeros(1, np.int64)]
-        for part_indptr, part_columns, _ in counted:
-            indptr.append(part_indptr[1:] + indptr[-1][-1])
-        columns = np.concatenate([c for _, c, _ in counted])
-        counts = np.concatenate([c for _, _, c in counted])
-        return self.assemble(np.concatenate(indptr), columns, counts)
+            indptr, columns, counts = self._count(texts)
+        else:
+            counted = self.workers.map(lambda rows: self._count(texts[rows.start : rows.stop]), parts)
+            offsets = np.cumsum([0] + [c[0][-1] for c in counted[:-1]])
+            indptr = np.concatenate([np.zeros(1, np.int64)] + [c[0][1:] + o for c, o in zip(counted, offsets)])
+            columns = np.concatenate([c[1] for c in counted])
+            counts = np.concatenate([c[2] for c in counted])
+        return self._weigh(indptr, columns, counts)
 
-    def assemble(self, indptr, columns, counts):
-        """The CSR matrix scikit-learn returns for these counts."""
-        data = counts.astype(self.dtype)
-        if self.binary:
-            data.fill(1)
+    def _count(self, texts: list) -> tuple:
+        if self.lowercase:
+            texts = [t.lower() for t in texts]
+        codes, offsets = encode(texts)
+        scratch = self._scratch.__dict__
+        if "tally" not in scratch:  # one per thread
+            scratch["tally"] = np.zeros(self.width, np.int64)
+            scratch["bits"] = np.zeros(self.width // 64 + 1, np.uint64)
+        return count_ngrams(
+            codes, offsets, self.classes, self.analyzer, *self.ngram_range, self.vocabulary.arrays,
+            scratch["tally"], scratch["bits"],
+        )
+
+    def _weigh(self, indptr, columns, counts) -> SparseRows:
+        """The values scikit-learn computes for these counts."""
         indices = columns.astype(np.int32)
         indptr = indptr.astype(np.int32)
-        if self.tfidf:
-            if self.sublinear:
-                np.log(data, data)
-                data += 1.0
-            if self.idf is not None:
-                data *= self.idf[indices]
-            if self.norm is not None:
-                normalize_rows(data, indptr, self.norm == "l2")
-        return sparse_rows(data, indices, indptr, self.width)
+        if not self.tfidf:
+            data = counts.astype(self.dtype)
+            if self.binary:
+                data.fill(1)
+            return SparseRows(data, indices, indptr, self.width)
+        data = np.empty(len(counts), self.dtype)
+        while not tfidf_weights(indptr, columns, counts, self.binary, self.log_table, self.idf, self.norm, data):
+            self.log_table = self._log_table(2 * int(counts.max()) + 1)
+        return SparseRows(data, indices, indptr, self.width)
 
-
-def sparse_rows(data, indices, indptr, width):
-    """A CSR matrix of the interface scikit-learn is configured to return (spmatrix or sparray)."""
-    kind = sp.csr_array if sklearn.get_config().get("sparse_interface") == "sparray" else sp.csr_matrix
-    matrix = csr(kind, data, indices, indptr, (len(indptr) - 1, width))
-    matrix.has_sorted_indices = True
-    return matrix
-
-
-def _construct_directly(kind, data, indices, indptr, shape):
-    matrix = kind.__new__(kind)
-    matrix.__dict__.update(_shape=shape, maxprint=_MAXPRINT, indices=indices, indptr=indptr, data=data)
-    return matrix
-
-
-def _construct_checked(kind, data, indices, indptr, shape):
-    return kind((data, indices, indptr), shape=shape, copy=False)
-
-
-def _direct_construction_matches() -> bool:
-    """scipy's constructor checks arrays the kernels built correctly, which costs more than a
-    one-row kernel; the instance is built directly only if that gives scipy's own attributes."""
-    arrays = (np.ones(2), np.array([0, 3], np.int32), np.array([0, 2], np.int32))
-    for kind in (sp.csr_matrix, sp.csr_array):
-        checked = _construct_checked(kind, *arrays, (1, 4))
-        direct = _construct_directly(kind, *arrays, (1, 4))
-        if vars(checked).keys() != vars(direct).keys() or checked.maxprint != _MAXPRINT:
-            return False
-        if not (direct != checked).nnz == 0 or direct.format != "csr":
-            return False
-    return True
-
-
-_MAXPRINT = sp.csr_matrix((1, 1)).maxprint
-csr = _construct_directly if _direct_construction_matches() else _construct_checked
+    def _log_table(self, size: int) -> np.ndarray:
+        """``np.log(c) + 1`` for counts c < size, computed by numpy as scikit-learn computes it."""
+        table = np.log(np.arange(size, dtype=self.dtype).clip(1))
+        table += 1.0
+        return table
 
 
 def documents_as_list(documents) -> list:

@@ -30,6 +30,8 @@ def char_classes() -> np.ndarray:
 def encode(texts: list) -> tuple[np.ndarray, np.ndarray]:
     """(code points, offsets): text i is ``codes[offsets[i]:offsets[i + 1]]``."""
     codes = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    if len(texts) == 1:  # a single row: numpy's per-call overhead is most of the cost
+        return codes, np.array([0, len(codes)], dtype=np.int64)
     offsets = np.zeros(len(texts) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=offsets[1:])
     return codes, offsets

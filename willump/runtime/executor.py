@@ -15,7 +15,7 @@ import itertools
 from dataclasses import dataclass
 
 from willump.compile.parallel import SERIAL
-from willump.compile.sites import SITE_PREFIX, prepare_kernel, rewrite_calls
+from willump.compile.sites import SITE_PREFIX, mark_deferred_results, prepare_kernel, rewrite_calls
 from willump.errors import warn
 from willump.graph.build import COMBINE, MODEL_OUTPUT, PREPROCESSING, ModelSplit, Plan
 from willump.graph.graph import PLACEHOLDER
@@ -86,7 +86,9 @@ class GraphExecutor:
         # Plain calls run the function's own statements, in one block, with the compiled call sites.
         body = [statement.node for statement in plan.graph.statements]
         if compile:
+            first = len(self.sites)
             body = rewrite_calls(body, self.sites, workers)
+            mark_deferred_results(body, self.sites[first:])
         site_names = sorted(set().union(*map(names_read, body)) & {site.name for site in self.sites})
         self._whole = compile_block(source.func, source.filename, list(self.parameters) + site_names, body, None)
         self._helpers.update((site.name, site) for site in self.sites)

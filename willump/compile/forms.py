@@ -1,0 +1,103 @@
+"""What kernels pass each other: values in a kernel's own form, and ``Unsupported``.
+
+A call site whose result only ever reaches other call sites may keep it in
+this form (see ``sites``), so consecutive compiled operators do not build the
+pandas or scipy objects in between. ``materialize`` gives the object the
+original code would have produced, once.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+import sklearn
+
+
+class Unsupported(Exception):
+    """This object, option or input is not compiled; the Python call runs instead."""
+
+
+class Deferred:
+    """A value kept in a kernel's form; ``materialize()`` builds the real object (once)."""
+
+    _real = None
+
+    def materialize(self):
+        if self._real is None:
+            self._real = self._build()
+        return self._real
+
+
+class Texts(Deferred):
+    """A list of ``str``, standing for the pandas Series ``original()`` returns."""
+
+    def __init__(self, texts: list, original):
+        self.texts, self._original = texts, original
+
+    def _build(self):
+        return self._original()
+
+
+class SparseRows(Deferred):
+    """CSR arrays (int32 indices, sorted within rows) standing for a scipy CSR matrix."""
+
+    def __init__(self, data, indices, indptr, width: int, kind=None, sorted_indices=True):
+        self.data, self.indices, self.indptr, self.width = data, indices, indptr, width
+        self.kind = kind or configured_csr()
+        self.sorted_indices = sorted_indices
+
+    @property
+    def rows(self) -> int:
+        return len(self.indptr) - 1
+
+    def _build(self):
+        matrix = csr(self.kind, self.data, self.indices, self.indptr, (self.rows, self.width))
+        if self.sorted_indices:
+            matrix.has_sorted_indices = True
+        return matrix
+
+    @classmethod
+    def of(cls, matrix):
+        """The arrays of a real CSR matrix (no copy)."""
+        return cls(matrix.data, matrix.indices, matrix.indptr, matrix.shape[1], type(matrix), False)
+
+
+class Stacked(Deferred):
+    """Blocks side by side (``hstack``), without copying them."""
+
+    def __init__(self, blocks: list, build):
+        self.blocks, self._stack = blocks, build
+
+    def _build(self):
+        return self._stack(self.blocks)
+
+
+def configured_csr():
+    """The CSR class scikit-learn is configured to return (spmatrix or sparray)."""
+    return sp.csr_array if sklearn.get_config().get("sparse_interface") == "sparray" else sp.csr_matrix
+
+
+def _construct_directly(kind, data, indices, indptr, shape):
+    matrix = kind.__new__(kind)
+    matrix.__dict__.update(_shape=shape, maxprint=_MAXPRINT, indices=indices, indptr=indptr, data=data)
+    return matrix
+
+
+def _construct_checked(kind, data, indices, indptr, shape):
+    return kind((data, indices, indptr), shape=shape, copy=False)
+
+
+def _direct_construction_matches() -> bool:
+    """scipy's constructor re-checks arrays the kernels built correctly, which costs more than a
+    one-row kernel; instances are built directly only if that gives scipy's own attributes."""
+    arrays = (np.ones(2), np.array([0, 3], np.int32), np.array([0, 2], np.int32))
+    for kind in (sp.csr_matrix, sp.csr_array):
+        checked = _construct_checked(kind, *arrays, (1, 4))
+        direct = _construct_directly(kind, *arrays, (1, 4))
+        if vars(checked).keys() != vars(direct).keys() or direct.format != "csr":
+            return False
+        if (direct != checked).nnz != 0:
+            return False
+    return True
+
+
+_MAXPRINT = sp.csr_matrix((1, 1)).maxprint
+csr = _construct_directly if _direct_construction_matches() else _construct_checked
