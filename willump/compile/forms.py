@@ -19,11 +19,22 @@ class Deferred:
     """A value kept in a kernel's form; ``materialize()`` builds the real object (once)."""
 
     _real = None
+    stands_for = object  # the type of the real object, whose methods kernels stand in for
 
     def materialize(self):
         if self._real is None:
             self._real = self._build()
         return self._real
+
+
+class DeferredMethod:
+    """``form.name`` for a value kept in a kernel's form: calling it runs the real method."""
+
+    def __init__(self, form: Deferred, name: str):
+        self.__self__, self.__name__ = form, name
+
+    def __call__(self, *args, **kwargs):
+        return getattr(self.__self__.materialize(), self.__name__)(*args, **kwargs)
 
 
 class Texts(Deferred):

@@ -5,12 +5,15 @@ identity. A subclass is not assumed to behave as its parent, so it runs as
 written.
 """
 
+import operator
+
+import pandas as pd
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 
-from willump.compile import linear, sparse
+from willump.compile import linear, sparse, tables, trees
 from willump.compile.parallel import SERIAL
-from willump.compile.forms import Unsupported
+from willump.compile.forms import DeferredMethod, Unsupported
 from willump.compile.strings import CompiledLower, StringMethods
 from willump.compile.text import CompiledVectorizer
 
@@ -18,11 +21,17 @@ METHOD_KERNELS = {
     (CountVectorizer, "transform"): CompiledVectorizer,
     (TfidfVectorizer, "transform"): CompiledVectorizer,
     (StringMethods, "lower"): CompiledLower,
+    (pd.DataFrame, "merge"): tables.CompiledMerge,
 }
 for _kind, _methods in linear.METHODS.items():
     for _method in _methods:
         METHOD_KERNELS[(_kind, _method)] = lambda model, _, method=_method: linear.CompiledLinearModel(model, method)
-FUNCTION_KERNELS = {sp.hstack: sparse.CompiledHstack()}
+for _kind, _methods in trees.METHODS.items():
+    for _method in _methods:
+        METHOD_KERNELS[(_kind, _method)] = lambda model, workers, method=_method: trees.CompiledBooster(
+            model, method, workers
+        )
+FUNCTION_KERNELS = {sp.hstack: sparse.CompiledHstack(), operator.getitem: tables.CompiledSelection()}
 FUNCTION_NAMES = {"hstack"}
 NAMES = {method for _, method in METHOD_KERNELS} | FUNCTION_NAMES  # callee names worth a call site
 
@@ -30,12 +39,12 @@ NAMES = {method for _, method in METHOD_KERNELS} | FUNCTION_NAMES  # callee name
 def kernel_for(callee, workers=SERIAL):
     """(kernel, None), or (None, why the callee runs as written)."""
     owner = getattr(callee, "__self__", None)
-    if owner is not None and hasattr(callee, "__func__"):
-        kind, name = type(owner), callee.__name__
+    if isinstance(callee, DeferredMethod) or (owner is not None and hasattr(callee, "__func__")):
+        kind, name = _owner_type(callee), callee.__name__
         factory = METHOD_KERNELS.get((kind, name))
         if factory is None:
             return None, f"{kind.__name__}.{name} is not an operator willump compiles"
-        if getattr(kind, name, None) is not callee.__func__:
+        if not isinstance(callee, DeferredMethod) and getattr(kind, name, None) is not callee.__func__:
             return None, f"{kind.__name__}.{name} was replaced on the class"
         try:
             return factory(owner, workers), None
@@ -49,10 +58,15 @@ def kernel_for(callee, workers=SERIAL):
     return kernel, None
 
 
+def _owner_type(method) -> type:
+    if isinstance(method, DeferredMethod):
+        return method.__self__.stands_for
+    return type(method.__self__)
+
+
 def describe(callee) -> str:
-    owner = getattr(callee, "__self__", None)
-    if owner is not None and hasattr(callee, "__func__"):
-        return f"{type(owner).__name__}.{callee.__name__}"
+    if isinstance(callee, DeferredMethod) or (getattr(callee, "__self__", None) is not None and hasattr(callee, "__func__")):
+        return f"{_owner_type(callee).__name__}.{callee.__name__}"
     module = ".".join(p for p in (getattr(callee, "__module__", "") or "").split(".") if not p.startswith("_"))
     return f"{module}.{getattr(callee, '__qualname__', type(callee).__name__)}".lstrip(".")
 

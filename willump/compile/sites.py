@@ -11,11 +11,12 @@ way; only the time differs.
 
 import ast
 import copy
+import operator
 import threading
 
 from willump.compile import registry
 from willump.compile.parallel import SERIAL
-from willump.compile.forms import Deferred, Unsupported
+from willump.compile.forms import Deferred, DeferredMethod, Unsupported
 
 SITE_PREFIX = "__willump_site_"
 
@@ -23,11 +24,11 @@ SITE_PREFIX = "__willump_site_"
 class CallSite:
     """One rewritten call: picks the kernel for its callee and counts what ran."""
 
-    def __init__(self, name: str, call: ast.Call, workers=SERIAL):
+    def __init__(self, name: str, call: ast.expr, workers=SERIAL):
         self.name, self.line, self.source = name, call.lineno, ast.unparse(call)
         self.workers = workers
         self.defers = False  # its result only reaches other call sites: it may stay in a kernel's form
-        self.callee = call.func  # the callee expression, as written
+        self.callee = getattr(call, "func", None)  # the callee expression, as written
         self.operator = None  # e.g. "TfidfVectorizer.transform", once the callee was seen
         self.reason = "not called yet"  # why the last call ran as written, or None
         self.calls = 0
@@ -67,7 +68,8 @@ class CallSite:
                 return None
         with self._lock:
             kernel, reason = registry.kernel_for(callee, self.workers)
-            self.operator = registry.describe(callee)
+            if self.operator is None:
+                self.operator = registry.describe(callee)
             if reason:
                 self.reason = reason
             self._cache = (owner, function, kernel, _fingerprint(owner))
@@ -140,47 +142,130 @@ def prepare_kernel(site: CallSite, resolver) -> None:
         site.kernel(getattr(owner, callee.attr))
 
 
-def mark_deferred_results(body: list, sites: list) -> None:
+
+
+# Expression nodes that run no user code by themselves (names, literals, slices, keyword arguments).
+_INERT = (ast.Name, ast.Constant, ast.List, ast.Tuple, ast.keyword, ast.Load, ast.Slice, ast.UnaryOp, ast.USub)
+ATTRIBUTE = "__willump_attr"  # attribute(obj, name): obj.name, or the method of a compiled form
+GETITEM = "__willump_getitem"  # operator.getitem, the callee of rewritten subscripts
+HELPERS = {ATTRIBUTE: None, GETITEM: operator.getitem}  # name -> object the rewritten code reads
+
+
+def attribute(value, name: str):
+    return DeferredMethod(value, name) if isinstance(value, Deferred) else getattr(value, name)
+
+
+HELPERS[ATTRIBUTE] = attribute
+
+
+def keep_results_compiled(body: list, sites: list, first: int = 0) -> list:
     """Let a site keep its result in a kernel's form when that result only reaches other sites.
 
-    The result must be bound once, by a top-level ``name = site(...)`` statement, and
-    ``name`` read only as an argument of site calls (directly, or as an element of a
-    list or tuple written in the call). Nothing else can then see the kernel's form.
+    The result must be bound once, by a top-level ``name = site(...)`` statement.
+    Method calls and subscripts on ``name`` become sites too (``name.merge(t)``,
+    ``name[cols]``); if every other read of ``name`` is an argument of a site call
+    (directly, or as an element of a list or tuple written in the call), nothing
+    but kernels can see the kernel's form. Returns the rewritten statements; ``sites``
+    gets the new subscript sites (``sites[first:]`` are the ones ``body`` calls).
     """
-    by_name = {site.name: site for site in sites}
+    by_name = {site.name: site for site in sites[first:]}
+
+    def site_call(node):
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in by_name
+
+    def only_site_calls(statement):
+        """A statement that runs nothing but site calls (and indexing of their results by constants)."""
+        if not isinstance(statement, (ast.Assign, ast.Return, ast.Expr)) or statement.value is None:
+            return False
+        if isinstance(statement, ast.Assign) and not all(isinstance(t, ast.Name) for t in statement.targets):
+            return False
+        for node in ast.walk(statement.value):
+            if isinstance(node, ast.Call):
+                if not (site_call(node) or (isinstance(node.func, ast.Name) and node.func.id == ATTRIBUTE)):
+                    return False
+            elif isinstance(node, ast.Subscript):
+                if not site_call(node.value) or not all(isinstance(n, _INERT) for n in ast.walk(node.slice)):
+                    return False
+            elif isinstance(node, ast.Attribute):
+                caller = parents.get(node)
+                if not (site_call(caller) and caller.args[0] is node):  # only a site's callee, obj.method
+                    return False
+            elif not isinstance(node, _INERT):
+                return False
+        return True
+
+    def produced_by(statement):
+        """The name a top-level ``name = site(...)`` statement binds, else None."""
+        if (
+            isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name) and site_call(statement.value)
+        ):
+            return statement.targets[0].id
+        return None
+
+    candidates = {produced_by(statement) for statement in body} - {None}
+
+    class Uses(ast.NodeTransformer):
+        def visit_Call(self, node):
+            self.generic_visit(node)
+            callee = node.args[0] if site_call(node) and node.args else None
+            if isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name) and callee.value.id in candidates:
+                node.args[0] = ast.copy_location(
+                    ast.Call(ast.Name(ATTRIBUTE, ast.Load()), [callee.value, ast.Constant(callee.attr)], []), callee
+                )
+            return node
+
+        def visit_Subscript(self, node):
+            self.generic_visit(node)
+            if isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name) and node.value.id in candidates:
+                site = CallSite(f"{SITE_PREFIX}{len(sites)}", node)
+                sites.append(site)
+                by_name[site.name] = site
+                call = ast.Call(ast.Name(site.name, ast.Load()), [ast.Name(GETITEM, ast.Load()), node.value, node.slice], [])
+                return ast.copy_location(call, node)
+            return node
+
+    body = [ast.fix_missing_locations(Uses().visit(statement)) for statement in body]
+
     parents = {}
     for statement in body:
         for node in ast.walk(statement):
             for child in ast.iter_child_nodes(node):
                 parents[child] = node
 
-    def site_call(node):
-        return (
-            isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in by_name
-        )
-
     def read_by_a_site(name_node):
         parent = parents.get(name_node)
+        if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id == ATTRIBUTE:
+            return site_call(parents.get(parent))  # the callee of a site: obj.method(...)
         if isinstance(parent, (ast.List, ast.Tuple)):
             name_node, parent = parent, parents.get(parent)
         if isinstance(parent, ast.keyword):
             parent = parents.get(parent)
-        return site_call(parent) and parent.func is not name_node
+        return site_call(parent) and parent.func is not name_node and parent.args[:1] != [name_node]
 
-    candidates = {}
+    # Each top-level assignment starts a new value of the name (the body is straight-line at the
+    # top level); a site's value is read from the next statement until the name is bound again.
+    candidates = {produced_by(statement) for statement in body} - {None}  # subscripts are sites now
+    rebinds_only_at_top = {name: True for name in candidates}
     for statement in body:
-        if (
-            isinstance(statement, ast.Assign) and len(statement.targets) == 1
-            and isinstance(statement.targets[0], ast.Name) and site_call(statement.value)
-        ):
-            candidates.setdefault(statement.targets[0].id, []).append(by_name[statement.value.func.id])
-    uses = {name: [] for name in candidates}
-    for statement in body:
+        plain = isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)
         for node in ast.walk(statement):
-            if isinstance(node, ast.Name) and node.id in uses:
-                uses[node.id].append(node)
-    for name, producers in candidates.items():
-        stores = [n for n in uses[name] if not isinstance(n.ctx, ast.Load)]
-        loads = [n for n in uses[name] if isinstance(n.ctx, ast.Load)]
-        if len(producers) == 1 and len(stores) == 1 and loads and all(read_by_a_site(n) for n in loads):
-            producers[0].defers = True
+            if isinstance(node, ast.Name) and node.id in candidates and not isinstance(node.ctx, ast.Load):
+                if not (plain and node is statement.targets[0]):
+                    rebinds_only_at_top[node.id] = False
+    for position, statement in enumerate(body):
+        name = produced_by(statement)
+        if name is None or not rebinds_only_at_top[name]:
+            continue
+        loads, last = [], position
+        for offset, later in enumerate(body[position + 1 :], position + 1):
+            found = [n for n in ast.walk(later) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+            if found:
+                loads, last = loads + found, offset
+            if isinstance(later, ast.Assign) and isinstance(later.targets[0], ast.Name) and later.targets[0].id == name:
+                break
+        # Only compiled calls run until the last reader: no other code can change what the kernel's form refers to.
+        between = body[position + 1 : last + 1]
+        if loads and all(read_by_a_site(n) for n in loads) and all(only_site_calls(s) for s in between):
+            by_name[statement.value.func.id].defers = True
+    return body

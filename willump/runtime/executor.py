@@ -15,7 +15,8 @@ import itertools
 from dataclasses import dataclass
 
 from willump.compile.parallel import SERIAL
-from willump.compile.sites import SITE_PREFIX, mark_deferred_results, prepare_kernel, rewrite_calls
+from willump.compile.sites import HELPERS as SITE_HELPERS
+from willump.compile.sites import SITE_PREFIX, keep_results_compiled, prepare_kernel, rewrite_calls
 from willump.errors import warn
 from willump.graph.build import COMBINE, MODEL_OUTPUT, PREPROCESSING, ModelSplit, Plan
 from willump.graph.graph import PLACEHOLDER
@@ -88,11 +89,12 @@ class GraphExecutor:
         if compile:
             first = len(self.sites)
             body = rewrite_calls(body, self.sites, workers)
-            mark_deferred_results(body, self.sites[first:])
-        site_names = sorted(set().union(*map(names_read, body)) & {site.name for site in self.sites})
-        self._whole = compile_block(source.func, source.filename, list(self.parameters) + site_names, body, None)
+            body = keep_results_compiled(body, self.sites, first)
         self._helpers.update((site.name, site) for site in self.sites)
-        self._whole_sites = [self._helpers[name] for name in site_names]
+        self._helpers.update(SITE_HELPERS)
+        helper_names = sorted(set().union(*map(names_read, body)) & set(self._helpers))
+        self._whole = compile_block(source.func, source.filename, list(self.parameters) + helper_names, body, None)
+        self._whole_sites = [self._helpers[name] for name in helper_names]
         for site in self.sites:
             site.source = site.source.replace(PLACEHOLDER, self.graph.combiner.entries)
         if resolver is not None:

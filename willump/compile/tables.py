@@ -1,0 +1,277 @@
+"""Compiled table lookups: chains of ``df.merge(table, on=key, how="left")`` and ``df[columns]``.
+
+A left join against a table with one row per key is a lookup: for each input
+row, the table row with the same key, or none. When the joined frame only
+reaches other compiled calls (further joins, a column selection, the model),
+the call sites keep it as row positions into each table (``JoinedFrame``) and
+never build the merged DataFrame; the model kernel gathers the selected
+columns straight from the tables. Anything a plain lookup would not
+reproduce (duplicate table keys, overlapping column names, key dtypes that
+differ, non-numeric features) makes the chain run as written, by pandas.
+
+Each table's key index and numeric columns are prepared once and kept while
+the table object and its pandas blocks are the same objects. Replacing a
+table, or changing a column's dtype, is noticed; writing new key values into
+the existing key column in place is not (assign a new table instead).
+"""
+
+import threading
+import weakref
+
+import numpy as np
+import pandas as pd
+
+from willump.compile.forms import Deferred, Unsupported
+
+_SMALL = 16  # rows looked up one by one in a dict; more go through pandas' vectorized get_indexer
+
+
+class PreparedTable:
+    """A table's key -> row position map and its columns, read once."""
+
+    def __init__(self, table: pd.DataFrame, key: str):
+        self.signature = _signature(table)
+        keys = table[key]
+        if keys.hasnans:
+            raise Unsupported(f"the table's key column {key!r} has missing values")
+        self.key_dtype = keys.dtype
+        self.index = pd.Index(keys)
+        if not self.index.is_unique:
+            raise Unsupported(f"the table has several rows for some values of {key!r} (the join multiplies rows)")
+        values = keys.tolist()
+        simple = keys.dtype.kind in "iu" or all(type(k) is str for k in values)
+        self.positions = dict(zip(values, range(len(values)))) if simple else None
+        self.columns = [c for c in table.columns if c != key]
+        self.arrays = {c: table[c].to_numpy() for c in self.columns}
+        self.dtypes = {c: table[c].dtype for c in self.columns}
+        self._numeric = {}
+
+    def numeric(self, columns: tuple) -> tuple[np.ndarray, list]:
+        """(float64 matrix of these columns, their dtypes), built once per selection."""
+        found = self._numeric.get(columns)
+        if found is None:
+            dtypes = [self.dtypes[c] for c in columns]
+            if _numeric(dtypes):
+                matrix = np.column_stack([self.arrays[c].astype(np.float64) for c in columns])
+            else:
+                matrix = np.zeros((len(next(iter(self.arrays.values()), ())), len(columns)))
+            found = self._numeric[columns] = (matrix, dtypes)
+        return found
+
+    def lookup(self, keys: np.ndarray) -> np.ndarray:
+        """Row position of each key, -1 where the table has no such key."""
+        if self.positions is not None and len(keys) <= _SMALL:
+            found = self.positions
+            return np.array([found.get(k, -1) for k in keys.tolist()], dtype=np.intp)
+        return self.index.get_indexer(keys)
+
+
+_prepared: dict = {}  # id(table) -> (weakref to table, key, PreparedTable)
+_lock = threading.Lock()
+
+
+def prepared(table: pd.DataFrame, key: str) -> PreparedTable:
+    entry = _prepared.get(id(table))
+    if entry is not None and entry[0]() is table and entry[1] == key and entry[2].signature == _signature(table):
+        return entry[2]
+    result = PreparedTable(table, key)
+    with _lock:
+        _prepared[id(table)] = (weakref.ref(table), key, result)
+    return result
+
+
+def _signature(table: pd.DataFrame) -> tuple:
+    manager = table._mgr
+    return (id(manager), id(manager.blocks), id(table.columns))
+
+
+class JoinedFrame(Deferred):
+    """The result of left joins of ``base`` with tables, as row positions into each table."""
+
+    stands_for = pd.DataFrame
+
+    def __init__(self, base: pd.DataFrame, joins: list, replay, sources: dict):
+        self.base, self.joins, self._replay = base, joins, replay  # joins: [(PreparedTable, positions)]
+        self.rows = len(base)
+        self.sources = sources  # column -> join number, None for the base frame
+
+    def _build(self):
+        return self._replay()
+
+    def column(self, name) -> tuple[np.ndarray, np.dtype]:
+        """(values, dtype) the column has in the joined frame."""
+        number = self.sources[name]
+        if number is None:
+            return column_of(self.base, name)
+        table, positions = self.joins[number]
+        values, dtype = table.arrays[name], table.dtypes[name]
+        missing = positions < 0
+        if not missing.any():
+            return values[positions], dtype
+        if dtype.kind not in "iuf":
+            raise Unsupported(f"column {name!r} of dtype {dtype} with missing keys (pandas changes its dtype)")
+        promoted = np.float64 if dtype.kind in "iu" else dtype
+        taken = values[np.where(missing, 0, positions)].astype(promoted)
+        taken[missing] = np.nan
+        return taken, np.dtype(promoted)
+
+    def merged(self, right: pd.DataFrame, on: str) -> "JoinedFrame":
+        if on not in self.sources or on not in right.columns:
+            raise Unsupported(f"the key {on!r} is not a column of both frames")
+        table = prepared(right, on)
+        overlap = [c for c in table.columns if c in self.sources]
+        if overlap:
+            raise Unsupported(f"columns {overlap} are in both frames (pandas renames them)")
+        number = self.sources[on]
+        if number is None:
+            keys, dtype = column_of(self.base, on)
+            present = None
+        else:  # a key brought by an earlier join: rows that found nothing there have a missing key
+            source, source_positions = self.joins[number]
+            present = source_positions >= 0
+            keys, dtype = source.arrays[on][source_positions[present]], _with_missing(source.dtypes[on], present)
+        if dtype is not table.key_dtype and dtype != table.key_dtype:
+            raise Unsupported(f"key {on!r} is {dtype} on the left and {table.key_dtype} in the table")
+        if present is None:
+            positions = table.lookup(keys)
+        else:  # the table has no missing keys, so a missing key finds nothing
+            positions = np.full(self.rows, -1, dtype=np.intp)
+            positions[present] = table.lookup(keys)
+        replay = lambda: self.materialize().merge(right, on=on, how="left")  # noqa: E731
+        sources = {**self.sources, **dict.fromkeys(table.columns, len(self.joins))}
+        return JoinedFrame(self.base, self.joins + [(table, positions)], replay, sources)
+
+
+def column_of(frame: pd.DataFrame, name) -> tuple[np.ndarray, object]:
+    """(values as ``frame[name].to_numpy()`` gives them, dtype), without building the Series
+    when pandas offers its internal column accessor (a one-row Series costs ~10 us)."""
+    getter = getattr(frame, "_get_column_array", None)
+    if getter is not None:
+        array = getter(frame.columns.get_loc(name))
+        return np.asarray(array), array.dtype
+    series = frame[name]
+    return series.to_numpy(), series.dtype
+
+
+def _with_missing(dtype, present: np.ndarray):
+    """The dtype pandas gives a joined column when some rows found no table row."""
+    if present.all() or not isinstance(dtype, np.dtype):
+        return dtype  # extension dtypes (str, category) hold missing values themselves
+    if dtype.kind in "iu":
+        return np.dtype(np.float64)
+    return np.dtype(object) if dtype.kind == "b" else dtype
+
+
+class SelectedFrame(Deferred):
+    """``joined[columns]``: the columns a model reads, not gathered yet."""
+
+    def __init__(self, joined: JoinedFrame, columns: list):
+        self.joined, self.columns = joined, columns
+
+    def _build(self):
+        return self.joined.materialize()[self.columns]
+
+
+class CompiledMerge:
+    """``df.merge(table, on=key, how="left")`` as a ``JoinedFrame``, when its result stays compiled."""
+
+    def __init__(self, left, workers=None):
+        if not isinstance(left, JoinedFrame) and type(left) is not pd.DataFrame:
+            raise Unsupported(f"merge on a {type(left).__name__}")
+        self.left = left
+
+    @staticmethod
+    def still_valid() -> bool:
+        return True
+
+    def __call__(self, *args, **kwargs):
+        raise Unsupported("its result is used as a DataFrame")
+
+    def defer(self, right=None, how="inner", on=None, **options) -> JoinedFrame:
+        if options or how != "left" or not isinstance(on, str) or type(right) is not pd.DataFrame:
+            raise Unsupported("a merge other than merge(table, on=<column>, how='left')")
+        left = self.left
+        if not isinstance(left, JoinedFrame):
+            if not left.columns.is_unique:
+                raise Unsupported("the frame has duplicate column names")
+            left = JoinedFrame(left, [], lambda base=left: base, dict.fromkeys(left.columns))
+        return left.merged(right, on)
+
+
+class CompiledSelection:
+    """``joined[[columns]]`` on a ``JoinedFrame``, kept compiled for the model kernel."""
+
+    def __call__(self, frame, key):
+        raise Unsupported("its result is used as a DataFrame")
+
+    @staticmethod
+    def defer(frame, key) -> SelectedFrame:
+        if not isinstance(frame, JoinedFrame) or frame.rows == 0:
+            raise Unsupported("a selection from something other than compiled joins with rows")
+        if type(key) is not list or len(set(key)) != len(key) or not all(type(c) is str for c in key):
+            raise Unsupported("a selection other than a list of distinct column names")
+        missing = [c for c in key if c not in frame.sources]
+        if missing:
+            raise Unsupported(f"columns {missing} are not in the frame (pandas raises)")
+        return SelectedFrame(frame, key)
+
+    @staticmethod
+    def still_valid() -> bool:
+        return True
+
+
+class _Gather:
+    """How to gather one selection: its columns grouped by source, and where they go."""
+
+    def __init__(self, joined: "JoinedFrame", columns: list):
+        groups = {}  # source (None: the base frame) -> columns, in selection order
+        for column in columns:
+            groups.setdefault(joined.sources[column], []).append(column)
+        self.groups = [(source, tuple(members)) for source, members in groups.items()]
+        grouped = [c for _, members in self.groups for c in members]
+        self.order = np.array([grouped.index(c) for c in columns], dtype=np.intp)  # grouped -> selection order
+        dtypes = [column_of(joined.base, c)[1] for c in groups.get(None, [])]
+        for source, members in self.groups:
+            if source is not None:
+                dtypes += joined.joins[source][0].numeric(members)[1]
+        if not _numeric(dtypes):
+            raise Unsupported("a column that is not int, float or bool (LightGBM takes no other)")
+        if np.result_type(*[d.type for d in dtypes], np.float32) != np.float64:
+            raise Unsupported("columns LightGBM would read as float32")
+        self.bools = {c for c, d in zip(grouped, dtypes) if d.kind == "b"}
+
+
+_gathers: dict = {}
+
+
+def numeric_matrix(frame: SelectedFrame) -> np.ndarray:
+    """The selected columns as LightGBM converts the materialized DataFrame (float64 here:
+    ``np.result_type`` of the column dtypes and float32; pandas turns ints with missing
+    rows into float64 and NaN, which gives the same values)."""
+    joined = frame.joined
+    key = (tuple(frame.columns), tuple(id(t) for t, _ in joined.joins))
+    gather = _gathers.get(key)
+    if gather is None:
+        gather = _gathers[key] = _Gather(joined, frame.columns)
+    parts = []
+    for source, members in gather.groups:
+        if source is None:
+            parts.append(np.column_stack([column_of(joined.base, c)[0] for c in members]).astype(np.float64))
+            continue
+        table, rows = joined.joins[source]
+        values = table.numeric(members)[0]
+        if rows.min() >= 0:
+            parts.append(values[rows])
+            continue
+        if gather.bools.intersection(members):
+            raise Unsupported("a bool column with missing rows (pandas makes it object; LightGBM raises)")
+        missing = rows < 0
+        taken = values[np.where(missing, 0, rows)]
+        taken[missing] = np.nan
+        parts.append(taken)
+    matrix = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
+    return matrix[:, gather.order]
+
+
+def _numeric(dtypes) -> bool:
+    return all(isinstance(d, np.dtype) and d.kind in "iufb" for d in dtypes)
