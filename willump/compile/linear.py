@@ -63,10 +63,9 @@ class CompiledLinearModel:
         self.model, self.method, self.kind = model, method, kind
         self.state = _state(model)
         self.width = coef.shape[-1]
-        self.weights = np.ascontiguousarray(coef.T if coef.ndim == 2 else coef[:, None])
 
     def still_valid(self) -> bool:
-        return _state(self.model) == self.state
+        return _same(_state(self.model), self.state)
 
     def __call__(self, *args, **kwargs):
         X = _single_input(args, kwargs)
@@ -94,16 +93,16 @@ class CompiledLinearModel:
         return self._product(X, coef if coef.ndim == 1 else coef.T) + self.model.intercept_
 
     def _product(self, X, weights):
-        if isinstance(X, np.ndarray):
+        if hasattr(self.model, "feature_names_in_"):
+            raise Unsupported("a model fitted on named features, given no names (scikit-learn warns)")
+        if type(X) is np.ndarray:  # not np.matrix or other subclasses, which scikit-learn refuses
             _check_dense(X, self.width)
-            if hasattr(self.model, "feature_names_in_"):
-                raise Unsupported("a model fitted on named features, given an array (scikit-learn warns)")
             return X @ weights
         blocks = _sparse_blocks(X, self.width)
         offsets = np.cumsum([0] + [b.width for b in blocks[:-1]])
         scores = csr_scores(
             tuple(b.data for b in blocks), tuple(b.indices for b in blocks), tuple(b.indptr for b in blocks),
-            offsets, self.weights,
+            offsets, weights if weights.ndim == 2 else weights[:, None],  # the live coefficients (partial_fit)
         )
         return scores[:, 0] if weights.ndim == 1 else scores
 
@@ -141,4 +140,9 @@ def _sparse_blocks(X, width: int) -> list:
 
 
 def _state(model) -> tuple:
-    return (id(model.coef_), id(getattr(model, "intercept_", None)), id(getattr(model, "classes_", None)))
+    """The fitted arrays the kernel reads, compared by identity (held, so an id is never reused)."""
+    return (model.coef_, getattr(model, "intercept_", None), getattr(model, "classes_", None))
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))

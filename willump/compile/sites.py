@@ -179,7 +179,10 @@ def keep_results_compiled(body: list, sites: list, first: int = 0) -> list:
             return False
         if isinstance(statement, ast.Assign) and not all(isinstance(t, ast.Name) for t in statement.targets):
             return False
-        for node in ast.walk(statement.value):
+        return runs_only_sites(statement.value)
+
+    def runs_only_sites(expression):
+        for node in ast.walk(expression):
             if isinstance(node, ast.Call):
                 if not (site_call(node) or (isinstance(node.func, ast.Name) and node.func.id == ATTRIBUTE)):
                     return False
@@ -253,6 +256,14 @@ def keep_results_compiled(body: list, sites: list, first: int = 0) -> list:
             if isinstance(node, ast.Name) and node.id in candidates and not isinstance(node.ctx, ast.Load):
                 if not (plain and node is statement.targets[0]):
                     rebinds_only_at_top[node.id] = False
+    # A site call written as an argument of another site call: only that site sees its result.
+    for statement in body:
+        for node in ast.walk(statement):
+            if site_call(node) and node.args[:1] and runs_only_sites(node):
+                for argument in node.args[1:] + [k.value for k in node.keywords]:
+                    for inner in argument.elts if isinstance(argument, (ast.List, ast.Tuple)) else [argument]:
+                        if site_call(inner):
+                            by_name[inner.func.id].defers = True
     for position, statement in enumerate(body):
         name = produced_by(statement)
         if name is None or not rebinds_only_at_top[name]:

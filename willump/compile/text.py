@@ -340,7 +340,7 @@ class CompiledVectorizer:
                 raise Unsupported(f"norm={transformer.norm!r}")
             self.norm = {None: 0, "l1": 1, "l2": 2}[transformer.norm]
             idf = getattr(transformer, "idf_", None)
-            self.idf = np.empty(0) if idf is None else np.ascontiguousarray(idf, dtype=np.float64)
+            self.idf = np.empty(0) if idf is None else idf  # the live array: in-place edits are seen
             self.sublinear = bool(transformer.sublinear_tf)
             self.log_table = self._log_table(64) if self.sublinear else np.empty(0, self.dtype)
         self.classes = char_classes()
@@ -348,7 +348,7 @@ class CompiledVectorizer:
 
     def still_valid(self) -> bool:
         """False once the vectorizer was refitted or its options changed."""
-        return _state(self.vectorizer) == self.state
+        return same_state(_state(self.vectorizer), self.state)
 
     def __call__(self, documents):
         """``vectorizer.transform(documents)``."""
@@ -448,11 +448,18 @@ _STATE_ATTRIBUTES = (
 
 
 def _state(vectorizer) -> tuple:
-    """What the compiled transform depends on, by identity for fitted arrays and dicts."""
+    """What the compiled transform depends on: option values, and the fitted objects themselves
+    (held, and compared by identity, so a refit or a replaced vocabulary is noticed)."""
     values = [getattr(vectorizer, a, None) for a in _STATE_ATTRIBUTES]
-    values[-1] = (id(values[-1]), len(values[-1]) if values[-1] is not None else 0)
+    vocabulary = values[-1]
+    values[-1] = len(vocabulary) if vocabulary is not None else 0
+    objects = [vocabulary]
     transformer = getattr(vectorizer, "_tfidf", None)
     if transformer is not None:
-        idf = getattr(transformer, "idf_", None)
-        values += [transformer.norm, transformer.sublinear_tf, id(idf)]
-    return tuple(values)
+        values += [transformer.norm, transformer.sublinear_tf]
+        objects.append(getattr(transformer, "idf_", None))
+    return tuple(values), tuple(objects)
+
+
+def same_state(a: tuple, b: tuple) -> bool:
+    return a[0] == b[0] and len(a[1]) == len(b[1]) and all(x is y for x, y in zip(a[1], b[1]))

@@ -1,0 +1,148 @@
+"""Compiled lookups (left-join chains, column selection) and LightGBM scoring give pandas' answers."""
+
+import warnings
+
+import lightgbm
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import willump
+
+FEATURES = ["v", "f_int", "f_float", "g_float"]
+rng = np.random.default_rng(0)
+_train = rng.normal(size=(400, len(FEATURES)))
+regressor = lightgbm.LGBMRegressor(n_estimators=20, num_leaves=7, verbose=-1).fit(
+    pd.DataFrame(_train, columns=FEATURES), _train.sum(axis=1)
+)
+classifier = lightgbm.LGBMClassifier(n_estimators=20, num_leaves=7, verbose=-1).fit(
+    pd.DataFrame(_train, columns=FEATURES), (_train.sum(axis=1) > 0).astype(int)
+)
+
+
+def scores(df, first, second):
+    df = df.merge(first, on="k", how="left")
+    df = df.merge(second, on="g", how="left")  # keyed by a column the first table brings
+    X = df[FEATURES]
+    return regressor.predict(X)
+
+
+def probabilities(df, first, second):
+    df = df.merge(first, on="k", how="left")
+    df = df.merge(second, on="g", how="left")
+    X = df[FEATURES]
+    return classifier.predict_proba(X)[:, 1]
+
+
+def labels(df, first, second):
+    df = df.merge(first, on="k", how="left")
+    df = df.merge(second, on="g", how="left")
+    return classifier.predict(df[FEATURES])
+
+
+PIPELINES = [willump.optimize(f) for f in (scores, probabilities, labels)]
+keys = st.integers(-3, 6)
+floats = st.floats(allow_nan=True, allow_infinity=False, width=64)
+
+
+@st.composite
+def lookup_case(draw):
+    n = draw(st.integers(1, 12))
+    frame = pd.DataFrame(
+        {"k": draw(st.lists(keys, min_size=n, max_size=n)), "v": draw(st.lists(floats, min_size=n, max_size=n))},
+        index=draw(st.lists(st.integers(0, 50), min_size=n, max_size=n, unique=True)),
+    )
+    k = draw(st.lists(keys, max_size=8, unique=not draw(st.booleans())))  # sometimes duplicate keys
+    first = pd.DataFrame(
+        {
+            "k": k,
+            "f_int": draw(st.lists(st.integers(-5, 5), min_size=len(k), max_size=len(k))),
+            "f_float": draw(st.lists(floats, min_size=len(k), max_size=len(k))),
+            "g": draw(st.lists(st.sampled_from(["a", "b", "é", "🙂", ""]), min_size=len(k), max_size=len(k))),
+        }
+    )
+    if draw(st.booleans()):
+        first["k"] = first["k"].astype("int32")  # a key dtype that differs from the frame's
+    g = draw(st.lists(st.sampled_from(["a", "b", "é", "🙂", "", "zz"]), max_size=6, unique=True))
+    second = pd.DataFrame({"g": g, "g_float": draw(st.lists(floats, min_size=len(g), max_size=len(g)))})
+    return frame, first, second
+
+
+def assert_same(optimized, case):
+    try:
+        expected = optimized.py_func(*case)
+    except Exception as error:
+        with pytest.raises(type(error)):
+            optimized(*case)
+        return
+    result = optimized(*case)
+    assert type(result) is type(expected) and result.dtype == expected.dtype and result.shape == expected.shape
+    np.testing.assert_array_equal(result, expected)
+
+
+@settings(max_examples=150, deadline=None)
+@given(lookup_case())
+def test_lookups_and_lightgbm_match_pandas_and_lightgbm(case):
+    frame, first, second = case
+    simple = (
+        first["k"].is_unique and first["k"].dtype == frame["k"].dtype and second["g"].dtype == first["g"].dtype
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", willump.WillumpWarning)
+        for optimized in PIPELINES:
+            before = optimized.explain_compilation()[["calls", "compiled_calls"]]
+            assert_same(optimized, case)
+            if simple:  # unique keys of one dtype: every call made, joins and model, was compiled
+                after = optimized.explain_compilation()[["calls", "compiled_calls"]]
+                made = after - before
+                assert (made["calls"] > 0).sum() >= 3 and (made["calls"] == made["compiled_calls"]).all(), after
+
+
+def test_a_plain_lookup_chain_is_compiled_end_to_end():
+    frame = pd.DataFrame({"k": [1, 2, 9], "v": [0.5, np.nan, 2.0]})
+    first = pd.DataFrame({"k": [1, 2, 3], "f_int": [1, 2, 3], "f_float": [0.1, 0.2, 0.3], "g": ["a", "b", "zz"]})
+    second = pd.DataFrame({"g": ["a", "b"], "g_float": [10.0, 20.0]})
+    f = willump.optimize(scores)
+    for rows in ([0], [2], [0, 1, 2]):
+        assert_same(f, (frame.iloc[rows], first, second))
+    table = f.explain_compilation()
+    assert (table["status"] == "compiled").all(), table
+    assert set(table["operator"]) >= {"DataFrame.merge", "LGBMRegressor.predict"}
+
+
+def test_tables_with_duplicate_keys_run_as_written():
+    frame = pd.DataFrame({"k": [1, 2], "v": [0.5, 1.5]})
+    first = pd.DataFrame({"k": [1, 1], "f_int": [1, 2], "f_float": [0.1, 0.2], "g": ["a", "b"]})
+    second = pd.DataFrame({"g": ["a", "b"], "g_float": [10.0, 20.0]})
+    f = willump.optimize(scores)
+    assert_same(f, (frame, first, second))
+    table = f.explain_compilation().set_index("line")
+    assert "several rows" in table["status"].iloc[0]
+
+
+def test_a_replaced_table_is_read_again():
+    frame = pd.DataFrame({"k": [1], "v": [0.5]})
+    second = pd.DataFrame({"g": ["a"], "g_float": [10.0]})
+    f = willump.optimize(scores)
+    first = pd.DataFrame({"k": [1], "f_int": [1], "f_float": [0.1], "g": ["a"]})
+    before = f(frame, first, second)
+    first = pd.DataFrame({"k": [1], "f_int": [100], "f_float": [-50.0], "g": ["a"]})
+    assert_same(f, (frame, first, second))
+    first["f_float"] = 7.0  # a column replaced in place
+    assert_same(f, (frame, first, second))
+    assert f(frame, first, second)[0] != before[0]
+
+
+def mutated_between(df, table):
+    joined = df.merge(table, on="k", how="left")
+    df["k"] = 0  # not a compiled call: the join's result must not be kept as row positions
+    return regressor.predict(joined[FEATURES])
+
+
+def test_code_between_a_join_and_its_use_keeps_the_result_real():
+    frame = pd.DataFrame({"k": [1, 2], "v": [0.5, 1.5]})
+    table = pd.DataFrame({"k": [1, 2], "f_int": [1, 2], "f_float": [0.1, 0.2], "g_float": [1.0, 2.0]})
+    expected = mutated_between(frame.copy(), table)
+    np.testing.assert_array_equal(willump.optimize(mutated_between)(frame.copy(), table), expected)
