@@ -830,7 +830,6 @@ def _with_unused_storage(block):
 UNSUPPORTED_HSTACKS = {
     "mismatched rows": (lambda: [_block(3, 2), _block(4, 2)], {}),
     "mismatched rows, format csr": (lambda: [_block(3, 2), _block(3, 1), _block(2, 2)], {"format": "csr"}),
-    "mixed dtypes": (lambda: [_block(3, 2), _block(3, 2, np.int64)], {}),
     "a CSC block": (lambda: [_block(3, 2), sp.csc_matrix(_block(3, 2))], {}),
     "a dense block": (lambda: [_block(3, 2), np.ones((3, 1))], {}),
     "format csc": (lambda: [_block(3, 2), _block(3, 2)], {"format": "csc"}),
@@ -842,6 +841,14 @@ UNSUPPORTED_HSTACKS = {
         {},
     ),
 }
+
+
+@pytest.mark.parametrize("second", [np.int64, np.float32, np.int32, np.uint8])
+def test_hstack_of_mixed_dtypes_upcasts_as_scipy(second):
+    blocks = [_block(3, 2), _block(3, 2, second), _block(3, 1, np.int64)]
+    expected = sp.hstack(blocks, format="csr")
+    assert_same_csr(HSTACK(blocks, format="csr"), expected)
+    assert_same_csr(HSTACK.defer(blocks, format="csr").materialize(), expected, "deferred: ")
 
 
 @pytest.mark.parametrize("case", sorted(UNSUPPORTED_HSTACKS))

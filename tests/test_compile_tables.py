@@ -146,3 +146,43 @@ def test_code_between_a_join_and_its_use_keeps_the_result_real():
     table = pd.DataFrame({"k": [1, 2], "f_int": [1, 2], "f_float": [0.1, 0.2], "g_float": [1.0, 2.0]})
     expected = mutated_between(frame.copy(), table)
     np.testing.assert_array_equal(willump.optimize(mutated_between)(frame.copy(), table), expected)
+
+
+def pair_lookup(df, pairs):
+    df = df.merge(pairs, on=["k", "g"], how="left")
+    return regressor.predict(df[FEATURES])
+
+
+@st.composite
+def pair_case(draw):
+    n = draw(st.integers(1, 10))
+    frame = pd.DataFrame(
+        {
+            "k": draw(st.lists(keys, min_size=n, max_size=n)),
+            "g": draw(st.lists(st.sampled_from(["a", "b", "é"]), min_size=n, max_size=n)),
+            "v": draw(st.lists(floats, min_size=n, max_size=n)),
+        }
+    )
+    pairs = draw(st.lists(st.tuples(keys, st.sampled_from(["a", "b", "é"])), max_size=8, unique=not draw(st.booleans())))
+    m = len(pairs)
+    table = pd.DataFrame(
+        {
+            "k": [p[0] for p in pairs],
+            "g": pd.Series([p[1] for p in pairs], dtype="str"),
+            "f_int": draw(st.lists(st.integers(-5, 5), min_size=m, max_size=m)),
+            "f_float": draw(st.lists(floats, min_size=m, max_size=m)),
+            "g_float": draw(st.lists(floats, min_size=m, max_size=m)),
+        }
+    )
+    return frame, table
+
+
+@settings(max_examples=100, deadline=None)
+@given(pair_case())
+def test_joins_on_several_key_columns(case):
+    f = willump.optimize(pair_lookup)
+    assert_same(f, case)
+    frame, table = case
+    if table[["k", "g"]].drop_duplicates().shape[0] == len(table) and len(table):
+        made = f.explain_compilation()
+        assert (made["calls"] == made["compiled_calls"]).all() and made["calls"].sum() == 3, made

@@ -133,9 +133,12 @@ def _sparse_blocks(X, width: int) -> list:
         raise Unsupported(f"input of type {type(X).__name__}")
     if blocks[0].rows == 0 or sum(b.width for b in blocks) != width:
         raise Unsupported("no rows, or not the model's width (scikit-learn raises)")
-    for b in blocks:
-        if b.data.dtype != np.float64 or not np.isfinite(b.data).all():
-            raise Unsupported("values that are not finite float64 (scikit-learn converts or raises)")
+    dtype = np.result_type(*[b.data.dtype for b in blocks])  # what the stacked matrix holds
+    if dtype != np.float64:
+        raise Unsupported(f"{dtype} values (scikit-learn converts them)")
+    blocks = [b if b.data.dtype == dtype else SparseRows(b.data.astype(dtype), b.indices, b.indptr, b.width) for b in blocks]
+    if not all(np.isfinite(b.data).all() for b in blocks):
+        raise Unsupported("values that are not finite (scikit-learn raises)")
     return blocks
 
 

@@ -53,10 +53,10 @@ def materialize_stack(blocks: list) -> object:
     offsets = np.cumsum([0] + [b.width for b in blocks[:-1]]).astype(np.int32)
     out_indptr = np.zeros(n_rows + 1, np.int32)
     out_indices = np.empty(nnz, np.int32)
-    out_data = np.empty(nnz, blocks[0].data.dtype)
+    out_data = np.empty(nnz, np.result_type(*[b.data.dtype for b in blocks]))  # as np.concatenate
     _stack_rows(
         n_rows, tuple(b.indptr for b in blocks), tuple(b.indices for b in blocks),
-        tuple(b.data for b in blocks), offsets, out_indptr, out_indices, out_data,
+        tuple(b.data.astype(out_data.dtype, copy=False) for b in blocks), offsets, out_indptr, out_indices, out_data,
     )
     # scipy returns a sparse array if any block is one, else a sparse matrix
     kind = sp.csr_array if any(b.kind is sp.csr_array for b in blocks) else sp.csr_matrix
@@ -67,9 +67,11 @@ def _rows_of(blocks, format, dtype) -> list:
     if format not in (None, "csr") or dtype is not None or not isinstance(blocks, (list, tuple)) or len(blocks) < 2:
         raise Unsupported("hstack options other than format='csr'")
     rows = [_block_rows(b) for b in blocks]
-    n_rows, data_dtype = rows[0].rows, rows[0].data.dtype
-    if any(r.rows != n_rows or r.data.dtype != data_dtype for r in rows):
-        raise Unsupported("blocks of different numbers of rows or dtypes")
+    n_rows = rows[0].rows
+    if any(r.rows != n_rows for r in rows):
+        raise Unsupported("blocks of different numbers of rows (scipy raises)")
+    if np.result_type(*[r.data.dtype for r in rows]).kind not in "biuf":
+        raise Unsupported("blocks of other than bool, integer or float values")
     if max(sum(r.width for r in rows), sum(len(r.data) for r in rows)) >= _INT32_MAX:
         raise Unsupported("blocks too large for 32-bit indices")
     return rows

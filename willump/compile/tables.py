@@ -29,19 +29,21 @@ _SMALL = 16  # rows looked up one by one in a dict; more go through pandas' vect
 class PreparedTable:
     """A table's key -> row position map and its columns, read once."""
 
-    def __init__(self, table: pd.DataFrame, key: str):
+    def __init__(self, table: pd.DataFrame, keys: tuple):
         self.signature = _signature(table)
-        keys = table[key]
-        if keys.hasnans:
-            raise Unsupported(f"the table's key column {key!r} has missing values")
-        self.key_dtype = keys.dtype
-        self.index = pd.Index(keys)
+        columns = [table[k] for k in keys]
+        for key, column in zip(keys, columns):
+            if column.hasnans:
+                raise Unsupported(f"the table's key column {key!r} has missing values")
+        self.key_dtypes = tuple(c.dtype for c in columns)
+        self.index = pd.Index(columns[0]) if len(keys) == 1 else pd.MultiIndex.from_arrays(columns)
         if not self.index.is_unique:
-            raise Unsupported(f"the table has several rows for some values of {key!r} (the join multiplies rows)")
-        values = keys.tolist()
-        simple = keys.dtype.kind in "iu" or all(type(k) is str for k in values)
-        self.positions = dict(zip(values, range(len(values)))) if simple else None
-        self.columns = [c for c in table.columns if c != key]
+            raise Unsupported(f"the table has several rows for some values of {list(keys)} (the join multiplies rows)")
+        values = [c.tolist() for c in columns]
+        simple = all(c.dtype.kind in "iu" or all(type(k) is str for k in v) for c, v in zip(columns, values))
+        found = values[0] if len(keys) == 1 else list(zip(*values))
+        self.positions = dict(zip(found, range(len(found)))) if simple else None
+        self.columns = [c for c in table.columns if c not in keys]
         self.arrays = {c: table[c].to_numpy() for c in self.columns}
         self.dtypes = {c: table[c].dtype for c in self.columns}
         self._numeric = {}
@@ -58,19 +60,22 @@ class PreparedTable:
             found = self._numeric[columns] = (matrix, dtypes)
         return found
 
-    def lookup(self, keys: np.ndarray) -> np.ndarray:
-        """Row position of each key, -1 where the table has no such key."""
-        if self.positions is not None and len(keys) <= _SMALL:
+    def lookup(self, keys: list) -> np.ndarray:
+        """Row position of each key (one array per key column), -1 where the table has none."""
+        if self.positions is not None and len(keys[0]) <= _SMALL:
             found = self.positions
-            return np.array([found.get(k, -1) for k in keys.tolist()], dtype=np.intp)
-        return self.index.get_indexer(keys)
+            wanted = keys[0].tolist() if len(keys) == 1 else zip(*[k.tolist() for k in keys])
+            return np.array([found.get(k, -1) for k in wanted], dtype=np.intp)
+        if len(keys) == 1:
+            return self.index.get_indexer(keys[0])
+        return self.index.get_indexer(pd.MultiIndex.from_arrays(keys))
 
 
-_prepared: dict = {}  # id(table) -> (weakref to table, key, PreparedTable)
+_prepared: dict = {}  # id(table) -> (weakref to table, key columns, PreparedTable)
 _lock = threading.Lock()
 
 
-def prepared(table: pd.DataFrame, key: str) -> PreparedTable:
+def prepared(table: pd.DataFrame, key: tuple) -> PreparedTable:
     entry = _prepared.get(id(table))
     if entry is not None and entry[0]() is table and entry[1] == key and entry[2].signature == _signature(table):
         return entry[2]
@@ -115,28 +120,32 @@ class JoinedFrame(Deferred):
         taken[missing] = np.nan
         return taken, np.dtype(promoted)
 
-    def merged(self, right: pd.DataFrame, on: str) -> "JoinedFrame":
-        if on not in self.sources or on not in right.columns:
-            raise Unsupported(f"the key {on!r} is not a column of both frames")
-        table = prepared(right, on)
+    def merged(self, right: pd.DataFrame, on) -> "JoinedFrame":
+        keys = (on,) if isinstance(on, str) else tuple(on)
+        if any(k not in self.sources or k not in right.columns for k in keys):
+            raise Unsupported(f"the key {on!r} is not in both frames")
+        table = prepared(right, keys)
         overlap = [c for c in table.columns if c in self.sources]
         if overlap:
             raise Unsupported(f"columns {overlap} are in both frames (pandas renames them)")
-        number = self.sources[on]
-        if number is None:
-            keys, dtype = column_of(self.base, on)
-            present = None
-        else:  # a key brought by an earlier join: rows that found nothing there have a missing key
-            source, source_positions = self.joins[number]
-            present = source_positions >= 0
-            keys, dtype = source.arrays[on][source_positions[present]], _with_missing(source.dtypes[on], present)
-        if dtype is not table.key_dtype and dtype != table.key_dtype:
-            raise Unsupported(f"key {on!r} is {dtype} on the left and {table.key_dtype} in the table")
-        if present is None:
-            positions = table.lookup(keys)
+        values, present = [], np.ones(self.rows, dtype=bool)
+        for key, table_dtype in zip(keys, table.key_dtypes):
+            number = self.sources[key]
+            if number is None:
+                column, dtype = column_of(self.base, key)
+            else:  # a key brought by an earlier join: rows that found nothing there have a missing key
+                source, source_positions = self.joins[number]
+                found = source_positions >= 0
+                column, dtype = _take(source.arrays[key], source_positions), _with_missing(source.dtypes[key], found)
+                present &= found
+            if dtype is not table_dtype and dtype != table_dtype:
+                raise Unsupported(f"key {key!r} is {dtype} on the left and {table_dtype} in the table")
+            values.append(column)
+        if present.all():
+            positions = table.lookup(values)
         else:  # the table has no missing keys, so a missing key finds nothing
             positions = np.full(self.rows, -1, dtype=np.intp)
-            positions[present] = table.lookup(keys)
+            positions[present] = table.lookup([v[present] for v in values])
         replay = lambda: self.materialize().merge(right, on=on, how="left")  # noqa: E731
         sources = {**self.sources, **dict.fromkeys(table.columns, len(self.joins))}
         return JoinedFrame(self.base, self.joins + [(table, positions)], replay, sources)
@@ -151,6 +160,13 @@ def column_of(frame: pd.DataFrame, name) -> tuple[np.ndarray, object]:
         return np.asarray(array), array.dtype
     series = frame[name]
     return series.to_numpy(), series.dtype
+
+
+def _take(values: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """``values[positions]`` with some value where a position is -1 (callers mask those rows)."""
+    if len(values) == 0:
+        return np.zeros((len(positions),) + values.shape[1:], dtype=values.dtype)
+    return values[np.where(positions < 0, 0, positions)]
 
 
 def _with_missing(dtype, present: np.ndarray):
@@ -188,8 +204,12 @@ class CompiledMerge:
         raise Unsupported("its result is used as a DataFrame")
 
     def defer(self, right=None, how="inner", on=None, **options) -> JoinedFrame:
-        if options or how != "left" or not isinstance(on, str) or type(right) is not pd.DataFrame:
-            raise Unsupported("a merge other than merge(table, on=<column>, how='left')")
+        keys = [on] if isinstance(on, str) else on
+        if (
+            options or how != "left" or type(right) is not pd.DataFrame or type(keys) is not list
+            or not keys or not all(isinstance(k, str) for k in keys) or len(set(keys)) != len(keys)
+        ):
+            raise Unsupported("a merge other than merge(table, on=<column or list of columns>, how='left')")
         left = self.left
         if not isinstance(left, JoinedFrame):
             if not left.columns.is_unique:
@@ -265,9 +285,8 @@ def numeric_matrix(frame: SelectedFrame) -> np.ndarray:
             continue
         if gather.bools.intersection(members):
             raise Unsupported("a bool column with missing rows (pandas makes it object; LightGBM raises)")
-        missing = rows < 0
-        taken = values[np.where(missing, 0, rows)]
-        taken[missing] = np.nan
+        taken = _take(values, rows)
+        taken[rows < 0] = np.nan
         parts.append(taken)
     matrix = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
     return matrix[:, gather.order]
