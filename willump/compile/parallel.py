@@ -24,16 +24,36 @@ class Workers:
         self.count = count
         self._pool = None
         self._lock = threading.Lock()
+        self._idle = threading.BoundedSemaphore(count - 1) if count > 1 else None
 
-    def map(self, function, items: list) -> list:
-        """``[function(item) for item in items]``, the items after the first on worker threads."""
-        if self.count == 1 or len(items) <= 1:
-            return [function(item) for item in items]
+    def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
             with self._lock:
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(self.count - 1, thread_name_prefix="willump")
-        futures = [self._pool.submit(function, item) for item in items[1:]]
+        return self._pool
+
+    def try_submit(self, function, *args):
+        """A Future of ``function(*args)`` run by an idle worker, or None when none is idle."""
+        if self._idle is None or not self._idle.acquire(blocking=False):
+            return None
+
+        def run():
+            _inside.worker = True
+            try:
+                return function(*args)
+            finally:
+                _inside.worker = False
+                self._idle.release()
+
+        return self._executor().submit(run)
+
+    def map(self, function, items: list) -> list:
+        """``[function(item) for item in items]``, the items after the first on worker threads."""
+        if self.count == 1 or len(items) <= 1 or getattr(_inside, "worker", False):
+            # (a worker never waits for other workers: with all of them waiting, none would run)
+            return [function(item) for item in items]
+        futures = [self._executor().submit(function, item) for item in items[1:]]
         first = function(items[0])
         return [first] + [future.result() for future in futures]
 
@@ -51,3 +71,4 @@ class Workers:
 
 
 SERIAL = Workers(1)
+_inside = threading.local()  # .worker: this thread is running a task for Workers

@@ -13,21 +13,27 @@ import ast
 import copy
 import operator
 import threading
+import time
 
 from willump.compile import registry
 from willump.compile.parallel import SERIAL
 from willump.compile.forms import Deferred, DeferredMethod, Unsupported
 
 SITE_PREFIX = "__willump_site_"
+_REFUSED = object()  # a kernel's answer when it does not reproduce the call
+_WORTH_A_THREAD = 200e-6  # seconds: compiled calls at least this long may run on an idle worker
 
 
 class CallSite:
     """One rewritten call: picks the kernel for its callee and counts what ran."""
 
-    def __init__(self, name: str, call: ast.expr, workers=SERIAL):
-        self.name, self.line, self.source = name, call.lineno, ast.unparse(call)
+    def __init__(self, name: str, call: ast.expr | None = None, workers=SERIAL):
+        self.name = name
+        self.line, self.source = (call.lineno, ast.unparse(call)) if call is not None else (None, name)
         self.workers = workers
         self.defers = False  # its result only reaches other call sites: it may stay in a kernel's form
+        self.cost = 0.0  # seconds per compiled call, a moving average
+        self.overlaps = False  # deferred, and other calls run before its result is read: a worker may compute it
         self.callee = getattr(call, "func", None)  # the callee expression, as written
         self.operator = None  # e.g. "TfidfVectorizer.transform", once the callee was seen
         self.reason = "not called yet"  # why the last call ran as written, or None
@@ -37,23 +43,36 @@ class CallSite:
         self._lock = threading.Lock()
 
     def __call__(self, callee, /, *args, **kwargs):
+        args = [_ready(a) for a in args]
+        kwargs = {k: _ready(v) for k, v in kwargs.items()}
         kernel = self.kernel(callee)
         self.calls += 1
         if kernel is not None:
-            try:
-                if self.defers and hasattr(kernel, "defer"):
-                    result = kernel.defer(*args, **kwargs)
-                else:
-                    result = kernel(*args, **kwargs)
-            except Unsupported as problem:
-                self.reason = f"this input: {problem}"
-            except Exception as error:  # a kernel must never change the answer: the call runs as written
-                self.reason = f"the kernel failed ({type(error).__name__}: {error})"
-            else:
-                self.compiled_calls += 1
-                self.reason = None
+            deferring = self.defers and hasattr(kernel, "defer")
+            if deferring and self.overlaps and self.cost >= _WORTH_A_THREAD:
+                pending = self.workers.try_submit(self._attempt, kernel.defer, args, kwargs)
+                if pending is not None:  # computed by a worker while this thread goes on
+                    return Pending(pending, callee, args, kwargs)
+            started = time.perf_counter()
+            result = self._attempt(kernel.defer if deferring else kernel, args, kwargs)
+            if result is not _REFUSED:
+                self.cost = 0.8 * self.cost + 0.2 * (time.perf_counter() - started)
                 return result
         return callee(*[_real(a) for a in args], **{k: _real(v) for k, v in kwargs.items()})
+
+    def _attempt(self, kernel, args, kwargs):
+        """The kernel's answer, or _REFUSED (and why) when the call must run as written."""
+        try:
+            result = kernel(*args, **kwargs)
+        except Unsupported as problem:
+            self.reason = f"this input: {problem}"
+        except Exception as error:  # a kernel must never change the answer: the call runs as written
+            self.reason = f"the kernel failed ({type(error).__name__}: {error})"
+        else:
+            self.compiled_calls += 1
+            self.reason = None
+            return result
+        return _REFUSED
 
     def kernel(self, callee):
         """The kernel for ``callee``, built once per object and rebuilt when the object changes."""
@@ -84,6 +103,28 @@ class CallSite:
             "line": self.line, "call": self.source, "operator": self.operator, "status": status,
             "calls": self.calls, "compiled_calls": self.compiled_calls,
         }
+
+
+class Pending:
+    """A deferred result a worker thread is computing; only call sites ever see it."""
+
+    def __init__(self, future, callee, args, kwargs):
+        self.future, self.callee, self.args, self.kwargs = future, callee, args, kwargs
+
+    def result(self):
+        value = self.future.result()
+        if value is _REFUSED:  # the kernel refused this input: the call runs as written
+            return self.callee(*[_real(a) for a in self.args], **{k: _real(v) for k, v in self.kwargs.items()})
+        return value
+
+
+def _ready(value):
+    """``value`` with results still being computed by workers waited for."""
+    if isinstance(value, Pending):
+        return value.result()
+    if type(value) in (list, tuple) and any(isinstance(v, Pending) for v in value):
+        return type(value)(_ready(v) for v in value)
+    return value
 
 
 def _real(value):
@@ -152,6 +193,7 @@ HELPERS = {ATTRIBUTE: None, GETITEM: operator.getitem}  # name -> object the rew
 
 
 def attribute(value, name: str):
+    value = _ready(value)
     return DeferredMethod(value, name) if isinstance(value, Deferred) else getattr(value, name)
 
 
@@ -186,8 +228,10 @@ def keep_results_compiled(body: list, sites: list, first: int = 0) -> list:
             if isinstance(node, ast.Call):
                 if not (site_call(node) or (isinstance(node.func, ast.Name) and node.func.id == ATTRIBUTE)):
                     return False
-            elif isinstance(node, ast.Subscript):
-                if not site_call(node.value) or not all(isinstance(n, _INERT) for n in ast.walk(node.slice)):
+            elif isinstance(node, ast.Subscript):  # result[:, 1], frame["column"]: indexing by constants
+                if not (site_call(node.value) or isinstance(node.value, ast.Name)) or not all(
+                    isinstance(n, _INERT) for n in ast.walk(node.slice)
+                ):
                     return False
             elif isinstance(node, ast.Attribute):
                 caller = parents.get(node)
@@ -268,15 +312,18 @@ def keep_results_compiled(body: list, sites: list, first: int = 0) -> list:
         name = produced_by(statement)
         if name is None or not rebinds_only_at_top[name]:
             continue
-        loads, last = [], position
+        loads, first, last = [], None, position
         for offset, later in enumerate(body[position + 1 :], position + 1):
             found = [n for n in ast.walk(later) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
             if found:
                 loads, last = loads + found, offset
+                first = offset if first is None else first
             if isinstance(later, ast.Assign) and isinstance(later.targets[0], ast.Name) and later.targets[0].id == name:
                 break
         # Only compiled calls run until the last reader: no other code can change what the kernel's form refers to.
         between = body[position + 1 : last + 1]
         if loads and all(read_by_a_site(n) for n in loads) and all(only_site_calls(s) for s in between):
-            by_name[statement.value.func.id].defers = True
+            site = by_name[statement.value.func.id]
+            site.defers = True
+            site.overlaps = first > position + 1  # other compiled calls run before its result is needed
     return body

@@ -11,7 +11,7 @@ import pandas as pd
 import scipy.sparse as sp
 from sklearn.metrics import accuracy_score, roc_auc_score
 
-from willump.optimizations.models import confidence
+from willump.optimizations.models import call, confidence
 from willump.runtime.features import feature_matrix
 from willump.runtime.rows import take_rows
 
@@ -154,12 +154,12 @@ def serve(executor, fitted, arguments: dict, stats) -> object:
     env = executor.preprocess(arguments)
     efficient = {i: executor.compute(env, i) for i in fitted.selected}
     small_input = feature_matrix([efficient[i] for i in fitted.selected])
-    small_output = np.asarray(getattr(fitted.small_model, fitted.method)(small_input))
+    small_output = np.asarray(call(fitted.small_model, fitted.method, small_input))
     sure = small_confidence(fitted, small_output, small_input)
     unsure = np.flatnonzero(sure < fitted.threshold)
     full_output = []
     if len(unsure):
         model, X = full_model_input(executor, fitted, arguments, efficient, unsure)
-        full_output = getattr(model, fitted.method)(X)
+        full_output = call(model, fitted.method, X)
     stats.count(rows=len(sure), small=len(sure) - len(unsure), full=len(unsure))
     return executor.finish(env, merged(small_output, full_output, unsure, fitted.output_dtype))

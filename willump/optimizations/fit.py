@@ -20,7 +20,7 @@ from willump.analysis.importance import (
 )
 from willump.errors import warn
 from willump.optimizations import cascades
-from willump.optimizations.models import check_fitted, is_classifier, ranking_score, train_like
+from willump.optimizations.models import call, check_fitted, is_classifier, ranking_score, train_like
 from willump.optimizations.selection import DEFAULT_GAMMA, select_efficient
 from willump.runtime.features import feature_matrix
 from willump.runtime.joins import NotSeparable
@@ -195,7 +195,7 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
     fitted.costs = generator_costs(executor, env, n)
     pre_cost = preprocessing_cost(executor, train, n)
     started = time.perf_counter()
-    getattr(model, fitted.method)(X)
+    call(model, fitted.method, X)
     model_cost = (time.perf_counter() - started) / n
     stage("costs measured")
 
@@ -246,7 +246,7 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
         )
         if fitted.cascading:
             started = time.perf_counter()
-            getattr(fitted.small_model, fitted.method)(small_valid_X)
+            call(fitted.small_model, fitted.method, small_valid_X)
             small_cost = (time.perf_counter() - started) / len(y_valid)
             rest = sum(c for i, c in enumerate(fitted.costs) if i not in fitted.selected)
             chosen = sum(fitted.costs[i] for i in fitted.selected)
@@ -333,11 +333,11 @@ def _model_score(model, y, classification):
 
 
 def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy_loss, random_state) -> None:
-    full_output = np.asarray(getattr(model, fitted.method)(X))
+    full_output = np.asarray(call(model, fitted.method, X))
     fitted.output_dtype = full_output.dtype
     labels = fitted.method == "predict" and not np.issubdtype(full_output.dtype, np.floating)
     name, score = (getattr(metric, "__name__", "metric"), metric) if metric else cascades.default_metric(labels)
-    small_output = np.asarray(getattr(fitted.small_model, fitted.method)(small_X))
+    small_output = np.asarray(call(fitted.small_model, fitted.method, small_X))
     if small_output.shape != full_output.shape:
         fitted.cascade_reason = "the small model's output does not have the full model's shape (classes missing from the training rows?)"
         return

@@ -1,0 +1,76 @@
+"""workers=: the same answer for any number of workers, from any number of calling threads."""
+
+import threading
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+
+import willump
+
+rng = np.random.default_rng(0)
+WORDS = ["spam", "ham", "Émile", "naïve", "🙂", "straße", "data", "x1", "ok", "ΣΟΦΙΑ"]
+DOCUMENTS = [" ".join(rng.choice(WORDS, size=rng.integers(0, 300))) for _ in range(1500)]
+LABELS = rng.integers(0, 2, size=len(DOCUMENTS))
+lowered = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True).fit(DOCUMENTS)
+cased = TfidfVectorizer(analyzer="char_wb", ngram_range=(1, 3), lowercase=False).fit(DOCUMENTS)
+model = LogisticRegression(max_iter=300).fit(
+    sp.hstack([lowered.transform(DOCUMENTS), cased.transform(DOCUMENTS)], format="csr"), LABELS
+)
+
+
+def predict(df):
+    first = lowered.transform(df["text"])  # read two statements later: may run on a worker
+    second = cased.transform(df["text"])
+    return model.predict_proba(sp.hstack([first, second], format="csr"))[:, 1]
+
+
+FRAME = pd.DataFrame({"text": DOCUMENTS})
+
+
+def run_with_timeout(function, seconds=120):
+    outcome = {}
+    thread = threading.Thread(target=lambda: outcome.setdefault("value", function()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "the call did not finish (a deadlock between workers?)"
+    return outcome["value"]
+
+
+def test_the_answer_does_not_depend_on_the_number_of_workers():
+    expected_batch = predict(FRAME)
+    rows = [FRAME.iloc[[i]] for i in range(0, 1500, 97)]
+    for workers in (1, 2, 3):
+        f = willump.optimize(workers=workers)(predict)
+        for _ in range(3):  # later calls know the measured cost and may hand work to a worker
+            np.testing.assert_array_equal(run_with_timeout(lambda: f(FRAME)), expected_batch)
+            for row in rows:
+                np.testing.assert_array_equal(f(row), predict(row))
+        table = f.explain_compilation()
+        assert (table.loc[table["calls"] > 0, "status"] == "compiled").all(), table
+
+
+def test_calls_from_several_threads_at_once():
+    f = willump.optimize(workers=2)(predict)
+    chunks = [FRAME.iloc[i : i + 150] for i in range(0, 1500, 150)]
+    expected = [predict(chunk) for chunk in chunks]
+    results = [None] * len(chunks)
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(3):
+                results[i] = f(chunks[i])
+        except Exception as error:  # reported below, with the thread's chunk
+            errors.append((i, error))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(chunks))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors and not any(t.is_alive() for t in threads), errors
+    for got, want in zip(results, expected):
+        np.testing.assert_array_equal(got, want)
