@@ -34,7 +34,7 @@ def python(workload) -> Prepared:
 
 
 def willump_exact(workload) -> Prepared:
-    """``@willump.optimize`` without fit: the exact drop-in running the transformation graph."""
+    """``@willump.optimize`` without fit: the exact drop-in, compiled kernels on (the default)."""
     start = time.perf_counter()
     optimized = willump.optimize(workload.predict)
     decoration = time.perf_counter() - start

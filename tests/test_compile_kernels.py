@@ -982,3 +982,39 @@ def test_end_to_end_lowered_text_into_an_unsupported_vectorizer():
         for texts in (BASE_CORPUS[:5] + ["\u0130 \u03a3\u03a3"], ["the cat", None]):
             df = pd.DataFrame({"text": pd.Series(texts, dtype=dtype)})
             assert_same_outcome(outcome(lambda df=df: optimized(df)), outcome(lambda df=df: pipeline(df)))
+
+
+# --- HashingVectorizer -----------------------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(
+    docs=document_lists(min_size=1),
+    analyzer=st.sampled_from(["word", "char", "char_wb"]),
+    ngram_range=st.sampled_from([(1, 1), (1, 2), (2, 4), (3, 5)]),
+    n_features=st.sampled_from([2**20, 64, 7, 1]),
+    alternate_sign=st.booleans(),
+    binary=st.booleans(),
+    norm=st.sampled_from(["l2", "l1", None]),
+    dtype=st.sampled_from([np.float64, np.float32]),
+    lowercase=st.booleans(),
+)
+def test_hashing_vectorizer_matches_scikit_learn(docs, analyzer, ngram_range, n_features, alternate_sign, binary, norm, dtype, lowercase):
+    from sklearn.feature_extraction.text import HashingVectorizer
+
+    vectorizer = HashingVectorizer(
+        analyzer=analyzer, ngram_range=ngram_range, n_features=n_features, alternate_sign=alternate_sign,
+        binary=binary, norm=norm, dtype=dtype, lowercase=lowercase,
+    )
+    try:
+        expected = vectorizer.transform(docs)
+    except Exception:  # lone surrogates: scikit-learn cannot encode them
+        with pytest.raises(Unsupported):
+            CompiledVectorizer(vectorizer)(docs)
+        return
+    try:
+        result = CompiledVectorizer(vectorizer)(docs)
+    except Unsupported:  # refused (never a wrong answer) only for text holding lone surrogates
+        assert any("\ud800" <= c <= "\udfff" for doc in docs for c in doc)
+        return
+    assert_same_csr(result, expected)

@@ -9,7 +9,7 @@ import operator
 
 import pandas as pd
 import scipy.sparse as sp
-from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, TfidfVectorizer
 
 from willump.compile import linear, sparse, tables, trees
 from willump.compile.parallel import SERIAL
@@ -20,6 +20,7 @@ from willump.compile.text import CompiledVectorizer
 METHOD_KERNELS = {
     (CountVectorizer, "transform"): CompiledVectorizer,
     (TfidfVectorizer, "transform"): CompiledVectorizer,
+    (HashingVectorizer, "transform"): CompiledVectorizer,
     (StringMethods, "lower"): CompiledLower,
     (pd.DataFrame, "merge"): tables.CompiledMerge,
 }

@@ -14,7 +14,7 @@ import threading
 
 import numba
 import numpy as np
-from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, TfidfVectorizer
 
 from willump.compile.forms import SparseRows, Texts, Unsupported
 from willump.compile.parallel import SERIAL
@@ -96,7 +96,18 @@ class Vocabulary:
 
 
 @_inline
-def _emit(buffer, start, end, found, n_found, vocabulary):
+def _emit(buffer, start, end, found, n_found, vocabulary, hashing):
+    """Record the n-gram ``buffer[start:end]``: its vocabulary column (if any), or with
+    ``hashing = (n_features, alternate_sign)``, 2 * its hashed column + 1 if its sign is negative."""
+    n_features, alternate_sign = hashing
+    if n_features:
+        h = _murmur3_utf8(buffer, start, end)
+        if h == -2147483648:
+            column = (2147483647 - (n_features - 1)) % n_features
+        else:
+            column = abs(h) % n_features
+        found[n_found] = 2 * column + (1 if alternate_sign and h < 0 else 0)
+        return n_found + 1
     column = _find(buffer, start, end, vocabulary)
     if column >= 0:
         found[n_found] = column
@@ -104,8 +115,58 @@ def _emit(buffer, start, end, found, n_found, vocabulary):
     return n_found
 
 
+@_inline
+def _murmur3_mix(h, k):
+    k = (k * 0xCC9E2D51) & 0xFFFFFFFF
+    k = ((k << 15) | (k >> 17)) & 0xFFFFFFFF
+    k = (k * 0x1B873593) & 0xFFFFFFFF
+    h ^= k
+    h = ((h << 13) | (h >> 19)) & 0xFFFFFFFF
+    return (h * 5 + 0xE6546B64) & 0xFFFFFFFF
+
+
+@_inline
+def _murmur3_utf8(buffer, start, end):
+    """scikit-learn's ``murmurhash3_bytes_s32(text.encode("utf-8"), seed=0)`` of the code points."""
+    h = 0
+    k = 0
+    filled = 0  # bytes in k
+    length = 0
+    for i in range(start, end):
+        c = np.int64(buffer[i])
+        if c < 0x80:
+            count, first = 1, c
+        elif c < 0x800:
+            count, first = 2, 0xC0 | (c >> 6)
+        elif c < 0x10000:
+            count, first = 3, 0xE0 | (c >> 12)
+        else:
+            count, first = 4, 0xF0 | (c >> 18)
+        for b in range(count):
+            byte = first if b == 0 else 0x80 | ((c >> (6 * (count - 1 - b))) & 0x3F)
+            k |= byte << (8 * filled)
+            filled += 1
+            length += 1
+            if filled == 4:
+                h = _murmur3_mix(h, k)
+                k = 0
+                filled = 0
+    if filled:
+        k = (k * 0xCC9E2D51) & 0xFFFFFFFF
+        k = ((k << 15) | (k >> 17)) & 0xFFFFFFFF
+        k = (k * 0x1B873593) & 0xFFFFFFFF
+        h ^= k
+    h ^= length & 0xFFFFFFFF
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    h ^= h >> 16
+    return h - 0x100000000 if h >= 0x80000000 else h
+
+
 @_jit
-def _char_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary):
+def _char_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary, hashing):
     # scikit-learn first replaces each run of two or more \s characters by one space
     length = 0
     i = s
@@ -121,12 +182,12 @@ def _char_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary):
     n_found = 0
     for n in range(min_n, min(max_n, length) + 1):
         for start in range(length - n + 1):
-            n_found = _emit(buffer, start, start + n, found, n_found, vocabulary)
+            n_found = _emit(buffer, start, start + n, found, n_found, vocabulary, hashing)
     return n_found
 
 
 @_jit
-def _char_wb_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary):
+def _char_wb_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary, hashing):
     n_found = 0
     i = s
     while i < e:
@@ -144,15 +205,15 @@ def _char_wb_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabular
         length += 1
         for n in range(min_n, max_n + 1):
             if n >= length:  # a short word counts once, whole
-                n_found = _emit(buffer, 0, length, found, n_found, vocabulary)
+                n_found = _emit(buffer, 0, length, found, n_found, vocabulary, hashing)
                 break
             for start in range(length - n + 1):
-                n_found = _emit(buffer, start, start + n, found, n_found, vocabulary)
+                n_found = _emit(buffer, start, start + n, found, n_found, vocabulary, hashing)
     return n_found
 
 
 @_jit
-def _word_ngrams(codes, s, e, classes, min_n, max_n, buffer, starts, ends, found, vocabulary):
+def _word_ngrams(codes, s, e, classes, min_n, max_n, buffer, starts, ends, found, vocabulary, hashing):
     # tokens of r"(?u)\b\w\w+\b": maximal runs of \w characters, two or longer
     n_tokens = 0
     i = s
@@ -172,7 +233,7 @@ def _word_ngrams(codes, s, e, classes, min_n, max_n, buffer, starts, ends, found
     for n in range(min_n, min(max_n, n_tokens) + 1):
         for first in range(n_tokens - n + 1):
             if n == 1:
-                n_found = _emit(codes, starts[first], ends[first], found, n_found, vocabulary)
+                n_found = _emit(codes, starts[first], ends[first], found, n_found, vocabulary, hashing)
                 continue
             length = 0
             for k in range(first, first + n):
@@ -182,7 +243,7 @@ def _word_ngrams(codes, s, e, classes, min_n, max_n, buffer, starts, ends, found
                 for c in range(starts[k], ends[k]):
                     buffer[length] = codes[c]
                     length += 1
-            n_found = _emit(buffer, 0, length, found, n_found, vocabulary)
+            n_found = _emit(buffer, 0, length, found, n_found, vocabulary, hashing)
     return n_found
 
 
@@ -198,7 +259,7 @@ def _bit_position(single_bit):
 
 
 @_jit
-def count_ngrams(codes, offsets, classes, analyzer, min_n, max_n, vocabulary, tally, bits):
+def count_ngrams(codes, offsets, classes, analyzer, min_n, max_n, vocabulary, tally, bits, hashing):
     """(indptr, columns, counts) of the documents ``codes[offsets[i]:offsets[i + 1]]``.
 
     Columns of a row are sorted, as after scikit-learn's ``sort_indices``. ``tally``
@@ -223,15 +284,30 @@ def count_ngrams(codes, offsets, classes, analyzer, min_n, max_n, vocabulary, ta
     for d in range(n_docs):
         s, e = offsets[d], offsets[d + 1]
         if analyzer == 0:
-            n_found = _word_ngrams(codes, s, e, classes, min_n, max_n, buffer, starts, ends, found, vocabulary)
+            n_found = _word_ngrams(codes, s, e, classes, min_n, max_n, buffer, starts, ends, found, vocabulary, hashing)
         elif analyzer == 1:
-            n_found = _char_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary)
+            n_found = _char_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary, hashing)
         else:
-            n_found = _char_wb_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary)
+            n_found = _char_wb_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary, hashing)
         if nnz + n_found > capacity:
             capacity = max(2 * capacity, nnz + n_found)
             columns = np.concatenate((columns[:nnz], np.empty(capacity - nnz, np.int64)))
             counts = np.concatenate((counts[:nnz], np.empty(capacity - nnz, np.int64)))
+        if hashing[0]:  # sum the signs of each hashed column, as scipy's sum_duplicates does
+            row = found[:n_found]
+            row.sort()
+            k = 0
+            while k < n_found:
+                column = row[k] >> 1
+                total = 0
+                while k < n_found and row[k] >> 1 == column:
+                    total += -1 if row[k] & 1 else 1
+                    k += 1
+                columns[nnz] = column
+                counts[nnz] = total
+                nnz += 1
+            indptr[d + 1] = nnz
+            continue
         distinct = 0
         for k in range(n_found):
             column = found[k]
@@ -314,22 +390,33 @@ class CompiledVectorizer:
     def __init__(self, vectorizer, workers=SERIAL):
         self.workers = workers
         kind = type(vectorizer)
-        if kind not in (CountVectorizer, TfidfVectorizer):
+        if kind not in (CountVectorizer, TfidfVectorizer, HashingVectorizer):
             raise Unsupported(f"{kind.__name__} is not a vectorizer willump compiles")
         problem = _unsupported_option(vectorizer)
         if problem:
             raise Unsupported(problem)
-        vocabulary = getattr(vectorizer, "vocabulary_", None)
-        if not isinstance(vocabulary, dict) or not vocabulary:
-            raise Unsupported("the vectorizer is not fitted")
         self.dtype = np.dtype(vectorizer.dtype)
         self.tfidf = kind is TfidfVectorizer
-        if self.tfidf and self.dtype not in (np.float64, np.float32):
-            raise Unsupported(f"TfidfVectorizer with dtype {self.dtype} (only float64 and float32 are compiled)")
         self.vectorizer = vectorizer
         self.state = _state(vectorizer)
-        self.vocabulary = Vocabulary(vocabulary)
-        self.width = self.vocabulary.width
+        if kind is HashingVectorizer:
+            if vectorizer.norm is not None and self.dtype not in (np.float64, np.float32):
+                raise Unsupported(f"HashingVectorizer with norm and dtype {self.dtype}")
+            self.hashing = (int(vectorizer.n_features), bool(vectorizer.alternate_sign))
+            self.width = self.hashing[0]
+            self.vocabulary = Vocabulary({})
+            self.norm = {None: 0, "l1": 1, "l2": 2}.get(vectorizer.norm, -1)
+            if self.norm < 0:
+                raise Unsupported(f"norm={vectorizer.norm!r}")
+        else:
+            vocabulary = getattr(vectorizer, "vocabulary_", None)
+            if not isinstance(vocabulary, dict) or not vocabulary:
+                raise Unsupported("the vectorizer is not fitted")
+            if self.tfidf and self.dtype not in (np.float64, np.float32):
+                raise Unsupported(f"TfidfVectorizer with dtype {self.dtype} (only float64 and float32 are compiled)")
+            self.hashing = (0, False)
+            self.vocabulary = Vocabulary(vocabulary)
+            self.width = self.vocabulary.width
         self.analyzer = ANALYZERS[vectorizer.analyzer]
         self.ngram_range = tuple(int(n) for n in vectorizer.ngram_range)
         self.lowercase = bool(vectorizer.lowercase)
@@ -357,7 +444,7 @@ class CompiledVectorizer:
     def defer(self, documents) -> SparseRows:
         """The transform's CSR arrays, from documents or from compiled ``Texts``."""
         texts = documents.texts if isinstance(documents, Texts) else documents_as_list(documents)
-        if self.tfidf and not texts:
+        if (self.tfidf or self.hashing[0]) and not texts:
             raise Unsupported("no documents (scikit-learn raises)")
         parts = self.workers.split(len(texts), _ROWS_PER_TASK)
         if len(parts) == 1:
@@ -374,19 +461,29 @@ class CompiledVectorizer:
         if self.lowercase:
             texts = [t.lower() for t in texts]
         codes, offsets = encode(texts)
+        if self.hashing[0] and ((codes >= 0xD800) & (codes <= 0xDFFF)).any():
+            raise Unsupported("a lone surrogate (scikit-learn's UTF-8 encoding raises)")
         scratch = self._scratch.__dict__
-        if "tally" not in scratch:  # one per thread
-            scratch["tally"] = np.zeros(self.width, np.int64)
-            scratch["bits"] = np.zeros(self.width // 64 + 1, np.uint64)
+        if "tally" not in scratch:  # one per thread; hashing sorts instead
+            width = 0 if self.hashing[0] else self.width
+            scratch["tally"] = np.zeros(width, np.int64)
+            scratch["bits"] = np.zeros(width // 64 + 1, np.uint64)
         return count_ngrams(
             codes, offsets, self.classes, self.analyzer, *self.ngram_range, self.vocabulary.arrays,
-            scratch["tally"], scratch["bits"],
+            scratch["tally"], scratch["bits"], self.hashing,
         )
 
     def _weigh(self, indptr, columns, counts) -> SparseRows:
         """The values scikit-learn computes for these counts."""
         indices = columns.astype(np.int32)
         indptr = indptr.astype(np.int32)
+        if self.hashing[0]:  # signed counts; then binary and the row norm, as HashingVectorizer
+            data = counts.astype(self.dtype)
+            if self.norm:
+                tfidf_weights(indptr, columns, counts, self.binary, np.empty(0, self.dtype), np.empty(0), self.norm, data)
+            elif self.binary:
+                data.fill(1)
+            return SparseRows(data, indices, indptr, self.width)
         if not self.tfidf:
             data = counts.astype(self.dtype)
             if self.binary:
@@ -443,7 +540,7 @@ def _unsupported_option(vectorizer) -> str | None:
 
 _STATE_ATTRIBUTES = (
     "input", "analyzer", "preprocessor", "tokenizer", "token_pattern", "stop_words", "strip_accents",
-    "lowercase", "ngram_range", "binary", "dtype", "vocabulary_",
+    "lowercase", "ngram_range", "binary", "dtype", "n_features", "alternate_sign", "norm", "vocabulary_",
 )
 
 
