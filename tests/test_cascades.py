@@ -121,7 +121,7 @@ def test_fit_chooses_the_cheap_decisive_ifv_and_explains_it():
     assert list(table["selected"]) == [True, False]
     assert table.loc[1, "cost_per_row_us"] > table.loc[0, "cost_per_row_us"]
     summary = table.attrs["summary"]
-    assert summary["cascades"] == "on" and summary["top_k_filter"] == "on"
+    assert summary["cascades"].startswith("on") and summary["top_k_filter"] == "on"
     assert summary["threshold"] in [round(0.1 * i, 1) for i in range(1, 11)]
     assert summary["cascade_validation_score"] >= summary["full_model_validation_score"] - 0.001
     assert 0 < summary["small_model_fraction"] < 1
@@ -186,7 +186,7 @@ def test_multi_class():
     f = willump.optimize(labelled).fit(
         frame.iloc[:2000], y=y[:2000], validation=(frame.iloc[2000:], y[2000:]), progress=False
     )
-    assert f.explain().attrs["summary"]["cascades"] == "on"
+    assert f.explain().attrs["summary"]["cascades"].startswith("on")
     result = f(frame.iloc[2000:])
     assert set(np.unique(result)) <= {0, 1, 2}
     assert np.mean(result == y[2000:]) >= np.mean(f.py_func(frame.iloc[2000:]) == y[2000:]) - 0.01
@@ -387,7 +387,7 @@ def frames_with_fresh_index(df):
 def test_reused_rows_get_the_index_their_generator_gives():
     globals()["model"] = LogisticRegression().fit(pd.DataFrame({"x": TRAIN["x"], "s": TRAIN["z"].apply(slow_feature)}), Y_TRAIN)
     f = willump.optimize(frames_with_fresh_index).fit(TRAIN, y=Y_TRAIN, validation=(VALID, Y_VALID), progress=False)
-    assert f.explain().attrs["summary"]["cascades"] == "on"
+    assert f.explain().attrs["summary"]["cascades"].startswith("on")
     result, exact = f(TEST), f.py_func(TEST)
     sent = np.maximum(result, 1 - result) < f.explain().attrs["summary"]["threshold"]
     assert sent.any()
@@ -443,3 +443,18 @@ def test_stats_count_rows_when_cascades_are_off():
     f = willump.optimize(batch_statistic).fit(TRAIN, y=Y_TRAIN, validation=(VALID, Y_VALID), progress=False)
     f(TEST)
     assert f.stats["rows_seen"] == len(TEST) == f.stats["rows_full_model"]
+
+
+def test_cascades_serve_only_the_query_sizes_where_they_measured_faster():
+    f = fitted(scored)
+    summary = f.explain().attrs["summary"]
+    assert {"measured_speedup_batch", "measured_speedup_single_row"} <= set(summary)
+    f._fitted.cascade_sizes = (False, True)  # as if measured faster for batches only
+    f.reset_stats()
+    for i in range(5):
+        row = TEST.iloc[[i]]
+        pd.testing.assert_series_equal(f(row), f.py_func(row))  # single rows: the exact path
+    assert f.stats["rows_small_model"] == 0 and f.stats["rows_full_model"] == 5
+    f(TEST)
+    assert f.stats["rows_small_model"] > 0  # batches: the cascade
+    assert f.explain().attrs["summary"]["cascades"] == "on for batches"

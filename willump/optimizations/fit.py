@@ -83,10 +83,15 @@ class Fitted:
     reuse: list = field(default_factory=list)  # per IFV: how its computed rows are reused (cascades.reuse_policy)
     batch_names: tuple = ()  # the arguments that hold rows
     output_dtype: object = None  # dtype of the full model's output
+    cascade_sizes: tuple = (True, True)  # cascades used for (single rows, batches): where they measured faster
 
     @property
     def cascading(self) -> bool:
         return self.threshold is not None and self.small_model is not None
+
+    def cascades_for(self, rows: int) -> bool:
+        """Whether a query of ``rows`` rows is served by the cascade (measured faster at fit)."""
+        return self.cascading and self.cascade_sizes[rows > 1]
 
     def explain(self) -> pd.DataFrame:
         """One row per IFV; the summary is in ``.attrs["summary"]``."""
@@ -253,21 +258,18 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
             answered = summary["small_model_fraction"]
             full = pre_cost + chosen + rest + model_cost
             cascade = pre_cost + chosen + small_cost + (1 - answered) * (pre_cost + rest + model_cost)
-            # The exact path itself may be faster than its blocks (compiled calls, values kept compiled)
-            started = time.perf_counter()
-            executor.run(valid)
-            exact = (time.perf_counter() - started) / len(y_valid)
-            summary["exact_cost_per_row_us"] = exact * 1e6
-            summary["expected_speedup"] = exact / cascade
-            if min(full, exact) <= cascade:
+            summary["expected_speedup"] = full / cascade
+            if full <= cascade:
                 fitted.threshold = None
                 fitted.cascade_reason = (
                     f"the small model would answer {answered:.0%} of the validation rows at threshold "
                     f"{summary['threshold']}, too few to pay for computing its features first "
-                    f"(expected {cascade * 1e6:.1f} us per row, against {exact * 1e6:.1f} us for the exact path)"
+                    f"(expected speedup {full / cascade:.2f}x)"
                 )
                 for key in ("threshold", "cascade_validation_score", "small_model_fraction", "expected_speedup"):
                     summary.pop(key)
+        if fitted.cascading:
+            _measure_serving(executor, fitted, valid, summary)
     stage("threshold chosen")
 
     if not top_k_wanted:
@@ -368,3 +370,34 @@ def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy
     fitted.summary.update(
         {"threshold": fitted.threshold, "cascade_validation_score": cascade_score, "small_model_fraction": answered}
     )
+
+
+def _measure_serving(executor, fitted, valid: dict, summary: dict, single_rows: int = 20) -> None:
+    """Time the cascade against the exact (compiled) path on the validation rows, as a batch and
+    row by row; keep cascades only for the query sizes where they are faster."""
+    def seconds(run, arguments, repeats):
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            run(arguments)
+            times.append(time.perf_counter() - started)
+        return float(np.median(times))
+
+    discard = Stats()
+    cascade = lambda arguments: cascades.serve(executor, fitted, arguments, discard)  # noqa: E731
+    rows = [take_argument_rows(valid, [i], fitted.batch_names) for i in range(min(single_rows, _rows(valid)))]
+    measured = {}
+    for size, inputs in (("batch", [valid]), ("single_row", rows)):
+        exact = sum(seconds(executor.run, a, 3) for a in inputs)
+        cascaded = sum(seconds(cascade, a, 3) for a in inputs)
+        measured[size] = exact / cascaded
+        summary[f"measured_speedup_{size}"] = exact / cascaded
+    fitted.cascade_sizes = (measured["single_row"] > 1, measured["batch"] > 1)
+    if not any(fitted.cascade_sizes):
+        fitted.threshold = None
+        fitted.cascade_reason = (
+            f"measured on the validation rows, the exact compiled path is faster "
+            f"(cascade speedup {measured['batch']:.2f}x for the batch, {measured['single_row']:.2f}x row by row)"
+        )
+        for key in ("threshold", "cascade_validation_score", "small_model_fraction", "expected_speedup"):
+            summary.pop(key, None)
