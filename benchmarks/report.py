@@ -10,6 +10,8 @@ import json
 import sys
 from pathlib import Path
 
+from benchmarks.workloads import WORKLOADS
+
 from benchmarks.configurations import CONFIGURATIONS
 
 START = "<!-- benchmark-results:start -->"
@@ -18,7 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def load(results: Path) -> list[dict]:
-    documents = [json.loads(p.read_text()) for p in sorted(results.glob("*.json"))]
+    """The per-workload result files (``compilation.json``, from ``benchmarks.compilation``, is not one)."""
+    paths = sorted(p for p in results.glob("*.json") if p.stem in WORKLOADS)
+    documents = [json.loads(p.read_text()) for p in paths]
     if not documents:
         raise SystemExit(f"error: no results in {results}; run 'python -m benchmarks all' first")
     return documents
