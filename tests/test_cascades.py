@@ -307,6 +307,9 @@ def test_lightgbm_with_table_lookups_fits_and_serves():
     result, exact = f(test), f.py_func(test)
     assert result.shape == exact.shape and result.dtype == exact.dtype
     exact_top = np.argsort(-exact, kind="stable")[:10]
+    # Whether the filter pays for these small tables is measured at fit; this test is about the
+    # filtered path itself, so it serves with the filter model either way.
+    f._fitted.filter_model = f._fitted.filter_model or f._fitted.small_model
     chosen = f.top_k(test, k=10)  # 500 rows: the filter keeps 100 candidates
     assert f.stats["top_k_candidates"] == 100
     assert len(set(chosen) & set(exact_top)) >= 6

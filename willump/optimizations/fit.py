@@ -19,7 +19,7 @@ from willump.analysis.importance import (
     surrogate_importances,
 )
 from willump.errors import warn
-from willump.optimizations import cascades
+from willump.optimizations import cascades, topk
 from willump.optimizations.models import call, check_fitted, is_classifier, ranking_score, train_like
 from willump.optimizations.selection import DEFAULT_GAMMA, select_efficient
 from willump.runtime.features import feature_matrix
@@ -282,6 +282,8 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
             fitted.top_k_reason = str(error)
     else:
         fitted.filter_model = train_like(model, small_X, y, random_state, small_model)
+    if fitted.filter_model is not None:
+        _measure_top_k(executor, fitted, valid, summary)
     summary["top_k"] = (
         {"c_k": "top_k option, default 10", "min_fraction": "top_k option, default 0.05"}
         if fitted.filter_model is not None
@@ -401,3 +403,31 @@ def _measure_serving(executor, fitted, valid: dict, summary: dict, single_rows: 
         )
         for key in ("threshold", "cascade_validation_score", "small_model_fraction", "expected_speedup"):
             summary.pop(key, None)
+
+
+def _measure_top_k(executor, fitted, valid: dict, summary: dict) -> None:
+    """Time the filtered top-K against the exact one on the validation rows (k = 1% of them,
+    default options); keep the filter model only if it is faster."""
+    n = _rows(valid)
+    k = max(1, n // 100)
+    discard = Stats()
+    timings = {}
+    for name, run in (
+        ("exact", lambda: topk.exact(executor, valid, k)),
+        ("filtered", lambda: topk.filtered(
+            executor, fitted, valid, k, n, topk.DEFAULT_C_K, topk.DEFAULT_MIN_FRACTION, discard
+        )),
+    ):
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - started)
+        timings[name] = float(np.median(times))
+    summary["measured_speedup_top_k"] = timings["exact"] / timings["filtered"]
+    if timings["filtered"] >= timings["exact"]:
+        fitted.filter_model = None
+        fitted.top_k_reason = (
+            f"measured on the validation rows, the exact top-K is faster "
+            f"(filter speedup {timings['exact'] / timings['filtered']:.2f}x for k={k} of {n} rows)"
+        )

@@ -98,5 +98,8 @@ def ranking_score(model, X) -> np.ndarray:
             if scores.ndim != 1:
                 raise ValueError("top_k needs a binary classifier or a regressor; this model has more classes")
             return scores
-        return np.asarray(call(model, "decision_function", X), dtype=float)
+        margins = np.asarray(call(model, "decision_function", X), dtype=float)
+        if margins.ndim != 1:
+            raise ValueError("top_k needs a binary classifier or a regressor; this model has more classes")
+        return margins
     return np.asarray(call(model, "predict", X), dtype=float)
