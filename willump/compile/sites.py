@@ -52,12 +52,15 @@ class CallSite:
             if deferring and self.overlaps and self.cost >= _WORTH_A_THREAD:
                 pending = self.workers.try_submit(self._attempt, kernel.defer, args, kwargs)
                 if pending is not None:  # computed by a worker while this thread goes on
-                    return Pending(pending, callee, args, kwargs)
+                    result = Pending(pending, callee, args, kwargs)
+                    _outstanding.__dict__.setdefault("pending", []).append(result)
+                    return result
             started = time.perf_counter()
             result = self._attempt(kernel.defer if deferring else kernel, args, kwargs)
             if result is not _REFUSED:
                 self.cost = 0.8 * self.cost + 0.2 * (time.perf_counter() - started)
                 return result
+        _settle()  # an earlier call computed by a worker may have to raise first, as in the original order
         return callee(*[_real(a) for a in args], **{k: _real(v) for k, v in kwargs.items()})
 
     def _attempt(self, kernel, args, kwargs):
@@ -112,10 +115,23 @@ class Pending:
         self.future, self.callee, self.args, self.kwargs = future, callee, args, kwargs
 
     def result(self):
+        outstanding = _outstanding.__dict__.get("pending", [])
+        if self in outstanding:
+            outstanding.remove(self)
         value = self.future.result()
         if value is _REFUSED:  # the kernel refused this input: the call runs as written
             return self.callee(*[_real(a) for a in self.args], **{k: _real(v) for k, v in self.kwargs.items()})
         return value
+
+
+_outstanding = threading.local()  # .pending: this thread's Pending results not read yet, oldest first
+
+
+def _settle() -> None:
+    """Read this thread's outstanding worker results, oldest first (raising what they raise)."""
+    outstanding = _outstanding.__dict__.get("pending")
+    while outstanding:
+        outstanding[0].result()
 
 
 def _ready(value):
@@ -308,6 +324,13 @@ def keep_results_compiled(body: list, sites: list, first: int = 0) -> list:
                     for inner in argument.elts if isinstance(argument, (ast.List, ast.Tuple)) else [argument]:
                         if site_call(inner):
                             by_name[inner.func.id].defers = True
+    # A name read inside a lambda or comprehension may be read at any time: never kept compiled.
+    for statement in body:
+        for scope in ast.walk(statement):
+            if isinstance(scope, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+                for node in ast.walk(scope):
+                    if isinstance(node, ast.Name) and node.id in rebinds_only_at_top:
+                        rebinds_only_at_top[node.id] = False
     for position, statement in enumerate(body):
         name = produced_by(statement)
         if name is None or not rebinds_only_at_top[name]:

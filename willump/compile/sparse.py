@@ -38,8 +38,11 @@ class CompiledHstack:
 
     @staticmethod
     def defer(blocks, format=None, dtype=None) -> Stacked:
-        """As calling it, the blocks kept side by side until the matrix itself is needed."""
-        return Stacked(_rows_of(blocks, format, dtype), materialize_stack)
+        """As calling it, the blocks kept side by side until the matrix itself is needed (the arrays
+        of the user's own matrices copied: a call that falls back may change them in place)."""
+        rows = _rows_of(blocks, format, dtype)
+        rows = [r if isinstance(b, SparseRows) else _copied(r) for b, r in zip(blocks, rows)]
+        return Stacked(rows, materialize_stack)
 
     @staticmethod
     def still_valid() -> bool:
@@ -87,3 +90,7 @@ def _block_rows(block) -> SparseRows:
     if block.indptr[0] != 0 or len(block.data) != block.indptr[-1] or len(block.indices) != len(block.data):
         raise Unsupported("a block with unused storage")
     return SparseRows.of(block)
+
+
+def _copied(rows: SparseRows) -> SparseRows:
+    return SparseRows(rows.data.copy(), rows.indices.copy(), rows.indptr.copy(), rows.width, rows.kind, False)

@@ -46,19 +46,14 @@ class PreparedTable:
         self.columns = [c for c in table.columns if c not in keys]
         self.arrays = {c: table[c].to_numpy() for c in self.columns}
         self.dtypes = {c: table[c].dtype for c in self.columns}
-        self._numeric = {}
 
-    def numeric(self, columns: tuple) -> tuple[np.ndarray, list]:
-        """(float64 matrix of these columns, their dtypes), built once per selection."""
-        found = self._numeric.get(columns)
-        if found is None:
-            dtypes = [self.dtypes[c] for c in columns]
-            if _numeric(dtypes):
-                matrix = np.column_stack([self.arrays[c].astype(np.float64) for c in columns])
-            else:
-                matrix = np.zeros((len(next(iter(self.arrays.values()), ())), len(columns)))
-            found = self._numeric[columns] = (matrix, dtypes)
-        return found
+    def numeric(self, columns: tuple, rows: np.ndarray) -> np.ndarray:
+        """These columns at these row positions (-1: NaN) as float64, read from the live column
+        arrays, so values written into the table in place are seen."""
+        taken = np.column_stack([_take(self.arrays[c], rows) for c in columns]).astype(np.float64)
+        if len(rows) and rows.min() < 0:
+            taken[rows < 0] = np.nan
+        return taken
 
     def lookup(self, keys: list) -> np.ndarray:
         """Row position of each key (one array per key column), -1 where the table has none."""
@@ -214,7 +209,10 @@ class CompiledMerge:
         if not isinstance(left, JoinedFrame):
             if not left.columns.is_unique:
                 raise Unsupported("the frame has duplicate column names")
-            left = JoinedFrame(left, [], lambda base=left: base, dict.fromkeys(left.columns))
+            # a shallow copy shares the data copy-on-write: a later in-place change of the caller's
+            # frame (by a call that falls back) does not reach the joined rows
+            base = left.copy(deep=False)
+            left = JoinedFrame(base, [], lambda: base, dict.fromkeys(base.columns))
         return left.merged(right, on)
 
 
@@ -240,20 +238,27 @@ class CompiledSelection:
         return True
 
 
+def _grouping(joined: "JoinedFrame", columns: list) -> list:
+    """[(source, columns)]: the selected columns grouped by source (None: the base frame), in order."""
+    groups = {}
+    for column in columns:
+        groups.setdefault(joined.sources[column], []).append(column)
+    return [(source, tuple(members)) for source, members in groups.items()]
+
+
 class _Gather:
     """How to gather one selection: its columns grouped by source, and where they go."""
 
     def __init__(self, joined: "JoinedFrame", columns: list):
-        groups = {}  # source (None: the base frame) -> columns, in selection order
-        for column in columns:
-            groups.setdefault(joined.sources[column], []).append(column)
-        self.groups = [(source, tuple(members)) for source, members in groups.items()]
+        self.groups = _grouping(joined, columns)
         grouped = [c for _, members in self.groups for c in members]
         self.order = np.array([grouped.index(c) for c in columns], dtype=np.intp)  # grouped -> selection order
-        dtypes = [column_of(joined.base, c)[1] for c in groups.get(None, [])]
+        dtypes = []
         for source, members in self.groups:
-            if source is not None:
-                dtypes += joined.joins[source][0].numeric(members)[1]
+            if source is None:
+                dtypes += [column_of(joined.base, c)[1] for c in members]
+            else:
+                dtypes += [joined.joins[source][0].dtypes[c] for c in members]
         if not _numeric(dtypes):
             raise Unsupported("a column that is not int, float or bool (LightGBM takes no other)")
         if np.result_type(*[d.type for d in dtypes], np.float32) != np.float64:
@@ -269,25 +274,20 @@ def numeric_matrix(frame: SelectedFrame) -> np.ndarray:
     ``np.result_type`` of the column dtypes and float32; pandas turns ints with missing
     rows into float64 and NaN, which gives the same values)."""
     joined = frame.joined
-    key = (tuple(frame.columns), tuple(id(t) for t, _ in joined.joins))
+    base = {c: column_of(joined.base, c) for c in frame.columns if joined.sources[c] is None}
+    key = (tuple(frame.columns), tuple(id(t) for t, _ in joined.joins), tuple(d for _, d in base.values()))
     gather = _gathers.get(key)
     if gather is None:
         gather = _gathers[key] = _Gather(joined, frame.columns)
     parts = []
     for source, members in gather.groups:
         if source is None:
-            parts.append(np.column_stack([column_of(joined.base, c)[0] for c in members]).astype(np.float64))
+            parts.append(np.column_stack([base[c][0] for c in members]).astype(np.float64))
             continue
         table, rows = joined.joins[source]
-        values = table.numeric(members)[0]
-        if rows.min() >= 0:
-            parts.append(values[rows])
-            continue
-        if gather.bools.intersection(members):
+        if len(rows) and rows.min() < 0 and gather.bools.intersection(members):
             raise Unsupported("a bool column with missing rows (pandas makes it object; LightGBM raises)")
-        taken = _take(values, rows)
-        taken[rows < 0] = np.nan
-        parts.append(taken)
+        parts.append(table.numeric(members, rows))
     matrix = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
     return matrix[:, gather.order]
 

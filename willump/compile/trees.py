@@ -35,7 +35,7 @@ class CompiledBooster:
             raise Unsupported("a model trained on pandas categorical columns")
         self.model, self.method, self.booster = model, method, booster
         self.threads = workers.count if workers is not None else 1
-        self.state = (id(booster), model.n_jobs)
+        self.state = (booster, model.get_params(deep=False))
         self.width = booster.num_feature()
         # the parameters LGBMModel.predict passes on, computed as it computes them
         params = model._process_params(stage="predict")
@@ -51,11 +51,15 @@ class CompiledBooster:
         self._iterations = booster.best_iteration
 
     def still_valid(self) -> bool:
-        return (id(self.model._Booster), self.model.n_jobs) == self.state
+        """False once the model is refitted or a parameter is set (parameters reach the predictor)."""
+        booster, params = self.state
+        return self.model._Booster is booster and self.model.get_params(deep=False) == params
 
     def __call__(self, *args, **kwargs):
         if len(args) != 1 or kwargs:
             raise Unsupported("arguments other than X")
+        if isinstance(args[0], np.ndarray) and hasattr(self.model, "feature_names_in_"):
+            raise Unsupported("a model fitted on named features, given an array (scikit-learn warns)")
         matrix = _matrix(args[0], self.width)
         threads = 1 if len(matrix) < _ROWS_PER_THREAD else self.threads
         predictor = self._predictors.get(threads)
