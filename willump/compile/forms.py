@@ -26,6 +26,9 @@ class Deferred:
             self._real = self._build()
         return self._real
 
+    def protect(self) -> None:
+        """Stop sharing the caller's objects, before code that may change them in place runs."""
+
 
 class DeferredMethod:
     """``form.name`` for a value kept in a kernel's form: calling it runs the real method."""
@@ -67,8 +70,17 @@ class SparseRows(Deferred):
 
     @classmethod
     def of(cls, matrix):
-        """The arrays of a real CSR matrix (no copy)."""
-        return cls(matrix.data, matrix.indices, matrix.indptr, matrix.shape[1], type(matrix), False)
+        """The arrays of a real CSR matrix (no copy until ``protect``)."""
+        rows = cls(matrix.data, matrix.indices, matrix.indptr, matrix.shape[1], type(matrix), False)
+        rows.borrowed = True
+        return rows
+
+    borrowed = False  # the arrays are a user's matrix's
+
+    def protect(self) -> None:
+        if self.borrowed:
+            self.data, self.indices, self.indptr = self.data.copy(), self.indices.copy(), self.indptr.copy()
+            self.borrowed = False
 
 
 class Stacked(Deferred):
@@ -79,6 +91,10 @@ class Stacked(Deferred):
 
     def _build(self):
         return self._stack(self.blocks)
+
+    def protect(self) -> None:
+        for block in self.blocks:
+            block.protect()
 
 
 def configured_csr():

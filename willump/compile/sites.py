@@ -59,8 +59,14 @@ class CallSite:
             result = self._attempt(kernel.defer if deferring else kernel, args, kwargs)
             if result is not _REFUSED:
                 self.cost = 0.8 * self.cost + 0.2 * (time.perf_counter() - started)
+                if isinstance(result, Deferred):
+                    kept = getattr(_outstanding, "kept", None)
+                    if kept is not None:
+                        kept.append(result)
                 return result
         _settle()  # an earlier call computed by a worker may have to raise first, as in the original order
+        for value in getattr(_outstanding, "kept", None) or ():  # the callee may change its arguments in place
+            value.protect()
         return callee(*[_real(a) for a in args], **{k: _real(v) for k, v in kwargs.items()})
 
     def _attempt(self, kernel, args, kwargs):
@@ -124,7 +130,22 @@ class Pending:
         return value
 
 
-_outstanding = threading.local()  # .pending: this thread's Pending results not read yet, oldest first
+_outstanding = threading.local()  # this thread's .pending worker results not read yet (oldest first)
+# and .kept values in kernel form of the current call
+
+
+def calling():
+    """Context for one call of a function with sites: tracks the values it keeps in kernel form."""
+    return _Call()
+
+
+class _Call:
+    def __enter__(self):
+        self.outer = getattr(_outstanding, "kept", None)
+        _outstanding.kept = []
+
+    def __exit__(self, *exc):
+        _outstanding.kept = self.outer
 
 
 def _settle() -> None:

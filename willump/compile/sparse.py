@@ -38,11 +38,8 @@ class CompiledHstack:
 
     @staticmethod
     def defer(blocks, format=None, dtype=None) -> Stacked:
-        """As calling it, the blocks kept side by side until the matrix itself is needed (the arrays
-        of the user's own matrices copied: a call that falls back may change them in place)."""
-        rows = _rows_of(blocks, format, dtype)
-        rows = [r if isinstance(b, SparseRows) else _copied(r) for b, r in zip(blocks, rows)]
-        return Stacked(rows, materialize_stack)
+        """As calling it, the blocks kept side by side until the matrix itself is needed."""
+        return Stacked(_rows_of(blocks, format, dtype), materialize_stack)
 
     @staticmethod
     def still_valid() -> bool:
@@ -91,6 +88,3 @@ def _block_rows(block) -> SparseRows:
         raise Unsupported("a block with unused storage")
     return SparseRows.of(block)
 
-
-def _copied(rows: SparseRows) -> SparseRows:
-    return SparseRows(rows.data.copy(), rows.indices.copy(), rows.indptr.copy(), rows.width, rows.kind, False)

@@ -90,13 +90,24 @@ class JoinedFrame(Deferred):
 
     stands_for = pd.DataFrame
 
-    def __init__(self, base: pd.DataFrame, joins: list, replay, sources: dict):
-        self.base, self.joins, self._replay = base, joins, replay  # joins: [(PreparedTable, positions)]
-        self.rows = len(base)
+    def __init__(self, holder: list, joins: list, replay, sources: dict):
+        # holder: [the base frame], shared by every frame of one chain of joins
+        self._holder, self.joins, self._replay = holder, joins, replay  # joins: [(PreparedTable, positions)]
+        self.rows = len(holder[0])
         self.sources = sources  # column -> join number, None for the base frame
+
+    @property
+    def base(self) -> pd.DataFrame:
+        return self._holder[0]
 
     def _build(self):
         return self._replay()
+
+    def protect(self) -> None:
+        """Keep the base frame as it is now: a shallow copy shares its data copy-on-write."""
+        if len(self._holder) == 1:
+            self._holder[0] = self._holder[0].copy(deep=False)
+            self._holder.append("protected")
 
     def column(self, name) -> tuple[np.ndarray, np.dtype]:
         """(values, dtype) the column has in the joined frame."""
@@ -143,7 +154,7 @@ class JoinedFrame(Deferred):
             positions[present] = table.lookup([v[present] for v in values])
         replay = lambda: self.materialize().merge(right, on=on, how="left")  # noqa: E731
         sources = {**self.sources, **dict.fromkeys(table.columns, len(self.joins))}
-        return JoinedFrame(self.base, self.joins + [(table, positions)], replay, sources)
+        return JoinedFrame(self._holder, self.joins + [(table, positions)], replay, sources)
 
 
 def column_of(frame: pd.DataFrame, name) -> tuple[np.ndarray, object]:
@@ -209,10 +220,8 @@ class CompiledMerge:
         if not isinstance(left, JoinedFrame):
             if not left.columns.is_unique:
                 raise Unsupported("the frame has duplicate column names")
-            # a shallow copy shares the data copy-on-write: a later in-place change of the caller's
-            # frame (by a call that falls back) does not reach the joined rows
-            base = left.copy(deep=False)
-            left = JoinedFrame(base, [], lambda: base, dict.fromkeys(base.columns))
+            holder = [left]
+            left = JoinedFrame(holder, [], lambda: holder[0], dict.fromkeys(left.columns))
         return left.merged(right, on)
 
 

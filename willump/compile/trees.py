@@ -35,7 +35,8 @@ class CompiledBooster:
             raise Unsupported("a model trained on pandas categorical columns")
         self.model, self.method, self.booster = model, method, booster
         self.threads = workers.count if workers is not None else 1
-        self.state = (booster, model.get_params(deep=False))
+        self.parameter_names = tuple(model.get_params(deep=False))
+        self.state = self._fingerprint()
         self.width = booster.num_feature()
         # the parameters LGBMModel.predict passes on, computed as it computes them
         params = model._process_params(stage="predict")
@@ -50,10 +51,16 @@ class CompiledBooster:
         self._predictors = {}
         self._iterations = booster.best_iteration
 
+    def _fingerprint(self) -> tuple:
+        """The booster and every parameter value, held and compared by identity (``set_params``
+        assigns new values; get_params itself costs ~100 us, more than a one-row prediction)."""
+        values = vars(self.model)
+        return (self.model._Booster, len(values), *(values.get(name) for name in self.parameter_names))
+
     def still_valid(self) -> bool:
         """False once the model is refitted or a parameter is set (parameters reach the predictor)."""
-        booster, params = self.state
-        return self.model._Booster is booster and self.model.get_params(deep=False) == params
+        now = self._fingerprint()
+        return len(now) == len(self.state) and all(a is b for a, b in zip(now, self.state))
 
     def __call__(self, *args, **kwargs):
         if len(args) != 1 or kwargs:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from willump.compile.parallel import SERIAL
 from willump.compile.sites import HELPERS as SITE_HELPERS
-from willump.compile.sites import SITE_PREFIX, keep_results_compiled, prepare_kernel, rewrite_calls
+from willump.compile.sites import SITE_PREFIX, calling, keep_results_compiled, prepare_kernel, rewrite_calls
 from willump.errors import warn
 from willump.graph.build import COMBINE, MODEL_OUTPUT, PREPROCESSING, ModelSplit, Plan
 from willump.graph.graph import PLACEHOLDER
@@ -105,11 +105,14 @@ class GraphExecutor:
 
     def __call__(self, *args, **kwargs):
         """The function's result: its statements as written, compiled calls answered by kernels."""
-        return self._whole(*self._bind(*args, **kwargs), *self._whole_sites)
+        bound = self._bind(*args, **kwargs)
+        with calling():
+            return self._whole(*bound, *self._whole_sites)
 
     def run(self, arguments: dict):
         """As calling the executor, with the arguments already bound by name."""
-        return self._whole(*[arguments[name] for name in self.parameters], *self._whole_sites)
+        with calling():
+            return self._whole(*[arguments[name] for name in self.parameters], *self._whole_sites)
 
     def run_blocks(self, arguments: dict):
         """The function's result computed block by block, as cascades and caches compute it.
