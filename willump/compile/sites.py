@@ -43,8 +43,9 @@ class CallSite:
         self._lock = threading.Lock()
 
     def __call__(self, callee, /, *args, **kwargs):
-        args = [_ready(a) for a in args]
-        kwargs = {k: _ready(v) for k, v in kwargs.items()}
+        if getattr(_outstanding, "pending", None):  # results workers are still computing
+            args = [_ready(a) for a in args]
+            kwargs = {k: _ready(v) for k, v in kwargs.items()}
         kernel = self.kernel(callee)
         self.calls += 1
         if kernel is not None:
@@ -53,7 +54,9 @@ class CallSite:
                 pending = self.workers.try_submit(self._attempt, kernel.defer, args, kwargs)
                 if pending is not None:  # computed by a worker while this thread goes on
                     result = Pending(pending, callee, args, kwargs)
-                    _outstanding.__dict__.setdefault("pending", []).append(result)
+                    if getattr(_outstanding, "pending", None) is None:
+                        _outstanding.pending = []
+                    _outstanding.pending.append(result)
                     return result
             started = time.perf_counter()
             result = self._attempt(kernel.defer if deferring else kernel, args, kwargs)
@@ -120,39 +123,37 @@ class Pending:
     def __init__(self, future, callee, args, kwargs):
         self.future, self.callee, self.args, self.kwargs = future, callee, args, kwargs
 
+    _done = False
+
     def result(self):
-        outstanding = _outstanding.__dict__.get("pending", [])
-        if self in outstanding:
-            outstanding.remove(self)
-        value = self.future.result()
-        if value is _REFUSED:  # the kernel refused this input: the call runs as written
-            return self.callee(*[_real(a) for a in self.args], **{k: _real(v) for k, v in self.kwargs.items()})
-        return value
+        if not self._done:
+            value = self.future.result()
+            if value is _REFUSED:  # the kernel refused this input: the call runs as written
+                value = self.callee(*[_real(a) for a in self.args], **{k: _real(v) for k, v in self.kwargs.items()})
+            self._value, self._done = value, True
+        return self._value
 
 
-_outstanding = threading.local()  # this thread's .pending worker results not read yet (oldest first)
-# and .kept values in kernel form of the current call
+_outstanding = threading.local()  # the current call's .pending worker results (oldest first)
+# and .kept values in kernel form
 
 
-def calling():
-    """Context for one call of a function with sites: tracks the values it keeps in kernel form."""
-    return _Call()
+def begin_call():
+    """Start tracking what one call keeps in kernel form or hands to workers; returns what
+    ``end_call`` restores (calls may nest)."""
+    outer = (getattr(_outstanding, "kept", None), getattr(_outstanding, "pending", None))
+    _outstanding.kept, _outstanding.pending = [], None
+    return outer
 
 
-class _Call:
-    def __enter__(self):
-        self.outer = getattr(_outstanding, "kept", None)
-        _outstanding.kept = []
-
-    def __exit__(self, *exc):
-        _outstanding.kept = self.outer
+def end_call(outer) -> None:
+    _outstanding.kept, _outstanding.pending = outer
 
 
 def _settle() -> None:
-    """Read this thread's outstanding worker results, oldest first (raising what they raise)."""
-    outstanding = _outstanding.__dict__.get("pending")
-    while outstanding:
-        outstanding[0].result()
+    """Read this call's worker results, oldest first (raising what they raise)."""
+    for pending in getattr(_outstanding, "pending", None) or ():
+        pending.result()
 
 
 def _ready(value):

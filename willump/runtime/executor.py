@@ -16,7 +16,14 @@ from dataclasses import dataclass
 
 from willump.compile.parallel import SERIAL
 from willump.compile.sites import HELPERS as SITE_HELPERS
-from willump.compile.sites import SITE_PREFIX, calling, keep_results_compiled, prepare_kernel, rewrite_calls
+from willump.compile.sites import (
+    SITE_PREFIX,
+    begin_call,
+    end_call,
+    keep_results_compiled,
+    prepare_kernel,
+    rewrite_calls,
+)
 from willump.errors import warn
 from willump.graph.build import COMBINE, MODEL_OUTPUT, PREPROCESSING, ModelSplit, Plan
 from willump.graph.graph import PLACEHOLDER
@@ -106,13 +113,19 @@ class GraphExecutor:
     def __call__(self, *args, **kwargs):
         """The function's result: its statements as written, compiled calls answered by kernels."""
         bound = self._bind(*args, **kwargs)
-        with calling():
+        outer = begin_call()
+        try:
             return self._whole(*bound, *self._whole_sites)
+        finally:
+            end_call(outer)
 
     def run(self, arguments: dict):
         """As calling the executor, with the arguments already bound by name."""
-        with calling():
+        outer = begin_call()
+        try:
             return self._whole(*[arguments[name] for name in self.parameters], *self._whole_sites)
+        finally:
+            end_call(outer)
 
     def run_blocks(self, arguments: dict):
         """The function's result computed block by block, as cascades and caches compute it.
