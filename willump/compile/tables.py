@@ -9,10 +9,11 @@ columns straight from the tables. Anything a plain lookup would not
 reproduce (duplicate table keys, overlapping column names, key dtypes that
 differ, non-numeric features) makes the chain run as written, by pandas.
 
-Each table's key index and numeric columns are prepared once and kept while
-the table object and its pandas blocks are the same objects. Replacing a
-table, or changing a column's dtype, is noticed; writing new key values into
-the existing key column in place is not (assign a new table instead).
+Each table's key index is built once and kept while the table object and its
+pandas blocks are the same objects; feature values are read from the live
+column arrays on every call. Replacing a table or a column is noticed; writing
+new key values into the existing key column in place is not (assign a new
+table instead).
 """
 
 import threading
@@ -27,7 +28,7 @@ _SMALL = 16  # rows looked up one by one in a dict; more go through pandas' vect
 
 
 class PreparedTable:
-    """A table's key -> row position map and its columns, read once."""
+    """A table's key -> row position map, built once, and its live column arrays."""
 
     def __init__(self, table: pd.DataFrame, keys: tuple):
         self.signature = _signature(table)
@@ -112,23 +113,6 @@ class JoinedFrame(Deferred):
         if len(self._holder) == 1:
             self._holder[0] = self._holder[0].copy(deep=False)
             self._holder.append("protected")
-
-    def column(self, name) -> tuple[np.ndarray, np.dtype]:
-        """(values, dtype) the column has in the joined frame."""
-        number = self.sources[name]
-        if number is None:
-            return column_of(self.base, name)
-        table, positions = self.joins[number]
-        values, dtype = table.arrays[name], table.dtypes[name]
-        missing = positions < 0
-        if not missing.any():
-            return values[positions], dtype
-        if dtype.kind not in "iuf":
-            raise Unsupported(f"column {name!r} of dtype {dtype} with missing keys (pandas changes its dtype)")
-        promoted = np.float64 if dtype.kind in "iu" else dtype
-        taken = values[np.where(missing, 0, positions)].astype(promoted)
-        taken[missing] = np.nan
-        return taken, np.dtype(promoted)
 
     def merged(self, right: pd.DataFrame, on) -> "JoinedFrame":
         keys = (on,) if isinstance(on, str) else tuple(on)

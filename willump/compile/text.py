@@ -14,6 +14,7 @@ import threading
 
 import numba
 import numpy as np
+import pandas as pd
 from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, TfidfVectorizer
 
 from willump.compile.forms import SparseRows, Texts, Unsupported
@@ -503,8 +504,6 @@ class CompiledVectorizer:
 
 def documents_as_list(documents) -> list:
     """The documents as a list of ``str``; Unsupported for anything scikit-learn would treat differently."""
-    import pandas as pd
-
     if isinstance(documents, (list, tuple)):
         texts = list(documents)
     elif isinstance(documents, pd.Series) or (isinstance(documents, np.ndarray) and documents.ndim == 1):
