@@ -70,6 +70,9 @@ def main(n: int = 20_000) -> None:
     same = np.array_equal(optimized(test), predict(test))
     one = np.array_equal(optimized(test.iloc[[0]]), predict(test.iloc[[0]]))
     print(f"identical predictions on the batch: {same}; on a single row: {one}")
+    print()
+    print("calls answered by compiled kernels:")
+    print(optimized.explain_compilation()[["line", "operator", "status"]].to_string(index=False))
     if not (same and one):
         raise SystemExit("willump returned a different answer")
 
