@@ -70,7 +70,7 @@ class CallSite:
         _settle()  # an earlier call computed by a worker may have to raise first, as in the original order
         for value in getattr(_outstanding, "kept", None) or ():  # the callee may change its arguments in place
             value.protect()
-        return callee(*[_real(a) for a in args], **{k: _real(v) for k, v in kwargs.items()})
+        return _as_written(callee, args, kwargs)
 
     def _attempt(self, kernel, args, kwargs):
         """The kernel's answer, or _REFUSED (and why) when the call must run as written."""
@@ -129,7 +129,7 @@ class Pending:
         if not self._done:
             value = self.future.result()
             if value is _REFUSED:  # the kernel refused this input: the call runs as written
-                value = self.callee(*[_real(a) for a in self.args], **{k: _real(v) for k, v in self.kwargs.items()})
+                value = _as_written(self.callee, self.args, self.kwargs)
             self._value, self._done = value, True
         return self._value
 
@@ -158,20 +158,26 @@ def _settle() -> None:
 
 def _ready(value):
     """``value`` with results still being computed by workers waited for."""
-    if isinstance(value, Pending):
-        return value.result()
-    if type(value) in (list, tuple) and any(isinstance(v, Pending) for v in value):
-        return type(value)(_ready(v) for v in value)
-    return value
+    return _converted(value, Pending, Pending.result)
 
 
 def _real(value):
     """The argument the original call gets: compiled forms built into the real objects."""
-    if isinstance(value, Deferred):
-        return value.materialize()
-    if type(value) in (list, tuple) and any(isinstance(v, Deferred) for v in value):
-        return type(value)(_real(v) for v in value)
+    return _converted(value, Deferred, Deferred.materialize)
+
+
+def _converted(value, kind: type, convert):
+    """``convert(value)`` for a ``kind``, also for the elements of a list or tuple written in the call."""
+    if isinstance(value, kind):
+        return convert(value)
+    if type(value) in (list, tuple) and any(isinstance(v, kind) for v in value):
+        return type(value)(convert(v) if isinstance(v, kind) else v for v in value)
     return value
+
+
+def _as_written(callee, args, kwargs):
+    """The original call, given real objects."""
+    return callee(*[_real(a) for a in args], **{k: _real(v) for k, v in kwargs.items()})
 
 
 def _fingerprint(owner) -> int:
