@@ -478,21 +478,16 @@ class CompiledVectorizer:
         """The values scikit-learn computes for these counts."""
         indices = columns.astype(np.int32)
         indptr = indptr.astype(np.int32)
-        if self.hashing[0]:  # signed counts; then binary and the row norm, as HashingVectorizer
-            data = counts.astype(self.dtype)
-            if self.norm:
-                tfidf_weights(indptr, columns, counts, self.binary, np.empty(0, self.dtype), np.empty(0), self.norm, data)
-            elif self.binary:
-                data.fill(1)
+        if self.tfidf:
+            data = np.empty(len(counts), self.dtype)
+            while not tfidf_weights(indptr, columns, counts, self.binary, self.log_table, self.idf, self.norm, data):
+                self.log_table = self._log_table(2 * int(counts.max()) + 1)
             return SparseRows(data, indices, indptr, self.width)
-        if not self.tfidf:
-            data = counts.astype(self.dtype)
-            if self.binary:
-                data.fill(1)
-            return SparseRows(data, indices, indptr, self.width)
-        data = np.empty(len(counts), self.dtype)
-        while not tfidf_weights(indptr, columns, counts, self.binary, self.log_table, self.idf, self.norm, data):
-            self.log_table = self._log_table(2 * int(counts.max()) + 1)
+        data = counts.astype(self.dtype)  # counts, or HashingVectorizer's signed counts
+        if self.hashing[0] and self.norm:  # binary, then the row norm
+            tfidf_weights(indptr, columns, counts, self.binary, np.empty(0, self.dtype), np.empty(0), self.norm, data)
+        elif self.binary:
+            data.fill(1)
         return SparseRows(data, indices, indptr, self.width)
 
     def _log_table(self, size: int) -> np.ndarray:
