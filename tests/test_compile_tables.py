@@ -186,3 +186,43 @@ def test_joins_on_several_key_columns(case):
     if table[["k", "g"]].drop_duplicates().shape[0] == len(table) and len(table):
         made = f.explain_compilation()
         assert (made["calls"] == made["compiled_calls"]).all() and made["calls"].sum() == 3, made
+
+
+def _single_row_models():
+    X = pd.DataFrame(rng.normal(size=(600, 4)), columns=list("abcd"))
+    X.iloc[::7, 1] = np.nan  # LightGBM's missing-value branches
+    y = X["a"].fillna(0) + X["b"].fillna(1) * X["c"]
+    classes = np.digitize(y, [-1, 0, 1])  # four classes
+    with warnings.catch_warnings():  # eval_set: deprecated in LightGBM 4.7, the only spelling before
+        warnings.simplefilter("ignore")
+        early = lightgbm.LGBMClassifier(n_estimators=200, num_leaves=7, verbose=-1).fit(
+            X[:400], y[:400] > 0, eval_set=[(X[400:], y[400:] > 0)], callbacks=[lightgbm.early_stopping(5, verbose=False)]
+        )
+    assert 0 < early.booster_.best_iteration < 200  # predictions stop at the best iteration
+    models = [
+        (lightgbm.LGBMClassifier(n_estimators=30, num_leaves=7, verbose=-1).fit(X, classes), "predict_proba"),
+        (lightgbm.LGBMClassifier(n_estimators=30, num_leaves=7, verbose=-1).fit(X, classes), "predict"),
+        (early, "predict_proba"),
+        (lightgbm.LGBMRegressor(n_estimators=30, num_leaves=7, verbose=-1).fit(X, y), "predict"),
+    ]
+    return X, models
+
+
+def test_lightgbm_single_rows_match_lightgbm_in_several_threads():
+    """One row goes through LightGBM's single-row API: the same values as LightGBM's own predict,
+    for multiclass, early-stopped and regression models, also when threads score at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from willump.compile.trees import CompiledBooster
+
+    X, models = _single_row_models()
+    rows = [X.iloc[[i]] for i in range(0, 600, 5)]
+    for model, method in models:
+        kernel = CompiledBooster(model, method)
+        expected = [getattr(model, method)(row) for row in rows]
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(lambda row: kernel(row), rows * 3))
+        for result, wanted in zip(results, expected * 3):
+            assert type(result) is type(wanted) and result.dtype == wanted.dtype and result.shape == wanted.shape
+            np.testing.assert_array_equal(result, wanted)
+        assert len(kernel._single_row._configs) >= 1  # the single-row API answered

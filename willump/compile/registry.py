@@ -6,6 +6,7 @@ written.
 """
 
 import operator
+from types import MethodType
 
 import pandas as pd
 import scipy.sparse as sp
@@ -17,12 +18,11 @@ from willump.compile.forms import DeferredMethod, Unsupported
 from willump.compile.strings import CompiledLower, StringMethods
 from willump.compile.text import CompiledVectorizer
 
+# Kernels built per object (they hold what they read from it: a vocabulary, coefficients).
 METHOD_KERNELS = {
     (CountVectorizer, "transform"): CompiledVectorizer,
     (TfidfVectorizer, "transform"): CompiledVectorizer,
     (HashingVectorizer, "transform"): CompiledVectorizer,
-    (StringMethods, "lower"): CompiledLower,
-    (pd.DataFrame, "merge"): tables.CompiledMerge,
 }
 for _kind, _methods in linear.METHODS.items():
     for _method in _methods:
@@ -32,9 +32,25 @@ for _kind, _methods in trees.METHODS.items():
         METHOD_KERNELS[(_kind, _method)] = lambda model, workers, method=_method: trees.CompiledBooster(
             model, method, workers
         )
+# Kernels for methods of short-lived objects (each call's frame or accessor): built once, they
+# get the object as their first argument.
+RECEIVER_KERNELS = {(StringMethods, "lower"): CompiledLower(), (pd.DataFrame, "merge"): tables.CompiledMerge()}
 FUNCTION_KERNELS = {sp.hstack: sparse.CompiledHstack(), operator.getitem: tables.CompiledSelection()}
 FUNCTION_NAMES = {"hstack"}
-NAMES = {method for _, method in METHOD_KERNELS} | FUNCTION_NAMES  # callee names worth a call site
+NAMES = {method for _, method in [*METHOD_KERNELS, *RECEIVER_KERNELS]} | FUNCTION_NAMES  # callee names worth a call site
+
+
+def receiver_kernel(callee):
+    """The shared kernel for a method in RECEIVER_KERNELS (not replaced on its class), else None."""
+    kind = type(callee)
+    if kind is DeferredMethod:
+        return RECEIVER_KERNELS.get((callee.__self__.stands_for, callee.__name__))
+    if kind is MethodType:
+        owner_type, name = type(callee.__self__), callee.__name__
+        kernel = RECEIVER_KERNELS.get((owner_type, name))
+        if kernel is not None and getattr(owner_type, name, None) is callee.__func__:
+            return kernel
+    return None
 
 
 def kernel_for(callee, workers=SERIAL):
@@ -43,10 +59,12 @@ def kernel_for(callee, workers=SERIAL):
     if isinstance(callee, DeferredMethod) or (owner is not None and hasattr(callee, "__func__")):
         kind, name = _owner_type(callee), callee.__name__
         factory = METHOD_KERNELS.get((kind, name))
-        if factory is None:
+        if factory is None and (kind, name) not in RECEIVER_KERNELS:
             return None, f"{kind.__name__}.{name} is not an operator willump compiles"
         if not isinstance(callee, DeferredMethod) and getattr(kind, name, None) is not callee.__func__:
             return None, f"{kind.__name__}.{name} was replaced on the class"
+        if factory is None:
+            return RECEIVER_KERNELS[(kind, name)], None
         try:
             return factory(owner, workers), None
         except Unsupported as problem:

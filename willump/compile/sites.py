@@ -40,6 +40,7 @@ class CallSite:
         self.calls = 0
         self.compiled_calls = 0
         self._cache = None  # (owner, function, kernel or None, fingerprint)
+        self._shared = None  # the kernel, when it is one of registry.RECEIVER_KERNELS
         self._lock = threading.Lock()
 
     def __call__(self, callee, /, *args, **kwargs):
@@ -49,9 +50,10 @@ class CallSite:
         kernel = self.kernel(callee)
         self.calls += 1
         if kernel is not None:
+            inputs = (callee.__self__, *args) if getattr(kernel, "takes_receiver", False) else args
             deferring = self.defers and hasattr(kernel, "defer")
             if deferring and self.overlaps and self.cost >= _WORTH_A_THREAD:
-                pending = self.workers.try_submit(self._attempt, kernel.defer, args, kwargs)
+                pending = self.workers.try_submit(self._attempt, kernel.defer, inputs, kwargs)
                 if pending is not None:  # computed by a worker while this thread goes on
                     result = Pending(pending, callee, args, kwargs)
                     if getattr(_outstanding, "pending", None) is None:
@@ -59,7 +61,7 @@ class CallSite:
                     _outstanding.pending.append(result)
                     return result
             started = time.perf_counter()
-            result = self._attempt(kernel.defer if deferring else kernel, args, kwargs)
+            result = self._attempt(kernel.defer if deferring else kernel, inputs, kwargs)
             if result is not _REFUSED:
                 self.cost = 0.8 * self.cost + 0.2 * (time.perf_counter() - started)
                 if isinstance(result, Deferred):
@@ -88,6 +90,13 @@ class CallSite:
 
     def kernel(self, callee):
         """The kernel for ``callee``, built once per object and rebuilt when the object changes."""
+        shared = registry.receiver_kernel(callee)
+        if shared is not None:  # one kernel for every receiver
+            if self.operator is None:
+                self.operator = registry.describe(callee)
+            self._shared = shared
+            return shared
+        self._shared = None
         owner = getattr(callee, "__self__", None)
         function = getattr(callee, "__func__", callee)
         cached = self._cache
@@ -107,7 +116,7 @@ class CallSite:
         return kernel
 
     def summary(self) -> dict:
-        compiled = self._cache is not None and self._cache[2] is not None
+        compiled = self._shared is not None or (self._cache is not None and self._cache[2] is not None)
         status = "compiled" if compiled and self.reason is None else f"plain Python: {self.reason}"
         if compiled and self.reason and self.compiled_calls:
             status = f"compiled, some calls plain Python ({self.reason})"

@@ -14,25 +14,27 @@ from willump.compile.forms import Texts, Unsupported
 
 
 class CompiledLower:
-    """``series.str.lower()`` as a ``Texts`` value, for call sites whose result stays compiled."""
+    """``series.str.lower()`` as a ``Texts`` value, for call sites whose result stays compiled.
 
-    def __init__(self, accessor, workers=None):
-        series = getattr(accessor, "_orig", None)
-        if type(accessor) is not StringMethods or type(series) is not pd.Series:
-            raise Unsupported("a .str accessor of something other than a Series")
-        if not (series.dtype == object or getattr(series.dtype, "storage", None) == "python"):
-            raise Unsupported(f"strings stored as {series.dtype!r} (pandas may lowercase them another way)")
-        self.series = series
+    One instance serves every accessor: it is passed as the first argument (``takes_receiver``).
+    """
+
+    takes_receiver = True
 
     @staticmethod
     def still_valid() -> bool:
         return True
 
-    def __call__(self):
+    def __call__(self, accessor, /):
         raise Unsupported("its result is used as a pandas Series")
 
-    def defer(self) -> Texts:
-        series = self.series
+    @staticmethod
+    def defer(accessor, /) -> Texts:
+        series = getattr(accessor, "_orig", None)
+        if type(accessor) is not StringMethods or type(series) is not pd.Series:
+            raise Unsupported("a .str accessor of something other than a Series")
+        if not (series.dtype == object or getattr(series.dtype, "storage", None) == "python"):
+            raise Unsupported(f"strings stored as {series.dtype!r} (pandas may lowercase them another way)")
         values = series.tolist()
         if not all(type(v) is str for v in values):
             raise Unsupported("a value that is not a str")

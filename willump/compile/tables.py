@@ -32,6 +32,9 @@ class PreparedTable:
 
     def __init__(self, table: pd.DataFrame, keys: tuple):
         self.signature = _signature(table)
+        missing = [k for k in keys if k not in table.columns]
+        if missing:
+            raise Unsupported(f"the key {missing} is not in the table")
         columns = [table[k] for k in keys]
         for key, column in zip(keys, columns):
             if column.hasnans:
@@ -95,10 +98,10 @@ class JoinedFrame(Deferred):
 
     stands_for = pd.DataFrame
 
-    def __init__(self, holder: list, joins: list, replay, sources: dict):
+    def __init__(self, holder: list, joins: list, replay, sources: dict, rows: int):
         # holder: [the base frame], shared by every frame of one chain of joins
         self._holder, self.joins, self._replay = holder, joins, replay  # joins: [(PreparedTable, positions)]
-        self.rows = len(holder[0])
+        self.rows = rows
         self.sources = sources  # column -> join number, None for the base frame
 
     @property
@@ -116,13 +119,13 @@ class JoinedFrame(Deferred):
 
     def merged(self, right: pd.DataFrame, on) -> "JoinedFrame":
         keys = (on,) if isinstance(on, str) else tuple(on)
-        if any(k not in self.sources or k not in right.columns for k in keys):
-            raise Unsupported(f"the key {on!r} is not in both frames")
+        if any(k not in self.sources for k in keys):
+            raise Unsupported(f"the key {on!r} is not in the left frame")
         table = prepared(right, keys)
         overlap = [c for c in table.columns if c in self.sources]
         if overlap:
             raise Unsupported(f"columns {overlap} are in both frames (pandas renames them)")
-        values, present = [], np.ones(self.rows, dtype=bool)
+        values, present = [], None  # present: rows whose keys are all known, None for all
         for key, table_dtype in zip(keys, table.key_dtypes):
             number = self.sources[key]
             if number is None:
@@ -131,18 +134,31 @@ class JoinedFrame(Deferred):
                 source, source_positions = self.joins[number]
                 found = source_positions >= 0
                 column, dtype = _take(source.arrays[key], source_positions), _with_missing(source.dtypes[key], found)
-                present &= found
-            if dtype is not table_dtype and dtype != table_dtype:
+                if not found.all():
+                    present = found if present is None else present & found
+            if not _same_dtype(dtype, table_dtype):
                 raise Unsupported(f"key {key!r} is {dtype} on the left and {table_dtype} in the table")
             values.append(column)
-        if present.all():
+        if present is None:
             positions = table.lookup(values)
         else:  # the table has no missing keys, so a missing key finds nothing
             positions = np.full(self.rows, -1, dtype=np.intp)
             positions[present] = table.lookup([v[present] for v in values])
         replay = lambda: self.materialize().merge(right, on=on, how="left")  # noqa: E731
         sources = {**self.sources, **dict.fromkeys(table.columns, len(self.joins))}
-        return JoinedFrame(self._holder, self.joins + [(table, positions)], replay, sources)
+        return JoinedFrame(self._holder, self.joins + [(table, positions)], replay, sources, self.rows)
+
+
+_dtype_pairs: dict = {}  # (id, id) -> (dtype, dtype, equal): comparing extension dtypes costs microseconds
+
+
+def _same_dtype(a, b) -> bool:
+    if a is b:
+        return True
+    entry = _dtype_pairs.get((id(a), id(b)))
+    if entry is None or entry[0] is not a or entry[1] is not b:
+        entry = _dtype_pairs[(id(a), id(b))] = (a, b, bool(a == b))
+    return entry[2]
 
 
 def column_of(frame: pd.DataFrame, name) -> tuple[np.ndarray, object]:
@@ -183,33 +199,33 @@ class SelectedFrame(Deferred):
 
 
 class CompiledMerge:
-    """``df.merge(table, on=key, how="left")`` as a ``JoinedFrame``, when its result stays compiled."""
+    """``df.merge(table, on=key, how="left")`` as a ``JoinedFrame``, when its result stays compiled.
 
-    def __init__(self, left, workers=None):
-        if not isinstance(left, JoinedFrame) and type(left) is not pd.DataFrame:
-            raise Unsupported(f"merge on a {type(left).__name__}")
-        self.left = left
+    One instance serves every frame: the frame is passed as the first argument (``takes_receiver``).
+    """
+
+    takes_receiver = True
 
     @staticmethod
     def still_valid() -> bool:
         return True
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, left, /, *args, **kwargs):
         raise Unsupported("its result is used as a DataFrame")
 
-    def defer(self, right=None, how="inner", on=None, **options) -> JoinedFrame:
+    @staticmethod
+    def defer(left, /, right=None, how="inner", on=None, **options) -> JoinedFrame:
         keys = [on] if isinstance(on, str) else on
         if (
             options or how != "left" or type(right) is not pd.DataFrame or type(keys) is not list
             or not keys or not all(isinstance(k, str) for k in keys) or len(set(keys)) != len(keys)
         ):
             raise Unsupported("a merge other than merge(table, on=<column or list of columns>, how='left')")
-        left = self.left
         if not isinstance(left, JoinedFrame):
             if not left.columns.is_unique:
                 raise Unsupported("the frame has duplicate column names")
             holder = [left]
-            left = JoinedFrame(holder, [], lambda: holder[0], dict.fromkeys(left.columns))
+            left = JoinedFrame(holder, [], lambda: holder[0], dict.fromkeys(left.columns), len(left))
         return left.merged(right, on)
 
 
@@ -261,6 +277,23 @@ class _Gather:
         if np.result_type(*[d.type for d in dtypes], np.float32) != np.float64:
             raise Unsupported("columns LightGBM would read as float32")
         self.bools = {c for c, d in zip(grouped, dtypes) if d.kind == "b"}
+        sources = {c: source for source, members in self.groups for c in members}
+        self.plan = [(sources[c], c) for c in columns]  # one row: each value fetched in selection order
+        self.bool_sources = {sources[c] for c in self.bools}
+
+    def one_row(self, joined: "JoinedFrame", base: dict) -> np.ndarray:
+        """The 1 x columns matrix, built from scalars: numpy's per-call overhead dominates a row."""
+        positions = [rows[0] for _, rows in joined.joins]
+        if any(positions[s] < 0 for s in self.bool_sources if s is not None):
+            raise Unsupported("a bool column with missing rows (pandas makes it object; LightGBM raises)")
+        values = []
+        for source, column in self.plan:
+            if source is None:
+                values.append(base[column][0][0])
+            else:
+                row = positions[source]
+                values.append(joined.joins[source][0].arrays[column][row] if row >= 0 else np.nan)
+        return np.array([values], dtype=np.float64)
 
 
 _gathers: dict = {}
@@ -276,6 +309,8 @@ def numeric_matrix(frame: SelectedFrame) -> np.ndarray:
     gather = _gathers.get(key)
     if gather is None:
         gather = _gathers[key] = _Gather(joined, frame.columns)
+    if joined.rows == 1:
+        return gather.one_row(joined, base)
     parts = []
     for source, members in gather.groups:
         if source is None:

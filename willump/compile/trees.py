@@ -5,14 +5,21 @@ OpenMP threads and converting the DataFrame; the trees take microseconds.
 This kernel gives the Booster the float matrix LightGBM itself would build
 (same dtype, same values) and one thread for small queries. Each row is
 scored by one thread in any case, so the answer does not depend on the
-thread count. Inputs may also be compiled joins (``tables.SelectedFrame``):
+thread count. A single row goes through LightGBM's own single-row API
+(``LGBM_BoosterPredictForMatSingleRowFast``), which parses the parameters once
+instead of on every call; LightGBM's tests check it gives what
+``LGBM_BoosterPredictForMat`` gives. Inputs may also be compiled joins (``tables.SelectedFrame``):
 the matrix is then gathered from the tables directly.
 """
+
+import ctypes
+import threading
+import weakref
 
 import numpy as np
 import pandas as pd
 from lightgbm import LGBMClassifier, LGBMRegressor
-from lightgbm.basic import _ConfigAliases, _choose_param_value, _InnerPredictor
+from lightgbm.basic import _LIB, _ConfigAliases, _choose_param_value, _InnerPredictor, _param_dict_to_str, _safe_call
 
 from willump.compile.forms import Unsupported
 from willump.compile.tables import SelectedFrame, numeric_matrix
@@ -50,6 +57,7 @@ class CompiledBooster:
         # Booster.predict builds this predictor on every call; it depends only on the parameters
         self._predictors = {}
         self._iterations = booster.best_iteration
+        self._single_row = _SingleRow(booster, _param_dict_to_str({**params, "num_threads": 1}), self._iterations, self.width)
 
     def _fingerprint(self) -> tuple:
         """The booster and every parameter value, held and compared by identity (``set_params``
@@ -68,15 +76,10 @@ class CompiledBooster:
         if isinstance(args[0], np.ndarray) and hasattr(self.model, "feature_names_in_"):
             raise Unsupported("a model fitted on named features, given an array (scikit-learn warns)")
         matrix = _matrix(args[0], self.width)
-        threads = 1 if len(matrix) < _ROWS_PER_THREAD else self.threads
-        predictor = self._predictors.get(threads)
-        if predictor is None:
-            predictor = _InnerPredictor.from_booster(booster=self.booster, pred_parameter={**self.params, "num_threads": threads})
-            self._predictors[threads] = predictor
-        result = predictor.predict(
-            data=matrix, start_iteration=0, num_iteration=self._iterations, raw_score=False, pred_leaf=False,
-            pred_contrib=False, data_has_header=False, validate_features=False,
-        )
+        if len(matrix) == 1:
+            result = self._single_row.predict(matrix)
+        else:
+            result = self._predict(matrix)
         if self.method == "predict_proba" and result.ndim == 1:  # binary, as LGBMClassifier.predict_proba
             return np.vstack((1.0 - result, result)).transpose()
         if self.method == "predict" and isinstance(self.model, LGBMClassifier):
@@ -84,6 +87,71 @@ class CompiledBooster:
                 result = np.vstack((1.0 - result, result)).transpose()
             return self.model._le.inverse_transform(np.argmax(result, axis=1))
         return result
+
+    def _predict(self, matrix: np.ndarray) -> np.ndarray:
+        threads = 1 if len(matrix) < _ROWS_PER_THREAD else self.threads
+        predictor = self._predictors.get(threads)
+        if predictor is None:
+            predictor = _InnerPredictor.from_booster(booster=self.booster, pred_parameter={**self.params, "num_threads": threads})
+            self._predictors[threads] = predictor
+        return predictor.predict(
+            data=matrix, start_iteration=0, num_iteration=self._iterations, raw_score=False, pred_leaf=False,
+            pred_contrib=False, data_has_header=False, validate_features=False,
+        )
+
+
+class _SingleRow:
+    """LightGBM's single-row prediction: a ``FastConfig`` per thread (LightGBM's own
+    multi-threaded test uses one per thread), freed with this object."""
+
+    def __init__(self, booster, parameters: str, iterations: int, width: int):
+        self.booster = booster  # its handle must outlive the configurations
+        self.parameters, self.iterations, self.width = parameters.encode(), iterations, width
+        count = ctypes.c_int64(0)
+        _safe_call(_LIB.LGBM_BoosterCalcNumPredict(
+            booster._handle, ctypes.c_int(1), ctypes.c_int(_PREDICT_NORMAL), ctypes.c_int(0),
+            ctypes.c_int(iterations), ctypes.byref(count),
+        ))
+        self.outputs = count.value
+        self._configs = {}  # thread id -> FastConfigHandle
+        self._lock = threading.Lock()
+        weakref.finalize(self, _free_configs, self._configs, booster)
+
+    def predict(self, row: np.ndarray) -> np.ndarray:
+        """What ``_InnerPredictor.predict`` returns for this one-row float64 matrix."""
+        row = np.ascontiguousarray(row, dtype=np.float64)
+        config = self._configs.get(threading.get_ident())
+        if config is None:
+            config = self._new_config()
+        out = np.empty(self.outputs, np.float64)
+        written = ctypes.c_int64(0)
+        _safe_call(_LIB.LGBM_BoosterPredictForMatSingleRowFast(
+            config, row.ctypes.data_as(ctypes.c_void_p), ctypes.byref(written),
+            out.ctypes.data_as(ctypes.POINTER(ctypes.c_double)),
+        ))
+        if written.value != self.outputs:
+            raise ValueError("LightGBM wrote an unexpected number of predictions")
+        return out if self.outputs == 1 else out.reshape(1, -1)
+
+    def _new_config(self):
+        config = ctypes.c_void_p()
+        _safe_call(_LIB.LGBM_BoosterPredictForMatSingleRowFastInit(
+            self.booster._handle, ctypes.c_int(_PREDICT_NORMAL), ctypes.c_int(0), ctypes.c_int(self.iterations),
+            ctypes.c_int(_FLOAT64), ctypes.c_int32(self.width), ctypes.c_char_p(self.parameters), ctypes.byref(config),
+        ))
+        with self._lock:
+            self._configs[threading.get_ident()] = config
+        return config
+
+
+def _free_configs(configs: dict, booster) -> None:  # booster: kept alive until then
+    for config in configs.values():
+        _LIB.LGBM_FastConfigFree(config)
+    configs.clear()
+
+
+_PREDICT_NORMAL = 0  # C_API_PREDICT_NORMAL
+_FLOAT64 = 1  # C_API_DTYPE_FLOAT64
 
 
 def _matrix(X, width: int) -> np.ndarray:
