@@ -1018,3 +1018,38 @@ def test_hashing_vectorizer_matches_scikit_learn(docs, analyzer, ngram_range, n_
         assert any("\ud800" <= c <= "\udfff" for doc in docs for c in doc)
         return
     assert_same_csr(result, expected)
+
+
+# --- frame["column"].str.lower() ---------------------------------------------------------------
+
+
+def _column_lower_pipeline(df):
+    return E2E_WORDS_MODEL.decision_function(E2E_WORDS_ONLY.transform(df["text"].str.lower()))
+
+
+COLUMN_LOWER = willump.optimize(_column_lower_pipeline)
+COLUMN_LOWER_FRAMES = {
+    "object strings": pd.DataFrame({"text": pd.Series(BASE_CORPUS, dtype=object)}),
+    "str dtype": pd.DataFrame({"text": pd.Series(BASE_CORPUS, dtype="str")}),
+    "missing values": pd.DataFrame({"text": ["the cat", None, np.nan]}),
+    "no such column": pd.DataFrame({"other": ["the cat"]}),
+    "numbers": pd.DataFrame({"text": [1.5, 2.0]}),
+    "two columns named text": pd.DataFrame([["a", "b"]], columns=["text", "text"]),
+    "categorical": pd.DataFrame({"text": pd.Series(["the cat", "a mat"], dtype="category")}),
+    "no rows": pd.DataFrame({"text": pd.Series([], dtype=object)}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(COLUMN_LOWER_FRAMES))
+def test_column_lower_is_read_from_the_frame_or_runs_as_written(case):
+    df = COLUMN_LOWER_FRAMES[case]
+    for rows in [df] + [df.iloc[[i]] for i in range(min(len(df), 3))]:
+        assert_same_outcome(outcome(lambda: COLUMN_LOWER(rows)), outcome(lambda: _column_lower_pipeline(rows)))
+
+
+def test_column_lower_is_compiled_and_named_as_written():
+    COLUMN_LOWER(COLUMN_LOWER_FRAMES["str dtype"].iloc[[0]])
+    table = COLUMN_LOWER.explain_compilation()
+    row = table[table["call"] == "df['text'].str.lower()"]
+    assert row["operator"].tolist() == ["StringMethods.lower"], table
+    assert row["compiled_calls"].iloc[0] > 0, table

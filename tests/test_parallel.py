@@ -46,8 +46,8 @@ def test_the_answer_does_not_depend_on_the_number_of_workers():
         f = willump.optimize(workers=workers)(predict)
         for _ in range(3):  # later calls know the measured cost and may hand work to a worker
             np.testing.assert_array_equal(run_with_timeout(lambda: f(FRAME)), expected_batch)
-            for row in rows:
-                np.testing.assert_array_equal(f(row), predict(row))
+            for row in rows:  # long rows: vectorizers measured slow enough run side by side
+                np.testing.assert_array_equal(run_with_timeout(lambda: f(row)), predict(row))
         table = f.explain_compilation()
         assert (table.loc[table["calls"] > 0, "status"] == "compiled").all(), table
 
@@ -74,3 +74,12 @@ def test_calls_from_several_threads_at_once():
     assert not errors and not any(t.is_alive() for t in threads), errors
     for got, want in zip(results, expected):
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_task_of_map_may_map_again():
+    """A vectorizer run by a worker splits its own rows with map: that must not wait for itself."""
+    from willump.compile.parallel import Workers
+
+    workers = Workers(2)
+    nested = run_with_timeout(lambda: workers.map(lambda i: workers.map(lambda j: 10 * i + j, [0, 1]), [1, 2, 3]), 30)
+    assert nested == [[10, 11], [20, 21], [30, 31]]

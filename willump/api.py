@@ -186,15 +186,17 @@ class OptimizedFunction:
 
         The status says ``compiled`` or why the call runs as plain Python (an
         unsupported object or option, or an input the kernel does not reproduce).
+        ``fused_calls`` counts calls answered by one kernel together with the calls
+        feeding it (a linear model with its vectorizers), whose rows were never built.
         """
         sites = self._executor.sites if self._executor is not None else []
-        columns = ["line", "call", "operator", "status", "calls", "compiled_calls"]
+        columns = ["line", "call", "operator", "status", "calls", "compiled_calls", "fused_calls"]
         table = pd.DataFrame([site.summary() for site in sites], columns=columns)
         # A call can be reached by several paths (plain calls, cascades): one row per call as written.
         table = table.sort_values("calls", ascending=False, kind="stable")
         merged = table.groupby(["line", "call"], sort=True, as_index=False).agg(
             operator=("operator", "first"), status=("status", "first"),
-            calls=("calls", "sum"), compiled_calls=("compiled_calls", "sum"),
+            calls=("calls", "sum"), compiled_calls=("compiled_calls", "sum"), fused_calls=("fused_calls", "sum"),
         )
         return merged[columns]
 

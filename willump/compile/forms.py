@@ -77,10 +77,52 @@ class SparseRows(Deferred):
 
     borrowed = False  # the arrays are a user's matrix's
 
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
     def protect(self) -> None:
         if self.borrowed:
             self.data, self.indices, self.indptr = self.data.copy(), self.indices.copy(), self.indptr.copy()
             self.borrowed = False
+
+
+class LazyRows(SparseRows):
+    """Sparse rows not computed yet: ``compute()`` gives their ``SparseRows`` when first needed.
+
+    A consumer that knows the ``source`` (e.g. the linear model, for a vectorizer's rows) may
+    compute what it needs without them. If ``compute`` refuses, ``fallback()`` (the call as
+    written) gives the real matrix. Call sites ``protect`` kept values before any call runs as
+    written, which computes these in the order they were made, as the original code would.
+    """
+
+    def __init__(self, compute, fallback, source, rows: int, width: int, dtype):
+        self._compute, self._fallback, self.source = compute, fallback, source
+        self._rows, self.width, self._dtype = rows, width, np.dtype(dtype)
+        self.sorted_indices = True
+        self._done = None
+
+    rows = property(lambda self: self._rows)
+    kind = property(lambda self: self.force().kind)
+    dtype = property(lambda self: self._dtype if self._done is None else self._done.dtype)
+    data = property(lambda self: self.force().data)
+    indices = property(lambda self: self.force().indices)
+    indptr = property(lambda self: self.force().indptr)
+
+    def force(self) -> SparseRows:
+        if self._done is None:
+            try:
+                self._done = self._compute()
+            except Exception:  # Unsupported, or a failing kernel: the call as written decides
+                self._real = self._fallback()
+                self._done = SparseRows.of(self._real)
+        return self._done
+
+    def _build(self):
+        return self.force().materialize()
+
+    def protect(self) -> None:
+        self.force().protect()
 
 
 class Stacked(Deferred):

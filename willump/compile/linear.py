@@ -18,7 +18,11 @@ from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge, SG
 from sklearn.svm import LinearSVC
 from sklearn.utils.extmath import softmax
 
-from willump.compile.forms import SparseRows, Stacked, Unsupported
+import time
+
+from willump.compile import fused
+from willump.compile.forms import LazyRows, SparseRows, Stacked, Unsupported
+from willump.compile.parallel import SERIAL, WORTH_A_THREAD
 
 CLASSIFIERS = (LogisticRegression, LinearSVC, SGDClassifier)
 REGRESSORS = (LinearRegression, Ridge)
@@ -51,7 +55,7 @@ def csr_scores(datas, indices, indptrs, offsets, weights):
 class CompiledLinearModel:
     """One method of a fitted linear model, without scikit-learn's per-call overhead."""
 
-    def __init__(self, model, method: str):
+    def __init__(self, model, method: str, workers=SERIAL):
         kind = type(model)
         if method not in METHODS.get(kind, ()):
             raise Unsupported(f"{kind.__name__}.{method} is not compiled")
@@ -63,6 +67,10 @@ class CompiledLinearModel:
         self.model, self.method, self.kind = model, method, kind
         self.state = _state(model)
         self.width = coef.shape[-1]
+        self.workers = workers
+        self.fused_cost = 0.0  # seconds per call fusing vectorizers (see fused), a moving average
+        self._fused_before = False
+        self.fused_calls = 0
 
     def still_valid(self) -> bool:
         return _same(_state(self.model), self.state)
@@ -79,7 +87,10 @@ class CompiledLinearModel:
             return self.model.classes_.take(indices, axis=0)
         if self.model.classes_.size <= 2:  # predict_proba, as LinearClassifierMixin._predict_proba_lr
             probability = expit(scores, out=scores)
-            return np.stack([1 - probability, probability], axis=1)
+            pair = np.empty((len(probability), 2))  # np.stack([1 - probability, probability], axis=1)
+            np.subtract(1, probability, out=pair[:, 0])
+            pair[:, 1] = probability
+            return pair
         return softmax(scores, copy=False)
 
     def _decision(self, X):
@@ -98,13 +109,41 @@ class CompiledLinearModel:
         if type(X) is np.ndarray:  # not np.matrix or other subclasses, which scikit-learn refuses
             _check_dense(X, self.width)
             return X @ weights
-        blocks = _sparse_blocks(X, self.width)
-        offsets = np.cumsum([0] + [b.width for b in blocks[:-1]])
-        scores = csr_scores(
-            tuple(b.data for b in blocks), tuple(b.indices for b in blocks), tuple(b.indptr for b in blocks),
-            offsets, weights if weights.ndim == 2 else weights[:, None],  # the live coefficients (partial_fit)
-        )
+        matrix = weights if weights.ndim == 2 else weights[:, None]  # the live coefficients (partial_fit)
+        scores = self._fused(X, matrix)
+        if scores is None:
+            blocks = _sparse_blocks(X, self.width)
+            offsets = np.cumsum([0] + [b.width for b in blocks[:-1]])
+            scores = csr_scores(
+                tuple(b.data for b in blocks), tuple(b.indices for b in blocks), tuple(b.indptr for b in blocks),
+                offsets, matrix,
+            )
         return scores[:, 0] if weights.ndim == 1 else scores
+
+    def _fused(self, X, weights):
+        """The scores of vectorizer rows not computed yet, computed with them (``fused``), or None.
+
+        When fusing measured slow enough to be worth threads, the vectorizers instead run
+        side by side on the workers and the scores come from their rows."""
+        blocks = X.blocks if isinstance(X, Stacked) else [X] if isinstance(X, LazyRows) else []
+        if not (blocks and fused.fusable(blocks) and blocks[0].rows and sum(b.width for b in blocks) == self.width):
+            return None
+        if np.result_type(*[b.dtype for b in blocks]) != np.float64:
+            return None
+        if self.workers.count > 1 and len(blocks) > 1 and self.fused_cost >= WORTH_A_THREAD:
+            self.workers.map(LazyRows.force, blocks)
+            self.fused_cost = 0.8 * self.fused_cost + 0.2 * sum(b.source[0].cost for b in blocks)
+            return None
+        started = time.perf_counter()
+        try:
+            scores = fused.scores(blocks, weights, self.workers)
+        except Unsupported:
+            return None
+        self.fused_calls += 1
+        if self._fused_before:  # (the first call's time includes compiling the kernel)
+            self.fused_cost = 0.8 * self.fused_cost + 0.2 * (time.perf_counter() - started)
+        self._fused_before = True
+        return scores
 
 
 def _single_input(args, kwargs):

@@ -53,7 +53,7 @@ class Workers:
         if self.count == 1 or len(items) <= 1 or getattr(_inside, "worker", False):
             # (a worker never waits for other workers: with all of them waiting, none would run)
             return [function(item) for item in items]
-        futures = [self._executor().submit(function, item) for item in items[1:]]
+        futures = [self._executor().submit(_as_worker, function, item) for item in items[1:]]
         first = function(items[0])
         return [first] + [future.result() for future in futures]
 
@@ -70,5 +70,14 @@ class Workers:
         self.__init__(state["count"])
 
 
+def _as_worker(function, item):
+    _inside.worker = True
+    try:
+        return function(item)
+    finally:
+        _inside.worker = False
+
+
 SERIAL = Workers(1)
+WORTH_A_THREAD = 200e-6  # seconds: work that takes at least this long may be handed to a worker
 _inside = threading.local()  # .worker: this thread is running a task for Workers

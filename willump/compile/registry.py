@@ -15,7 +15,7 @@ from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, 
 from willump.compile import linear, sparse, tables, trees
 from willump.compile.parallel import SERIAL
 from willump.compile.forms import DeferredMethod, Unsupported
-from willump.compile.strings import CompiledLower, StringMethods
+from willump.compile.strings import CompiledColumnLower, CompiledLower, StringMethods, column_str_method
 from willump.compile.text import CompiledVectorizer
 
 # Kernels built per object (they hold what they read from it: a vocabulary, coefficients).
@@ -26,7 +26,9 @@ METHOD_KERNELS = {
 }
 for _kind, _methods in linear.METHODS.items():
     for _method in _methods:
-        METHOD_KERNELS[(_kind, _method)] = lambda model, _, method=_method: linear.CompiledLinearModel(model, method)
+        METHOD_KERNELS[(_kind, _method)] = lambda model, workers, method=_method: linear.CompiledLinearModel(
+            model, method, workers
+        )
 for _kind, _methods in trees.METHODS.items():
     for _method in _methods:
         METHOD_KERNELS[(_kind, _method)] = lambda model, workers, method=_method: trees.CompiledBooster(
@@ -35,7 +37,11 @@ for _kind, _methods in trees.METHODS.items():
 # Kernels for methods of short-lived objects (each call's frame or accessor): built once, they
 # get the object as their first argument.
 RECEIVER_KERNELS = {(StringMethods, "lower"): CompiledLower(), (pd.DataFrame, "merge"): tables.CompiledMerge()}
-FUNCTION_KERNELS = {sp.hstack: sparse.CompiledHstack(), operator.getitem: tables.CompiledSelection()}
+FUNCTION_KERNELS = {
+    sp.hstack: sparse.CompiledHstack(),
+    operator.getitem: tables.CompiledSelection(),
+    column_str_method: CompiledColumnLower(),
+}
 FUNCTION_NAMES = {"hstack"}
 NAMES = {method for _, method in [*METHOD_KERNELS, *RECEIVER_KERNELS]} | FUNCTION_NAMES  # callee names worth a call site
 
@@ -86,6 +92,8 @@ def _owner_type(method) -> type:
 def describe(callee) -> str:
     if isinstance(callee, DeferredMethod) or (getattr(callee, "__self__", None) is not None and hasattr(callee, "__func__")):
         return f"{_owner_type(callee).__name__}.{callee.__name__}"
+    if hasattr(callee, "operator_name"):
+        return callee.operator_name
     module = ".".join(p for p in (getattr(callee, "__module__", "") or "").split(".") if not p.startswith("_"))
     return f"{module}.{getattr(callee, '__qualname__', type(callee).__name__)}".lstrip(".")
 

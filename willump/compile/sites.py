@@ -16,12 +16,12 @@ import threading
 import time
 
 from willump.compile import registry
-from willump.compile.parallel import SERIAL
+from willump.compile.parallel import SERIAL, WORTH_A_THREAD
 from willump.compile.forms import Deferred, DeferredMethod, Unsupported
+from willump.compile.strings import COLUMN_STR_METHODS, column_str_method
 
 SITE_PREFIX = "__willump_site_"
 _REFUSED = object()  # a kernel's answer when it does not reproduce the call
-_WORTH_A_THREAD = 200e-6  # seconds: compiled calls at least this long may run on an idle worker
 
 
 class CallSite:
@@ -52,7 +52,7 @@ class CallSite:
         if kernel is not None:
             inputs = (callee.__self__, *args) if getattr(kernel, "takes_receiver", False) else args
             deferring = self.defers and hasattr(kernel, "defer")
-            if deferring and self.overlaps and self.cost >= _WORTH_A_THREAD:
+            if deferring and self.overlaps and self.cost >= WORTH_A_THREAD:
                 pending = self.workers.try_submit(self._attempt, kernel.defer, inputs, kwargs)
                 if pending is not None:  # computed by a worker while this thread goes on
                     result = Pending(pending, callee, args, kwargs)
@@ -60,8 +60,12 @@ class CallSite:
                         _outstanding.pending = []
                     _outstanding.pending.append(result)
                     return result
+            if deferring and hasattr(kernel, "defer_lazily") and not getattr(_outstanding, "pending", None):
+                run = kernel.defer_lazily  # computed by whoever needs it (while workers compute, compute now)
+            else:
+                run = kernel.defer if deferring else kernel
             started = time.perf_counter()
-            result = self._attempt(kernel.defer if deferring else kernel, inputs, kwargs)
+            result = self._attempt(run, inputs, kwargs)
             if result is not _REFUSED:
                 self.cost = 0.8 * self.cost + 0.2 * (time.perf_counter() - started)
                 if isinstance(result, Deferred):
@@ -120,9 +124,11 @@ class CallSite:
         status = "compiled" if compiled and self.reason is None else f"plain Python: {self.reason}"
         if compiled and self.reason and self.compiled_calls:
             status = f"compiled, some calls plain Python ({self.reason})"
+        kernel = self._shared or (self._cache[2] if self._cache is not None else None)
         return {
             "line": self.line, "call": self.source, "operator": self.operator, "status": status,
             "calls": self.calls, "compiled_calls": self.compiled_calls,
+            "fused_calls": getattr(kernel, "fused_calls", 0),  # answered in one kernel with the calls feeding it
         }
 
 
@@ -200,6 +206,13 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call):
         self.generic_visit(node)
+        column = _column_str_call(node)
+        if column is not None:  # frame["column"].str.lower() -> site(column_str_method, frame, "column", "lower")
+            site = self.make_site(node)
+            self.sites.append(site)
+            callee = ast.Name(COLUMN_STR, ast.Load())
+            call = ast.Call(ast.Name(site.name, ast.Load()), [callee, *column, ast.Constant(node.func.attr)], [])
+            return ast.copy_location(call, node)
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
         if name not in registry.NAMES or name.startswith(SITE_PREFIX):
@@ -208,6 +221,20 @@ class _Rewriter(ast.NodeTransformer):
         self.sites.append(site)
         call = ast.Call(ast.Name(site.name, ast.Load()), [func] + node.args, node.keywords)
         return ast.copy_location(call, node)
+
+
+def _column_str_call(node: ast.Call):
+    """(frame, column) of a call written ``frame[<constant>].str.<method>()``, else None."""
+    func = node.func
+    if node.args or node.keywords or not isinstance(func, ast.Attribute) or func.attr not in COLUMN_STR_METHODS:
+        return None
+    accessor = func.value
+    if not (isinstance(accessor, ast.Attribute) and accessor.attr == "str" and isinstance(accessor.value, ast.Subscript)):
+        return None
+    subscript = accessor.value
+    if not isinstance(subscript.slice, ast.Constant) or not isinstance(subscript.slice.value, str):
+        return None
+    return subscript.value, subscript.slice
 
 
 def rewrite_calls(nodes: list, sites: list, workers=SERIAL) -> list:
@@ -242,7 +269,8 @@ def prepare_kernel(site: CallSite, resolver) -> None:
 _INERT = (ast.Name, ast.Constant, ast.List, ast.Tuple, ast.keyword, ast.Load, ast.Slice, ast.UnaryOp, ast.USub)
 ATTRIBUTE = "__willump_attr"  # attribute(obj, name): obj.name, or the method of a compiled form
 GETITEM = "__willump_getitem"  # operator.getitem, the callee of rewritten subscripts
-HELPERS = {ATTRIBUTE: None, GETITEM: operator.getitem}  # name -> object the rewritten code reads
+COLUMN_STR = "__willump_column_str"  # strings.column_str_method, the callee of frame["column"].str.<method>()
+HELPERS = {ATTRIBUTE: None, GETITEM: operator.getitem, COLUMN_STR: column_str_method}  # name -> object the rewritten code reads
 
 
 def attribute(value, name: str):

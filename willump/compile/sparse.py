@@ -47,6 +47,8 @@ class CompiledHstack:
 
 
 def materialize_stack(blocks: list) -> object:
+    if sum(len(b.data) for b in blocks) >= _INT32_MAX:  # scipy's own hstack picks 64-bit indices
+        return sp.hstack([b.materialize() for b in blocks], format="csr")
     n_rows = blocks[0].rows
     width = sum(b.width for b in blocks)
     nnz = sum(len(b.data) for b in blocks)
@@ -70,10 +72,10 @@ def _rows_of(blocks, format, dtype) -> list:
     n_rows = rows[0].rows
     if any(r.rows != n_rows for r in rows):
         raise Unsupported("blocks of different numbers of rows (scipy raises)")
-    if np.result_type(*[r.data.dtype for r in rows]).kind not in "biuf":
+    if np.result_type(*[r.dtype for r in rows]).kind not in "biuf":
         raise Unsupported("blocks of other than bool, integer or float values")
-    if max(sum(r.width for r in rows), sum(len(r.data) for r in rows)) >= _INT32_MAX:
-        raise Unsupported("blocks too large for 32-bit indices")
+    if sum(r.width for r in rows) >= _INT32_MAX:
+        raise Unsupported("blocks too wide for 32-bit indices")
     return rows
 
 

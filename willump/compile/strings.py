@@ -1,5 +1,11 @@
 """pandas string methods whose result feeds a compiled text kernel.
 
+Two spellings are compiled: ``series.str.lower()`` (any Series), and
+``frame["column"].str.lower()``, which call sites rewrite to
+``column_str_method(frame, "column", "lower")`` so that, for one row, neither
+the column's Series nor its ``.str`` accessor is built (each costs about 10 µs,
+as much as the TF-IDF that reads the text).
+
 ``series.str.lower()`` builds a pandas Series, which for one row costs more
 than the TF-IDF that reads it. When its result only reaches compiled
 vectorizers, the call site keeps the lowercased ``str`` list instead; pandas
@@ -41,3 +47,39 @@ class CompiledLower:
         lowered = [v.lower() for v in values]
         index, name, dtype = series.index, series.name, series.dtype
         return Texts(lowered, lambda: pd.Series(lowered, index=index, name=name, dtype=dtype))
+
+
+def column_str_method(frame, column, name: str):
+    """``frame[column].str.<name>()``, as written: what the rewritten call runs when not compiled."""
+    return getattr(frame[column].str, name)()
+
+
+column_str_method.operator_name = "StringMethods.lower"  # for explain_compilation
+COLUMN_STR_METHODS = {"lower"}  # methods the rewrite applies to
+
+
+class CompiledColumnLower:
+    """``column_str_method(frame, column, "lower")`` as a ``Texts`` value, read from the frame's
+    column array; for call sites whose result stays compiled."""
+
+    @staticmethod
+    def still_valid() -> bool:
+        return True
+
+    def __call__(self, frame, column, name):
+        raise Unsupported("its result is used as a pandas Series")
+
+    @staticmethod
+    def defer(frame, column, name) -> Texts:
+        if type(frame) is not pd.DataFrame or name != "lower":
+            raise Unsupported(f"a column of a {type(frame).__name__}")
+        position = frame.columns.get_loc(column) if column in frame.columns else None
+        if type(position) is not int:
+            raise Unsupported(f"the frame has no single column {column!r}")
+        values = frame._get_column_array(position)
+        if not (values.dtype == object or getattr(values.dtype, "storage", None) == "python"):
+            raise Unsupported(f"strings stored as {values.dtype!r} (pandas may lowercase them another way)")
+        texts = values.tolist()
+        if not all(type(v) is str for v in texts):
+            raise Unsupported("a value that is not a str")
+        return Texts([t.lower() for t in texts], lambda: frame[column].str.lower())

@@ -11,13 +11,14 @@ scikit-learn's Cython loop, so the values are bit for bit the same.
 """
 
 import threading
+import time
 
 import numba
 import numpy as np
 import pandas as pd
 from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, TfidfVectorizer
 
-from willump.compile.forms import SparseRows, Texts, Unsupported
+from willump.compile.forms import LazyRows, SparseRows, Texts, Unsupported
 from willump.compile.parallel import SERIAL
 from willump.compile.unicode import SPACE, WORD, char_classes, encode
 
@@ -259,101 +260,117 @@ def _bit_position(single_bit):
     return _DE_BRUIJN_POSITIONS[(single_bit * _DE_BRUIJN) >> np.uint64(58)]
 
 
+@_inline
+def find_ngrams(codes, s, e, classes, analyzer, min_n, max_n, buffer, starts, ends, found, vocabulary, hashing):
+    """The n-grams of the document ``codes[s:e]`` into ``found`` (see ``_emit``); returns how many."""
+    if analyzer == 0:
+        return _word_ngrams(codes, s, e, classes, min_n, max_n, buffer, starts, ends, found, vocabulary, hashing)
+    if analyzer == 1:
+        return _char_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary, hashing)
+    return _char_wb_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary, hashing)
+
+
+@_inline
+def sorted_counts(found, n_found, tally, bits, hashing, columns, counts, nnz):
+    """The distinct columns of ``found[:n_found]`` in increasing order, and their counts, written
+    from ``columns[nnz]`` and ``counts[nnz]`` on, as after scikit-learn's ``sort_indices``; returns
+    the new ``nnz``. ``tally`` (one count per column) and ``bits`` (one bit per column) are zeros
+    on entry and on exit: scratch reused between calls, so a single row does not pay for
+    clearing arrays as wide as the vocabulary."""
+    if hashing[0]:  # sum the signs of each hashed column, as scipy's sum_duplicates does
+        row = found[:n_found]
+        row.sort()
+        k = 0
+        while k < n_found:
+            column = row[k] >> 1
+            total = 0
+            while k < n_found and row[k] >> 1 == column:
+                total += -1 if row[k] & 1 else 1
+                k += 1
+            columns[nnz] = column
+            counts[nnz] = total
+            nnz += 1
+        return nnz
+    width = len(tally)
+    distinct = 0
+    for k in range(n_found):
+        column = found[k]
+        if tally[column] == 0:
+            distinct += 1
+            bits[column >> 6] |= np.uint64(1) << np.uint64(column & 63)
+        tally[column] += 1
+    # Columns in increasing order: scan the bitmap, or sort when the row is sparse in a wide vocabulary.
+    k = nnz
+    if 8 * distinct * 64 >= width:
+        for word in range(len(bits)):
+            value = bits[word]
+            while value:
+                low = value & (~value + np.uint64(1))
+                column = word * 64 + _bit_position(low)
+                columns[k] = column
+                counts[k] = tally[column]
+                tally[column] = 0
+                k += 1
+                value ^= low
+            bits[word] = 0
+    else:
+        for j in range(n_found):
+            column = found[j]
+            if tally[column] > 0:
+                columns[k] = column
+                counts[k] = tally[column]
+                tally[column] = 0
+                bits[column >> 6] = 0
+                k += 1
+        order = np.argsort(columns[nnz:k])
+        columns[nnz:k] = columns[nnz:k][order]
+        counts[nnz:k] = counts[nnz:k][order]
+    return nnz + distinct
+
+
+@_inline
+def workspace(longest, min_n, max_n):
+    """Scratch for documents of up to ``longest`` code points: (buffer, starts, ends, found)."""
+    found = np.empty((3 * longest + 2) * (max_n - min_n + 1), np.int64)
+    buffer = np.empty(2 * longest + 2 * max_n + 4, np.uint32)
+    return buffer, np.empty(longest + 1, np.int64), np.empty(longest + 1, np.int64), found
+
+
 @_jit
 def count_ngrams(codes, offsets, classes, analyzer, min_n, max_n, vocabulary, tally, bits, hashing):
-    """(indptr, columns, counts) of the documents ``codes[offsets[i]:offsets[i + 1]]``.
-
-    Columns of a row are sorted, as after scikit-learn's ``sort_indices``. ``tally``
-    (one count per column) and ``bits`` (one bit per column) are zeros on entry and
-    on exit: scratch space reused between calls, so a single row does not pay for
-    clearing arrays as wide as the vocabulary.
-    """
+    """(indptr, columns, counts) of the documents ``codes[offsets[i]:offsets[i + 1]]``: the
+    CSR matrix of counts scikit-learn builds, columns sorted within rows."""
     n_docs = len(offsets) - 1
     longest = 0
     for d in range(n_docs):
         longest = max(longest, offsets[d + 1] - offsets[d])
-    found = np.empty((3 * longest + 2) * (max_n - min_n + 1), np.int64)
-    buffer = np.empty(2 * longest + 2 * max_n + 4, np.uint32)
-    starts = np.empty(longest + 1, np.int64)
-    ends = np.empty(longest + 1, np.int64)
-    width = len(tally)
+    buffer, starts, ends, found = workspace(longest, min_n, max_n)
     indptr = np.zeros(n_docs + 1, np.int64)
     capacity = max(16, len(codes))
     columns = np.empty(capacity, np.int64)
     counts = np.empty(capacity, np.int64)
     nnz = 0
     for d in range(n_docs):
-        s, e = offsets[d], offsets[d + 1]
-        if analyzer == 0:
-            n_found = _word_ngrams(codes, s, e, classes, min_n, max_n, buffer, starts, ends, found, vocabulary, hashing)
-        elif analyzer == 1:
-            n_found = _char_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary, hashing)
-        else:
-            n_found = _char_wb_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary, hashing)
+        n_found = find_ngrams(
+            codes, offsets[d], offsets[d + 1], classes, analyzer, min_n, max_n, buffer, starts, ends, found,
+            vocabulary, hashing,
+        )
         if nnz + n_found > capacity:
             capacity = max(2 * capacity, nnz + n_found)
             columns = np.concatenate((columns[:nnz], np.empty(capacity - nnz, np.int64)))
             counts = np.concatenate((counts[:nnz], np.empty(capacity - nnz, np.int64)))
-        if hashing[0]:  # sum the signs of each hashed column, as scipy's sum_duplicates does
-            row = found[:n_found]
-            row.sort()
-            k = 0
-            while k < n_found:
-                column = row[k] >> 1
-                total = 0
-                while k < n_found and row[k] >> 1 == column:
-                    total += -1 if row[k] & 1 else 1
-                    k += 1
-                columns[nnz] = column
-                counts[nnz] = total
-                nnz += 1
-            indptr[d + 1] = nnz
-            continue
-        distinct = 0
-        for k in range(n_found):
-            column = found[k]
-            if tally[column] == 0:
-                distinct += 1
-                bits[column >> 6] |= np.uint64(1) << np.uint64(column & 63)
-            tally[column] += 1
-        # Columns in increasing order: scan the bitmap, or sort when the row is sparse in a wide vocabulary.
-        if 8 * distinct * 64 >= width:
-            k = nnz
-            for word in range(len(bits)):
-                value = bits[word]
-                while value:
-                    low = value & (~value + np.uint64(1))
-                    column = word * 64 + _bit_position(low)
-                    columns[k] = column
-                    counts[k] = tally[column]
-                    tally[column] = 0
-                    k += 1
-                    value ^= low
-                bits[word] = 0
-        else:
-            k = nnz
-            for j in range(n_found):
-                column = found[j]
-                if tally[column] > 0:
-                    columns[k] = column
-                    counts[k] = tally[column]
-                    tally[column] = 0
-                    bits[column >> 6] = 0
-                    k += 1
-            order = np.argsort(columns[nnz:k])
-            columns[nnz:k] = columns[nnz:k][order]
-            counts[nnz:k] = counts[nnz:k][order]
-        nnz += distinct
+        nnz = sorted_counts(found, n_found, tally, bits, hashing, columns, counts, nnz)
         indptr[d + 1] = nnz
     return indptr, columns[:nnz], counts[:nnz]
 
 
-@_jit
-def tfidf_weights(indptr, columns, counts, binary, log_table, idf, norm, data):
-    """scikit-learn's TF-IDF of the counts, into ``data``: binary, sublinear TF (``log_table[c]``
-    is ``np.log(c) + 1`` computed by numpy), idf, then l1 / l2 row norms summed in scikit-learn's order.
-    ``norm``: 0 none, 1 l1, 2 l2. False when a count is beyond the table."""
-    for j in range(len(counts)):
+@_inline
+def weigh_row(columns, counts, start, end, binary, log_table, idf, norm, data):
+    """scikit-learn's weights of one row's counts ``[start, end)`` into ``data``: binary,
+    sublinear TF (``log_table[c]`` is ``np.log(c) + 1`` computed by numpy), idf, then the
+    l1 / l2 norm summed in scikit-learn's order. ``norm``: 0 none, 1 l1, 2 l2. False when a
+    count is beyond the table."""
+    for j in range(start, end):
         count = 1 if binary else counts[j]
         if len(log_table):
             if count >= len(log_table):
@@ -364,16 +381,23 @@ def tfidf_weights(indptr, columns, counts, binary, log_table, idf, norm, data):
         if len(idf):
             data[j] = data[j] * idf[columns[j]]
     if norm:
-        for i in range(len(indptr) - 1):
-            total = 0.0
-            for j in range(indptr[i], indptr[i + 1]):
-                total += data[j] * data[j] if norm == 2 else abs(data[j])
-            if total == 0.0:
-                continue
+        total = 0.0
+        for j in range(start, end):
+            total += data[j] * data[j] if norm == 2 else abs(data[j])
+        if total != 0.0:
             if norm == 2:
                 total = np.sqrt(total)
-            for j in range(indptr[i], indptr[i + 1]):
+            for j in range(start, end):
                 data[j] = data[j] / total
+    return True
+
+
+@_jit
+def tfidf_weights(indptr, columns, counts, binary, log_table, idf, norm, data):
+    """``weigh_row`` for every row; False when a count is beyond the table."""
+    for i in range(len(indptr) - 1):
+        if not weigh_row(columns, counts, indptr[i], indptr[i + 1], binary, log_table, idf, norm, data):
+            return False
     return True
 
 
@@ -433,6 +457,7 @@ class CompiledVectorizer:
             self.log_table = self._log_table(64) if self.sublinear else np.empty(0, self.dtype)
         self.classes = char_classes()
         self._scratch = threading.local()
+        self.cost = 0.0  # seconds per transform, a moving average (for running vectorizers in parallel)
 
     def still_valid(self) -> bool:
         """False once the vectorizer was refitted or its options changed."""
@@ -444,9 +469,23 @@ class CompiledVectorizer:
 
     def defer(self, documents) -> SparseRows:
         """The transform's CSR arrays, from documents or from compiled ``Texts``."""
+        return self._transform(self._texts(documents))
+
+    def defer_lazily(self, documents) -> LazyRows:
+        """As ``defer``, computed when first needed: a linear model reading only these rows and
+        other vectorizers' computes its scores without building them (see ``fused``)."""
+        texts = self._texts(documents)
+        fallback = lambda: self.vectorizer.transform(documents.materialize() if isinstance(documents, Texts) else documents)  # noqa: E731
+        return LazyRows(lambda: self._transform(texts), fallback, (self, texts), len(texts), self.width, self.dtype)
+
+    def _texts(self, documents) -> list:
         texts = documents.texts if isinstance(documents, Texts) else documents_as_list(documents)
         if (self.tfidf or self.hashing[0]) and not texts:
             raise Unsupported("no documents (scikit-learn raises)")
+        return texts
+
+    def _transform(self, texts: list) -> SparseRows:
+        started = time.perf_counter()
         parts = self.workers.split(len(texts), _ROWS_PER_TASK)
         if len(parts) == 1:
             indptr, columns, counts = self._count(texts)
@@ -456,23 +495,34 @@ class CompiledVectorizer:
             indptr = np.concatenate([np.zeros(1, np.int64)] + [c[0][1:] + o for c, o in zip(counted, offsets)])
             columns = np.concatenate([c[1] for c in counted])
             counts = np.concatenate([c[2] for c in counted])
-        return self._weigh(indptr, columns, counts)
+        rows = self._weigh(indptr, columns, counts)
+        self.cost = 0.8 * self.cost + 0.2 * (time.perf_counter() - started)
+        return rows
 
     def _count(self, texts: list) -> tuple:
-        if self.lowercase:
-            texts = [t.lower() for t in texts]
-        codes, offsets = encode(texts)
+        codes, offsets = self.encoded(texts)
+        tally, bits = self.scratch()
+        return count_ngrams(
+            codes, offsets, self.classes, self.analyzer, *self.ngram_range, self.vocabulary.arrays, tally, bits,
+            self.hashing,
+        )
+
+    def encoded(self, texts: list) -> tuple:
+        """(code points, offsets) of the documents as the analyzer sees them; Unsupported for
+        text scikit-learn would fail to encode."""
+        codes, offsets = encode([t.lower() for t in texts] if self.lowercase else texts)
         if self.hashing[0] and ((codes >= 0xD800) & (codes <= 0xDFFF)).any():
             raise Unsupported("a lone surrogate (scikit-learn's UTF-8 encoding raises)")
+        return codes, offsets
+
+    def scratch(self) -> tuple:
+        """This thread's (tally, bits), zeros between calls (see ``sorted_counts``)."""
         scratch = self._scratch.__dict__
-        if "tally" not in scratch:  # one per thread; hashing sorts instead
+        if "tally" not in scratch:  # hashing sorts instead
             width = 0 if self.hashing[0] else self.width
             scratch["tally"] = np.zeros(width, np.int64)
             scratch["bits"] = np.zeros(width // 64 + 1, np.uint64)
-        return count_ngrams(
-            codes, offsets, self.classes, self.analyzer, *self.ngram_range, self.vocabulary.arrays,
-            scratch["tally"], scratch["bits"], self.hashing,
-        )
+        return scratch["tally"], scratch["bits"]
 
     def _weigh(self, indptr, columns, counts) -> SparseRows:
         """The values scikit-learn computes for these counts."""

@@ -69,7 +69,7 @@ class GraphExecutor:
             reads = set()
             for node in nodes + ([result] if result is not None else []):
                 reads |= names_read(node)
-            site_names = {n for n in reads if n.startswith(SITE_PREFIX)}
+            site_names = {n for n in reads if n.startswith(SITE_PREFIX) or n in SITE_HELPERS}
             reads = sorted(reads & (plan.local_names | {PLACEHOLDER, MODEL_OUTPUT} | site_names))
             function = compile_block(
                 source.func, source.filename, reads, nodes, result, plan.possibly_unbound

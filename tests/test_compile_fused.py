@@ -1,0 +1,145 @@
+"""Vectorizers fused into a linear model (``willump.compile.fused``) give scikit-learn's answers.
+
+Random vectorizer settings, documents and models; each pipeline is decorated and compared
+with itself undecorated, for batches and single rows, and the fused kernel must have
+answered whenever every vectorizer computes in float64.
+"""
+
+import linecache
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, note, reject
+from hypothesis import strategies as st
+from sklearn.feature_extraction.text import HashingVectorizer
+from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge, SGDClassifier
+from sklearn.svm import LinearSVC
+
+import willump
+from test_compile_kernels import (
+    BASE_CORPUS, GRID_DOCUMENTS, assert_same_outcome, document_lists, hypothesis_settings, make_vectorizer, outcome,
+    vectorizer_configs,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
+
+MODELS = {
+    "binary logistic": (lambda: LogisticRegression(max_iter=300), 2, ["predict_proba", "predict", "decision_function"]),
+    "3-class logistic": (lambda: LogisticRegression(max_iter=300), 3, ["predict_proba", "decision_function"]),
+    "linear svc": (lambda: LinearSVC(), 3, ["predict", "decision_function"]),
+    "sgd": (lambda: SGDClassifier(random_state=0), 2, ["decision_function"]),
+    "ridge": (lambda: Ridge(), 0, ["predict"]),
+    "least squares": (lambda: LinearRegression(), 0, ["predict"]),
+}
+
+
+@st.composite
+def fused_vectorizer_configs(draw):
+    """Mostly settings the fused kernel takes (float64 or integer counts), sometimes float32 (it must not fuse)."""
+    if draw(st.integers(0, 4)) == 0:
+        return "hashing", dict(
+            analyzer=draw(st.sampled_from(["word", "char", "char_wb"])), ngram_range=draw(st.sampled_from([(1, 1), (1, 2), (2, 4)])),
+            n_features=draw(st.sampled_from([16, 1024])), alternate_sign=draw(st.booleans()),
+            norm=draw(st.sampled_from(["l1", "l2", None])), binary=draw(st.booleans()),
+        )
+    kind, params = draw(vectorizer_configs())
+    if kind == "tfidf" and draw(st.integers(0, 4)):
+        params["dtype"] = np.float64
+    return kind, params
+
+
+def _encodable(document: str) -> bool:
+    try:
+        document.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _vectorizer(kind, params, corpus):
+    if kind == "hashing":
+        return HashingVectorizer(**params)
+    try:
+        return make_vectorizer(kind, params).fit(corpus)
+    except ValueError:  # an empty vocabulary after pruning
+        reject()
+
+
+def _pipeline(n_vectorizers: int, lower: bool, method: str, namespace: dict):
+    """The pipeline as a user writes it, compiled from source kept in linecache (as IPython keeps cells)."""
+    lines = ["def pipeline(df):", f"    text = df['text']{'.str.lower()' if lower else ''}"]
+    if n_vectorizers == 1:
+        lines.append("    X = V0.transform(text)")
+    else:
+        lines += [f"    block{i} = V{i}.transform(text)" for i in range(n_vectorizers)]
+        blocks = ", ".join(f"block{i}" for i in range(n_vectorizers))
+        lines.append(f"    X = sp.hstack([{blocks}], format='csr')")
+    lines.append(f"    return MODEL.{method}(X)")
+    source = "\n".join(lines) + "\n"
+    filename = f"<fused pipeline {n_vectorizers} {lower} {method} {id(namespace)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace["pipeline"]
+
+
+def _fused_calls(optimized) -> int:
+    return int(optimized.explain_compilation()["fused_calls"].sum())
+
+
+@hypothesis_settings(max_examples=120)
+@given(
+    configs=st.lists(fused_vectorizer_configs(), min_size=1, max_size=3),
+    model=st.sampled_from(sorted(MODELS)),
+    choice=st.integers(0, 2),
+    lower=st.booleans(),
+    corpus=document_lists(max_size=4),
+    docs=document_lists(min_size=1, max_size=5),
+    workers=st.sampled_from([1, 2]),
+)
+def test_fused_scores_match_scikit_learn(configs, model, choice, lower, corpus, docs, workers):
+    training = [d for d in BASE_CORPUS + corpus if _encodable(d)]  # HashingVectorizer raises for lone surrogates
+    vectorizers = [_vectorizer(kind, params, training) for kind, params in configs]
+    make_model, classes, methods = MODELS[model]
+    method = methods[choice % len(methods)]
+    X = sp.hstack([v.transform(training) for v in vectorizers], format="csr")
+    if X.dtype != np.float64:
+        X = X.astype(np.float64)
+    y = np.arange(len(training)) % classes if classes else np.linspace(-1, 1, len(training))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # convergence
+        fitted = make_model().fit(X, y)
+    namespace = {"sp": sp, "MODEL": fitted, **{f"V{i}": v for i, v in enumerate(vectorizers)}}
+    pipeline = _pipeline(len(vectorizers), lower, method, namespace)
+    optimized = willump.optimize(workers=workers)(pipeline)
+    note(f"{configs} {model}.{method} lower={lower}")
+    frame = pd.DataFrame({"text": docs + corpus[:1]})
+    for rows in [frame] + [frame.iloc[[i]] for i in range(len(frame))]:
+        assert_same_outcome(outcome(lambda: optimized(rows)), outcome(lambda: pipeline(rows)))
+    all_float64 = all(
+        (isinstance(v, HashingVectorizer) and v.dtype == np.float64)
+        or np.dtype(v.dtype) == np.float64 or (np.dtype(v.dtype).kind in "iu" and type(v).__name__ == "CountVectorizer")
+        for v in vectorizers
+    )
+    wide_enough = any(np.dtype(v.dtype) == np.float64 for v in vectorizers)  # else scikit-learn converts, not fused
+    if all_float64 and wide_enough:
+        assert _fused_calls(optimized) > 0
+
+
+def test_fused_single_rows_and_long_documents():
+    """Documents up to thousands of characters, every one alone, and a count beyond the first sublinear table."""
+    words = make_vectorizer("tfidf", dict(ngram_range=(1, 2), sublinear_tf=True)).fit(BASE_CORPUS)
+    chars = make_vectorizer("tfidf", dict(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True)).fit(BASE_CORPUS)
+    model = LogisticRegression(max_iter=300).fit(
+        sp.hstack([words.transform(BASE_CORPUS), chars.transform(BASE_CORPUS)], format="csr"),
+        np.arange(len(BASE_CORPUS)) % 2,
+    )
+    pipeline = _pipeline(2, True, "predict_proba", {"sp": sp, "MODEL": model, "V0": words, "V1": chars})
+    optimized = willump.optimize(pipeline)
+    documents = GRID_DOCUMENTS + ["cat " * 500]  # 'cat' 500 times: a count beyond 64
+    for document in documents:
+        row = pd.DataFrame({"text": [document]})
+        assert_same_outcome(outcome(lambda: optimized(row)), outcome(lambda: pipeline(row)))
+    assert _fused_calls(optimized) >= len(documents) - 1  # (lone surrogates are not str-encodable for hashing only)
