@@ -43,42 +43,51 @@ def _hash(codes, start, end):
     return h ^ (h >> np.uint64(29))  # the low bits, used for the slot, see every input bit
 
 
+_LOW32 = np.uint64(0xFFFFFFFF)
+_HIGH32 = np.uint64(0xFFFFFFFF00000000)
+_LENGTH_BITS = np.uint64(24)  # terms of up to 16M code points (longer ones are not compiled)
+_LENGTH_MASK = np.uint64((1 << 24) - 1)
+
+
 @_jit
-def _build_slots(term_codes, term_offsets, size):
-    """Open addressing: per slot, the term's hash and its index + 1 (0 when empty), side by side."""
+def _build_slots(term_codes, term_offsets, term_columns, size):
+    """Open addressing, 16 bytes a slot: the high half of the term's hash beside its column + 1
+    (0 when empty), then where its code points are (start << 24 | length). One probe reads one
+    slot, and the term's code points when the hashes agree."""
     slots = np.zeros((size, 2), np.uint64)
     mask = np.uint64(size - 1)
     for t in range(len(term_offsets) - 1):
-        h = _hash(term_codes, term_offsets[t], term_offsets[t + 1])
+        start, end = term_offsets[t], term_offsets[t + 1]
+        h = _hash(term_codes, start, end)
         i = h & mask
-        while slots[i, 1]:
+        while slots[i, 0] & _LOW32:
             i = (i + np.uint64(1)) & mask
-        slots[i, 0] = h
-        slots[i, 1] = t + 1
+        slots[i, 0] = (h & _HIGH32) | np.uint64(term_columns[t] + 1)
+        slots[i, 1] = (np.uint64(start) << _LENGTH_BITS) | np.uint64(end - start)
     return slots
 
 
 @_inline
 def _find(buffer, start, end, vocabulary):
     """Column of the term ``buffer[start:end]``, or -1."""
-    term_codes, term_offsets, term_columns, slots = vocabulary
+    term_codes, slots = vocabulary
     mask = np.uint64(len(slots) - 1)
     h = _hash(buffer, start, end)
     i = h & mask
-    length = end - start
+    high = h & _HIGH32
+    length = np.uint64(end - start)
     while True:
-        entry = slots[i, 1]
-        if entry == 0:
+        entry = slots[i, 0]
+        if not entry & _LOW32:
             return -1
-        if slots[i, 0] == h:
-            t = np.int64(entry) - 1
-            s = term_offsets[t]
-            if term_offsets[t + 1] - s == length:
-                k = 0
-                while k < length and term_codes[s + k] == buffer[start + k]:
-                    k += 1
-                if k == length:
-                    return term_columns[t]
+        where = slots[i, 1]
+        if entry & _HIGH32 == high and where & _LENGTH_MASK == length:
+            s = np.int64(where >> _LENGTH_BITS)
+            k = 0
+            while k < end - start and term_codes[s + k] == buffer[start + k]:
+                k += 1
+            if k == end - start:
+                return np.int64(entry & _LOW32) - 1
         i = (i + np.uint64(1)) & mask
 
 
@@ -89,8 +98,10 @@ class Vocabulary:
         terms = list(vocabulary)
         codes, offsets = encode(terms)
         columns = np.fromiter(vocabulary.values(), dtype=np.int64, count=len(terms))
+        if len(terms) and (np.diff(offsets).max() >= 1 << 24 or columns.max() >= (1 << 32) - 1 or columns.min() < 0):
+            raise Unsupported("a vocabulary term longer than 16M characters, or column numbers beyond 32 bits")
         size = 1 << max(4, (2 * len(terms)).bit_length())
-        self.arrays = (codes, offsets, columns, _build_slots(codes, offsets, size))
+        self.arrays = (codes, _build_slots(codes, offsets, columns, size))
         self.width = len(terms)
 
 
