@@ -16,7 +16,7 @@ import numpy as np
 from willump.compile.forms import LazyRows, Unsupported
 from willump.compile.text import CompiledVectorizer, find_ngrams, sorted_counts, weigh_row, workspace
 
-_ROWS_PER_TASK = 256  # fewer rows than this per worker are not worth a thread
+ROWS_PER_TASK = 256  # fewer rows than this per worker are not worth a thread
 # settings columns, one row per vectorizer
 _ANALYZER, _MIN_N, _MAX_N, _BINARY, _NORM, _HASHED, _ALTERNATE = range(7)
 
@@ -145,7 +145,7 @@ def scores(blocks: list, weights: np.ndarray, workers) -> np.ndarray:
             plan.__init__(kernels, [b.width for b in blocks])
 
     n_rows = blocks[0].rows
-    if n_rows < 2 * _ROWS_PER_TASK or workers.count == 1:
+    if n_rows < 2 * ROWS_PER_TASK or workers.count == 1:
         return part(range(n_rows))
-    results = workers.map(part, workers.split(n_rows, _ROWS_PER_TASK))
+    results = workers.map(part, workers.split(n_rows, ROWS_PER_TASK))
     return np.concatenate(results)

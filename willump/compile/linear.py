@@ -69,8 +69,10 @@ class CompiledLinearModel:
         self.width = coef.shape[-1]
         self.workers = workers
         self.fused_cost = 0.0  # seconds per call fusing vectorizers (see fused), a moving average
-        self._fused_before = False
+        self.parallel_cost = 0.0  # seconds per call running them side by side on workers instead
         self.fused_calls = 0
+        self._choices = 0
+        self._parallel_before = False
 
     def still_valid(self) -> bool:
         return _same(_state(self.model), self.state)
@@ -123,27 +125,49 @@ class CompiledLinearModel:
     def _fused(self, X, weights):
         """The scores of vectorizer rows not computed yet, computed with them (``fused``), or None.
 
-        When fusing measured slow enough to be worth threads, the vectorizers instead run
-        side by side on the workers and the scores come from their rows."""
+        When fusing measured slow enough to be worth threads, the vectorizers may instead run
+        side by side on the workers (their rows then give the scores): whichever of the two
+        measured faster, each tried again now and then."""
         blocks = X.blocks if isinstance(X, Stacked) else [X] if isinstance(X, LazyRows) else []
         if not (blocks and fused.fusable(blocks) and blocks[0].rows and sum(b.width for b in blocks) == self.width):
             return None
         if np.result_type(*[b.dtype for b in blocks]) != np.float64:
             return None
-        if self.workers.count > 1 and len(blocks) > 1 and self.fused_cost >= WORTH_A_THREAD:
-            self.workers.map(LazyRows.force, blocks)
-            self.fused_cost = 0.8 * self.fused_cost + 0.2 * sum(b.source[0].cost for b in blocks)
-            return None
         started = time.perf_counter()
+        if self._side_by_side(blocks):
+            self.workers.map(LazyRows.force, blocks)
+            if self._parallel_before:  # (the first call's time includes loading the kernels)
+                self.parallel_cost = _average(self.parallel_cost, time.perf_counter() - started)
+            self._parallel_before = True
+            return None
         try:
             scores = fused.scores(blocks, weights, self.workers)
         except Unsupported:
             return None
         self.fused_calls += 1
-        if self._fused_before:  # (the first call's time includes compiling the kernel)
-            self.fused_cost = 0.8 * self.fused_cost + 0.2 * (time.perf_counter() - started)
-        self._fused_before = True
+        if self.fused_calls > 1:  # (the first call's time includes compiling the kernel)
+            self.fused_cost = _average(self.fused_cost, time.perf_counter() - started)
         return scores
+
+    def _side_by_side(self, blocks) -> bool:
+        """Run these vectorizers on worker threads rather than fused in one call?"""
+        if self.workers.count == 1 or len(blocks) == 1 or blocks[0].rows >= fused.ROWS_PER_TASK:
+            return False  # (batches are split across rows instead)
+        if self.fused_cost < WORTH_A_THREAD:
+            return False
+        self._choices += 1
+        if not self.parallel_cost or self._choices % _RETRY_EVERY == 0:  # not measured yet, or again
+            return True
+        if self._choices % _RETRY_EVERY == 1:
+            return False
+        return self.parallel_cost < self.fused_cost
+
+
+_RETRY_EVERY = 50  # calls between measuring again the way that measured slower
+
+
+def _average(average: float, seconds: float) -> float:
+    return 0.8 * average + 0.2 * seconds if average else seconds
 
 
 def _single_input(args, kwargs):

@@ -15,6 +15,7 @@ from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, 
 from willump.compile import linear, sparse, tables, trees
 from willump.compile.parallel import SERIAL
 from willump.compile.forms import DeferredMethod, Unsupported
+from willump.compile.maps import CompiledMap
 from willump.compile.strings import CompiledColumnLower, CompiledLower, StringMethods, column_str_method
 from willump.compile.text import CompiledVectorizer
 
@@ -37,6 +38,7 @@ for _kind, _methods in trees.METHODS.items():
 # Kernels for methods of short-lived objects (each call's frame or accessor): built once, they
 # get the object as their first argument.
 RECEIVER_KERNELS = {(StringMethods, "lower"): CompiledLower(), (pd.DataFrame, "merge"): tables.CompiledMerge()}
+RECEIVER_KERNELS[(pd.Series, "map")] = CompiledMap()
 FUNCTION_KERNELS = {
     sp.hstack: sparse.CompiledHstack(),
     operator.getitem: tables.CompiledSelection(),

@@ -205,10 +205,11 @@ class _Rewriter(ast.NodeTransformer):
         self.sites, self.make_site = sites, make_site
 
     def visit_Call(self, node: ast.Call):
+        written = ast.unparse(node)  # as written, before the calls inside it become sites
         self.generic_visit(node)
         column = _column_str_call(node)
         if column is not None:  # frame["column"].str.lower() -> site(column_str_method, frame, "column", "lower")
-            site = self.make_site(node)
+            site = self.make_site(node, written)
             self.sites.append(site)
             callee = ast.Name(COLUMN_STR, ast.Load())
             call = ast.Call(ast.Name(site.name, ast.Load()), [callee, *column, ast.Constant(node.func.attr)], [])
@@ -217,7 +218,7 @@ class _Rewriter(ast.NodeTransformer):
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
         if name not in registry.NAMES or name.startswith(SITE_PREFIX):
             return node
-        site = self.make_site(node)
+        site = self.make_site(node, written)
         self.sites.append(site)
         call = ast.Call(ast.Name(site.name, ast.Load()), [func] + node.args, node.keywords)
         return ast.copy_location(call, node)
@@ -240,8 +241,10 @@ def _column_str_call(node: ast.Call):
 def rewrite_calls(nodes: list, sites: list, workers=SERIAL) -> list:
     """Copies of ``nodes`` with compilable calls going through new CallSites (appended to ``sites``)."""
 
-    def make_site(call):
-        return CallSite(f"{SITE_PREFIX}{len(sites)}", call, workers)
+    def make_site(call, written):
+        site = CallSite(f"{SITE_PREFIX}{len(sites)}", call, workers)
+        site.source = written
+        return site
 
     rewriter = _Rewriter(sites, make_site)
     return [ast.fix_missing_locations(rewriter.visit(copy.deepcopy(node))) for node in nodes]

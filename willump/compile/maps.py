@@ -1,0 +1,224 @@
+"""Compiled ``series.map(mapping)``, for a dict or a Series used as a lookup table.
+
+pandas turns the mapping into a Series, hashes its index and looks the values
+up with ``get_indexer``: over a hundred microseconds, even for one row. Here
+each value is looked up in a Python dict, which finds what pandas' index finds
+when keys and values are of one kind: numbers (ints and floats compare by
+value, NaN finds the one NaN key), bools, or strs. The result is built as
+pandas builds it: the mapping's values at the found positions, NaN for a
+missing key (ints then become float64, bools object), with the dtype pandas
+infers for a dict's values. Anything else (other mapping types, ``na_action``,
+categoricals, duplicate or mixed keys, ...) runs as written.
+
+A Series mapping's key -> position dict is built once and kept while the Series
+has the same index and values array; its values are read on every call, so
+values written into it in place are seen.
+"""
+
+import weakref
+
+import numpy as np
+import pandas as pd
+from pandas.arrays import StringArray
+from pandas.core.internals import SingleBlockManager
+
+from willump.compile.forms import Unsupported
+
+try:  # the rules below are pandas 3's, where strings are inferred as its str dtype
+    from pandas._config import using_string_dtype
+
+    STR = pd.StringDtype(storage="python", na_value=np.nan)  # the str dtype without pyarrow
+except (ImportError, TypeError):  # older pandas: every call runs as written
+    using_string_dtype, STR = bool, None
+_EXACT = 2**53  # larger ints are not all exact floats, and pandas compares ints with floats as floats
+_INT64 = 2**63
+_SOURCE_KINDS = {"i": "int", "u": "int", "f": "float", "b": "bool", "O": "str"}
+_KEY_KINDS = {"int": "number", "float": "number", "bool": "bool", "str": "str"}  # the source kind's keys
+_INDEX_DTYPES = {"number": ("int64", "float64"), "bool": ("bool",), "str": ("object", STR)}
+_VALUE_DTYPES = (np.dtype(np.int64), np.dtype(np.float64), np.dtype(bool), np.dtype(object))
+
+
+class CompiledMap:
+    """``series.map(mapping)`` for a dict or a Series.
+
+    One instance serves every Series: it is passed as the first argument (``takes_receiver``).
+    """
+
+    takes_receiver = True
+
+    @staticmethod
+    def still_valid() -> bool:
+        return True
+
+    def __call__(self, series, /, func=None, na_action=None, **options):
+        if not using_string_dtype():
+            raise Unsupported("pandas does not infer its str dtype (future.infer_string is off, or pandas < 3)")
+        if options or na_action is not None:
+            raise Unsupported("an option besides the mapping (na_action, engine, ...)")
+        if type(func) not in (dict, pd.Series):
+            raise Unsupported(f"a mapping of type {type(func).__name__} (only dict and Series are compiled)")
+        kind, values = _source(series)
+        if not len(func):  # pandas maps through an empty float64 Series
+            taken = np.full(len(values), np.nan)
+        elif type(func) is dict:
+            taken = _from_dict(func, kind, values)
+        else:
+            taken = _table(func).take(kind, values)
+        if not isinstance(series.dtype, np.dtype):  # str: pandas maps through its extension array
+            taken = _for_strings(taken)
+        return _series(taken, series)
+
+
+def _source(series: pd.Series) -> tuple[str, list]:
+    """('int', 'float', 'bool' or 'str', the values as Python objects), for the dtypes compiled."""
+    dtype = series.dtype
+    if isinstance(dtype, np.dtype):
+        kind = _SOURCE_KINDS.get(dtype.kind)
+        if kind is None or dtype == np.uint64 or (kind == "float" and dtype.itemsize not in (4, 8)):
+            raise Unsupported(f"a Series of dtype {dtype}")
+    elif dtype == STR:
+        kind = "str"
+    else:
+        raise Unsupported(f"a Series of dtype {dtype} (pandas maps it through its extension array)")
+    if not len(series):
+        raise Unsupported("an empty Series")
+    values = series.tolist()
+    if dtype == object and not all(type(v) is str for v in values):
+        raise Unsupported("an object Series with values that are not str")
+    return kind, values
+
+
+class _Keys:
+    """What pandas' index of a mapping's keys compares them as: 'number', 'bool' or 'str'."""
+
+    def __init__(self, keys):
+        types = set(map(type, keys))
+        if types <= {int, float}:
+            self.kind = "number"
+        elif types == {bool}:
+            self.kind = "bool"
+        elif types <= {str, float}:
+            self.kind = "str"
+        else:
+            raise Unsupported(f"keys of types {sorted(t.__name__ for t in types)} (pandas compares them otherwise)")
+        self.floats = float in types
+        nans = [k for k in keys if k != k] if self.floats else []
+        if len(nans) > 1:
+            raise Unsupported("several NaN keys (pandas raises)")
+        if self.kind == "str" and self.floats and sum(type(k) is float for k in keys) > len(nans):
+            raise Unsupported("str and number keys (pandas compares them otherwise)")
+        self.nan = nans[0] if nans else None
+        ints = (keys if types == {int} else [k for k in keys if type(k) is int]) if int in types else ()
+        self.widest = max(-min(ints), max(ints)) if ints else 0
+        if self.widest >= _INT64:
+            raise Unsupported("int keys beyond int64")
+
+    def check(self, kind: str, values: list) -> None:
+        """Unsupported unless a dict lookup of these values finds what pandas' get_indexer finds."""
+        if self.kind != _KEY_KINDS[kind]:
+            raise Unsupported(f"{self.kind} keys for {kind} values (pandas compares them otherwise)")
+        if kind == "float" or (kind == "int" and self.floats):  # pandas compares as float64
+            if self.widest > _EXACT or (kind == "int" and max(-min(values), max(values)) > _EXACT):
+                raise Unsupported("ints beyond 2**53 compared with floats")
+
+
+def _from_dict(mapping: dict, kind: str, values: list):
+    """The mapping's values for ``values`` (NaN where a key is missing), as pandas' take gives them."""
+    keys = _Keys(mapping)
+    keys.check(kind, values)
+    dtype = _dtype_of(mapping.values())
+    get, nan = mapping.get, np.nan
+    at_nan = mapping[keys.nan] if keys.nan is not None else nan
+    taken = [get(v, nan) if v == v else at_nan for v in values]
+    if dtype is STR:
+        return StringArray._from_sequence(taken, dtype=STR)
+    if dtype.kind in "ib" and nan in taken:  # the dict's values hold no NaN: a key was missing
+        dtype = np.dtype(np.float64 if dtype.kind == "i" else object)
+    return np.array(taken, dtype=dtype)
+
+
+def _dtype_of(values) -> object:
+    """The dtype of ``pd.Series(list(values))``, for ints, floats, strs, bools and None."""
+    types = set(map(type, values))
+    if not types <= {int, float, str, bool, type(None)}:
+        raise Unsupported(f"values of types {sorted(t.__name__ for t in types)}")
+    if types <= {int, float, type(None)} and types & {int, float}:
+        ints = (values if types == {int} else [v for v in values if type(v) is int]) if int in types else ()
+        if ints and max(-min(ints), max(ints)) >= _INT64:
+            raise Unsupported("int values beyond int64")
+        return np.dtype(np.int64 if types == {int} else np.float64)
+    if types == {bool}:
+        return np.dtype(bool)
+    if str in types and types <= {str, float, type(None)} and all(v != v for v in values if type(v) is float):
+        return STR  # None and NaN are its missing values
+    return np.dtype(object)
+
+
+class _Table:
+    """A Series mapping's key -> position dict, valid while the Series has the same index and values."""
+
+    def __init__(self, mapping: pd.Series):
+        self.index, self.values = mapping.index, mapping._values
+        if not (self.values.dtype in _VALUE_DTYPES or self.values.dtype == STR):
+            raise Unsupported(f"a mapping of dtype {self.values.dtype}")
+        if not self.index.is_unique:
+            raise Unsupported("the mapping's index has duplicate keys (pandas raises)")
+        keys = self.index.tolist()
+        self.keys = _Keys(keys)
+        if self.index.dtype not in _INDEX_DTYPES[self.keys.kind]:
+            raise Unsupported(f"{self.keys.kind} keys in an index of dtype {self.index.dtype}")
+        self.positions = dict(zip(keys, range(len(keys))))
+        self.at_nan = self.positions[self.keys.nan] if self.keys.nan is not None else -1
+        self.mapping = weakref.ref(mapping, lambda _, key=id(mapping): _tables.pop(key, None))
+
+    def take(self, kind: str, values: list):
+        self.keys.check(kind, values)
+        find, at_nan = self.positions.get, self.at_nan
+        positions = [find(v, -1) if v == v else at_nan for v in values]
+        missing = -1 in positions
+        positions = np.array(positions, dtype=np.intp)
+        if isinstance(self.values, StringArray):
+            return self.values.take(positions, allow_fill=True, fill_value=np.nan)
+        taken = self.values.take(positions)  # -1 takes the last value; replaced by NaN below
+        if missing:  # pandas' take_nd: ints become float64, bools object
+            if taken.dtype.kind in "ib":
+                taken = taken.astype(np.float64 if taken.dtype.kind == "i" else object)
+            taken[positions < 0] = np.nan
+        return taken
+
+
+_tables: dict = {}  # id(mapping) -> _Table, dropped with the mapping
+
+
+def _table(mapping: pd.Series) -> _Table:
+    table = _tables.get(id(mapping))
+    if (
+        table is None or table.mapping() is not mapping
+        or table.index is not mapping.index or table.values is not mapping._values
+    ):
+        table = _tables[id(mapping)] = _Table(mapping)
+    return table
+
+
+def _for_strings(taken):
+    """What a str Series' map makes of the taken values (``StringArray._cast_pointwise_result``):
+    arrays of one dtype stay; object ones are inferred again, and only bools and NaN are compiled."""
+    if taken.dtype != object:
+        return taken
+    types = set(map(type, taken))
+    if not types <= {bool, float} or not all(v != v for v in taken if type(v) is float):
+        raise Unsupported("mixed values for a str Series (pandas infers their dtype again)")
+    if types == {bool}:
+        return taken.astype(bool)
+    return taken if bool in types else np.full(len(taken), np.nan)
+
+
+def _series(values, like: pd.Series) -> pd.Series:
+    """``pd.Series(values, index=like.index, copy=False).__finalize__(like)``, as Series.map builds it.
+    Arrays pandas would not infer again (all but object ones) skip the constructor's checks."""
+    if values.dtype == object:
+        result = pd.Series(values, index=like.index, copy=False)
+    else:
+        manager = SingleBlockManager.from_array(values, like.index)
+        result = pd.Series._from_mgr(manager, manager.axes)
+    return result.__finalize__(like, method="map")
