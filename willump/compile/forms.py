@@ -15,6 +15,17 @@ class Unsupported(Exception):
     """This object, option or input is not compiled; the Python call runs instead."""
 
 
+class ReceiverKernel:
+    """A kernel for a method of short-lived objects (each call's frame, accessor or Series):
+    built once, it is given the object as its first argument, and depends on nothing else."""
+
+    takes_receiver = True
+
+    @staticmethod
+    def still_valid() -> bool:
+        return True
+
+
 class Deferred:
     """A value kept in a kernel's form; ``materialize()`` builds the real object (once)."""
 

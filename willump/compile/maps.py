@@ -22,7 +22,7 @@ import pandas as pd
 from pandas.arrays import StringArray
 from pandas.core.internals import SingleBlockManager
 
-from willump.compile.forms import Unsupported
+from willump.compile.forms import ReceiverKernel, Unsupported
 
 try:  # the rules below are pandas 3's, where strings are inferred as its str dtype
     from pandas._config import using_string_dtype
@@ -38,17 +38,8 @@ _INDEX_DTYPES = {"number": ("int64", "float64"), "bool": ("bool",), "str": ("obj
 _VALUE_DTYPES = (np.dtype(np.int64), np.dtype(np.float64), np.dtype(bool), np.dtype(object))
 
 
-class CompiledMap:
-    """``series.map(mapping)`` for a dict or a Series.
-
-    One instance serves every Series: it is passed as the first argument (``takes_receiver``).
-    """
-
-    takes_receiver = True
-
-    @staticmethod
-    def still_valid() -> bool:
-        return True
+class CompiledMap(ReceiverKernel):
+    """``series.map(mapping)`` for a dict or a Series."""
 
     def __call__(self, series, /, func=None, na_action=None, **options):
         if not using_string_dtype():

@@ -16,20 +16,11 @@ columns), so the vectorizer sees the same documents.
 import pandas as pd
 from pandas.core.strings.accessor import StringMethods
 
-from willump.compile.forms import Texts, Unsupported
+from willump.compile.forms import ReceiverKernel, Texts, Unsupported
 
 
-class CompiledLower:
-    """``series.str.lower()`` as a ``Texts`` value, for call sites whose result stays compiled.
-
-    One instance serves every accessor: it is passed as the first argument (``takes_receiver``).
-    """
-
-    takes_receiver = True
-
-    @staticmethod
-    def still_valid() -> bool:
-        return True
+class CompiledLower(ReceiverKernel):
+    """``series.str.lower()`` as a ``Texts`` value, for call sites whose result stays compiled."""
 
     def __call__(self, accessor, /):
         raise Unsupported("its result is used as a pandas Series")

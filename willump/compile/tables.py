@@ -22,7 +22,7 @@ import weakref
 import numpy as np
 import pandas as pd
 
-from willump.compile.forms import Deferred, Unsupported
+from willump.compile.forms import Deferred, ReceiverKernel, Unsupported
 
 _SMALL = 16  # rows looked up one by one in a dict; more go through pandas' vectorized get_indexer
 
@@ -198,17 +198,8 @@ class SelectedFrame(Deferred):
         return self.joined.materialize()[self.columns]
 
 
-class CompiledMerge:
-    """``df.merge(table, on=key, how="left")`` as a ``JoinedFrame``, when its result stays compiled.
-
-    One instance serves every frame: the frame is passed as the first argument (``takes_receiver``).
-    """
-
-    takes_receiver = True
-
-    @staticmethod
-    def still_valid() -> bool:
-        return True
+class CompiledMerge(ReceiverKernel):
+    """``df.merge(table, on=key, how="left")`` as a ``JoinedFrame``, when its result stays compiled."""
 
     def __call__(self, left, /, *args, **kwargs):
         raise Unsupported("its result is used as a DataFrame")
