@@ -1053,3 +1053,28 @@ def test_column_lower_is_compiled_and_named_as_written():
     row = table[table["call"] == "df['text'].str.lower()"]
     assert row["operator"].tolist() == ["StringMethods.lower"], table
     assert row["compiled_calls"].iloc[0] > 0, table
+
+
+def test_column_lower_is_the_column_as_it_was_when_read():
+    """A call run as written in between edits the frame in place: what reads the lowered column
+    later sees it as it was, as in the original."""
+
+    class Cleaner:
+        def transform(self, frame):  # named like a vectorizer's method, so it is a call site that runs as written
+            frame["text"] = frame["text"].str.replace("SPAM", "ham")
+            return frame
+
+    cleaner = Cleaner()
+    train = ["spam spam buy", "ham lunch", "spam now", "ham dinner"]
+    counts = CountVectorizer(stop_words=["zzz"]).fit(train)  # stop words: runs as written, reading the Series
+    model = LogisticRegression().fit(counts.transform(train), [1, 0, 1, 0])
+
+    def pipeline(df):
+        low = df["text"].str.lower()
+        cleaner.transform(df)
+        return model.predict_proba(counts.transform(low))
+
+    optimized = willump.optimize(pipeline)
+    for _ in range(2):
+        expected = pipeline(pd.DataFrame({"text": ["SPAM SPAM offer"]}))
+        assert_same_array(optimized(pd.DataFrame({"text": ["SPAM SPAM offer"]})), expected)

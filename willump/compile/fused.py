@@ -81,7 +81,8 @@ def _exact_in_float64(kernel: CompiledVectorizer) -> bool:
     """Weights computed in float64 are the vectorizer's own: float64, or integer counts."""
     if kernel.dtype == np.float64:
         return all(a.dtype == np.float64 and a.flags.c_contiguous and a.flags.writeable for a in _weighing(kernel)[:2])
-    return kernel.dtype.kind in "iu" and not kernel.tfidf and not (kernel.hashing[0] and kernel.norm)
+    # (narrower integers wrap around where scikit-learn's counts do; float64 counts would not)
+    return kernel.dtype in (np.int64, np.uint64) and not kernel.tfidf and not (kernel.hashing[0] and kernel.norm)
 
 
 def _weighing(kernel: CompiledVectorizer) -> tuple:
@@ -110,6 +111,7 @@ class Plan:
 
 
 _plans: dict = {}  # kernel ids -> Plan (the plan holds the kernels, so their ids stay theirs)
+_MAX_PLANS = 64
 
 
 def scores(blocks: list, weights: np.ndarray, workers) -> np.ndarray:
@@ -118,6 +120,8 @@ def scores(blocks: list, weights: np.ndarray, workers) -> np.ndarray:
     key = tuple(map(id, kernels))
     plan = _plans.get(key)
     if plan is None or not plan.current():
+        if len(_plans) >= _MAX_PLANS:  # refitted vectorizers leave plans nobody asks for again
+            _plans.clear()
         plan = _plans[key] = Plan(kernels, [b.width for b in blocks])
     encoded, codes, offsets = {}, [], []
     for kernel, block in zip(kernels, blocks):

@@ -70,7 +70,11 @@ class CompiledColumnLower:
         values = frame._get_column_array(position)
         if not (values.dtype == object or getattr(values.dtype, "storage", None) == "python"):
             raise Unsupported(f"strings stored as {values.dtype!r} (pandas may lowercase them another way)")
+        if frame.attrs:
+            raise Unsupported("a frame with attrs (pandas passes them on to the column)")
         texts = values.tolist()
         if not all(type(v) is str for v in texts):
             raise Unsupported("a value that is not a str")
-        return Texts([t.lower() for t in texts], lambda: frame[column].str.lower())
+        lowered = [t.lower() for t in texts]
+        index, dtype = frame.index, values.dtype  # the Series is built from these, whatever later code does to frame
+        return Texts(lowered, lambda: pd.Series(lowered, index=index, name=column, dtype=dtype))

@@ -25,6 +25,7 @@ import pandas as pd
 from willump.compile.forms import Deferred, ReceiverKernel, Unsupported
 
 _SMALL = 16  # rows looked up one by one in a dict; more go through pandas' vectorized get_indexer
+_MAX_ENTRIES = 1024  # per process-wide cache below: past it, the cache starts again
 
 
 class PreparedTable:
@@ -157,6 +158,8 @@ def _same_dtype(a, b) -> bool:
         return True
     entry = _dtype_pairs.get((id(a), id(b)))
     if entry is None or entry[0] is not a or entry[1] is not b:
+        if len(_dtype_pairs) >= _MAX_ENTRIES:  # dtypes made anew on every call (categoricals)
+            _dtype_pairs.clear()
         entry = _dtype_pairs[(id(a), id(b))] = (a, b, bool(a == b))
     return entry[2]
 
@@ -287,7 +290,7 @@ class _Gather:
         return np.array([values], dtype=np.float64)
 
 
-_gathers: dict = {}
+_gathers: dict = {}  # (columns, table ids, base dtypes) -> (tables, _Gather)
 
 
 def numeric_matrix(frame: SelectedFrame) -> np.ndarray:
@@ -296,10 +299,14 @@ def numeric_matrix(frame: SelectedFrame) -> np.ndarray:
     rows into float64 and NaN, which gives the same values)."""
     joined = frame.joined
     base = {c: column_of(joined.base, c) for c in frame.columns if joined.sources[c] is None}
-    key = (tuple(frame.columns), tuple(id(t) for t, _ in joined.joins), tuple(d for _, d in base.values()))
-    gather = _gathers.get(key)
-    if gather is None:
-        gather = _gathers[key] = _Gather(joined, frame.columns)
+    tables = tuple(t for t, _ in joined.joins)
+    key = (tuple(frame.columns), tuple(map(id, tables)), tuple(d for _, d in base.values()))
+    entry = _gathers.get(key)
+    if entry is None or not all(a is b for a, b in zip(entry[0], tables)):  # (an id may be reused)
+        if len(_gathers) >= _MAX_ENTRIES:
+            _gathers.clear()
+        entry = _gathers[key] = (tables, _Gather(joined, frame.columns))
+    gather = entry[1]
     if joined.rows == 1:
         return gather.one_row(joined, base)
     parts = []
