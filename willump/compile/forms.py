@@ -122,12 +122,21 @@ class LazyRows(SparseRows):
 
     def force(self) -> SparseRows:
         if self._done is None:
+            if self._failed is not None:  # the call as written raised: it raises the same again, once run
+                raise self._failed
             try:
-                self._done = self._compute()
+                done = self._compute()
             except Exception:  # Unsupported, or a failing kernel: the call as written decides
-                self._real = self._fallback()
-                self._done = SparseRows.of(self._real)
+                try:
+                    self._real = self._fallback()
+                except Exception as error:
+                    self._failed = error
+                    raise
+                done = SparseRows.of(self._real)
+            self._done = done
         return self._done
+
+    _failed = None
 
     def _build(self):
         return self.force().materialize()
