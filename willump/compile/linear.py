@@ -10,6 +10,8 @@ finite values, dtype) are made here, and anything else goes back to
 scikit-learn, which then raises its own error.
 """
 
+import time
+
 import numba
 import numpy as np
 import scipy.sparse as sp
@@ -17,8 +19,6 @@ from scipy.special import expit
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge, SGDClassifier
 from sklearn.svm import LinearSVC
 from sklearn.utils.extmath import softmax
-
-import time
 
 from willump.compile import fused
 from willump.compile.forms import LazyRows, SparseRows, Stacked, Unsupported
