@@ -35,10 +35,13 @@ for _kind, _methods in trees.METHODS.items():
         METHOD_KERNELS[(_kind, _method)] = lambda model, workers, method=_method: trees.CompiledBooster(
             model, method, workers
         )
-# Kernels for methods of short-lived objects (each call's frame or accessor): built once, they
-# get the object as their first argument.
-RECEIVER_KERNELS = {(StringMethods, "lower"): CompiledLower(), (pd.DataFrame, "merge"): tables.CompiledMerge()}
-RECEIVER_KERNELS[(pd.Series, "map")] = CompiledMap()
+# Kernels for methods of short-lived objects (each call's frame, accessor or Series): built once,
+# they get the object as their first argument.
+RECEIVER_KERNELS = {
+    (StringMethods, "lower"): CompiledLower(),
+    (pd.DataFrame, "merge"): tables.CompiledMerge(),
+    (pd.Series, "map"): CompiledMap(),
+}
 FUNCTION_KERNELS = {
     sp.hstack: sparse.CompiledHstack(),
     operator.getitem: tables.CompiledSelection(),

@@ -1,16 +1,14 @@
 """pandas string methods whose result feeds a compiled text kernel.
 
-Two spellings are compiled: ``series.str.lower()`` (any Series), and
-``frame["column"].str.lower()``, which call sites rewrite to
-``column_str_method(frame, "column", "lower")`` so that, for one row, neither
-the column's Series nor its ``.str`` accessor is built (each costs about 10 µs,
-as much as the TF-IDF that reads the text).
-
 ``series.str.lower()`` builds a pandas Series, which for one row costs more
 than the TF-IDF that reads it. When its result only reaches compiled
 vectorizers, the call site keeps the lowercased ``str`` list instead; pandas
 does the same ``str.lower`` per element (for object and Python-backed string
 columns), so the vectorizer sees the same documents.
+
+The spelling ``frame["column"].str.lower()`` is rewritten by call sites to
+``column_str_method(frame, "column", "lower")``, so that not even the column's
+Series or its ``.str`` accessor is built (each costs about 10 µs for one row).
 """
 
 import pandas as pd
@@ -30,14 +28,19 @@ class CompiledLower(ReceiverKernel):
         series = getattr(accessor, "_orig", None)
         if type(accessor) is not StringMethods or type(series) is not pd.Series:
             raise Unsupported("a .str accessor of something other than a Series")
-        if not (series.dtype == object or getattr(series.dtype, "storage", None) == "python"):
-            raise Unsupported(f"strings stored as {series.dtype!r} (pandas may lowercase them another way)")
-        values = series.tolist()
-        if not all(type(v) is str for v in values):
-            raise Unsupported("a value that is not a str")
-        lowered = [v.lower() for v in values]
-        index, name, dtype = series.index, series.name, series.dtype
-        return Texts(lowered, lambda: pd.Series(lowered, index=index, name=name, dtype=dtype))
+        return _lowered(series, series.dtype, series.index, series.name)
+
+
+def _lowered(values, dtype, index, name) -> Texts:
+    """The lowercased strings, standing for ``pd.Series(values, index, name=name, dtype=dtype).str.lower()``
+    (rebuilt from the strings read now, whatever later code does to where they came from)."""
+    if not (dtype == object or getattr(dtype, "storage", None) == "python"):
+        raise Unsupported(f"strings stored as {dtype!r} (pandas may lowercase them another way)")
+    texts = values.tolist()
+    if not all(type(v) is str for v in texts):
+        raise Unsupported("a value that is not a str")
+    lowered = [t.lower() for t in texts]
+    return Texts(lowered, lambda: pd.Series(lowered, index=index, name=name, dtype=dtype))
 
 
 def column_str_method(frame, column, name: str):
@@ -67,14 +70,7 @@ class CompiledColumnLower:
         position = frame.columns.get_loc(column) if column in frame.columns else None
         if type(position) is not int:
             raise Unsupported(f"the frame has no single column {column!r}")
-        values = frame._get_column_array(position)
-        if not (values.dtype == object or getattr(values.dtype, "storage", None) == "python"):
-            raise Unsupported(f"strings stored as {values.dtype!r} (pandas may lowercase them another way)")
         if frame.attrs:
             raise Unsupported("a frame with attrs (pandas passes them on to the column)")
-        texts = values.tolist()
-        if not all(type(v) is str for v in texts):
-            raise Unsupported("a value that is not a str")
-        lowered = [t.lower() for t in texts]
-        index, dtype = frame.index, values.dtype  # the Series is built from these, whatever later code does to frame
-        return Texts(lowered, lambda: pd.Series(lowered, index=index, name=column, dtype=dtype))
+        values = frame._get_column_array(position)
+        return _lowered(values, values.dtype, frame.index, column)

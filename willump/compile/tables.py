@@ -54,11 +54,7 @@ class PreparedTable:
 
     def numeric(self, columns: tuple, rows: np.ndarray) -> np.ndarray:
         """These columns at these row positions (-1: NaN) as float64, read from the live column
-        arrays, so values written into the table in place are seen."""
-        if len(rows) == 1:  # one row: numpy's per-call overhead would dominate
-            row = rows[0]
-            values = [float(self.arrays[c][row]) for c in columns] if row >= 0 else [np.nan] * len(columns)
-            return np.array([values], dtype=np.float64)
+        arrays, so values written into the table in place are seen. (One row: ``_Gather.one_row``.)"""
         taken = np.column_stack([_take(self.arrays[c], rows) for c in columns]).astype(np.float64)
         if len(rows) and rows.min() < 0:
             taken[rows < 0] = np.nan

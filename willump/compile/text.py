@@ -11,7 +11,6 @@ scikit-learn's Cython loop, so the values are bit for bit the same.
 """
 
 import threading
-import time
 
 import numba
 import numpy as np
@@ -468,7 +467,6 @@ class CompiledVectorizer:
             self.log_table = self._log_table(64) if self.sublinear else np.empty(0, self.dtype)
         self.classes = char_classes()
         self._scratch = threading.local()
-        self.cost = 0.0  # seconds per transform, a moving average (for running vectorizers in parallel)
 
     def still_valid(self) -> bool:
         """False once the vectorizer was refitted or its options changed."""
@@ -496,7 +494,6 @@ class CompiledVectorizer:
         return texts
 
     def _transform(self, texts: list) -> SparseRows:
-        started = time.perf_counter()
         parts = self.workers.split(len(texts), _ROWS_PER_TASK)
         if len(parts) == 1:
             indptr, columns, counts = self._count(texts)
@@ -507,7 +504,6 @@ class CompiledVectorizer:
             columns = np.concatenate([c[1] for c in counted])
             counts = np.concatenate([c[2] for c in counted])
         rows = self._weigh(indptr, columns, counts)
-        self.cost = 0.8 * self.cost + 0.2 * (time.perf_counter() - started)
         return rows
 
     def _count(self, texts: list) -> tuple:
