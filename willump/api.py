@@ -101,7 +101,7 @@ class OptimizedFunction:
         if self._fitted is None:
             return self._executor(*args, **kwargs)
         arguments = self._executor.arguments(args, kwargs)
-        if self._fitted.cascades_for(batch_length(arguments) or 0):
+        if self._fitted.cascading:
             try:
                 return cascades.serve(self._executor, self._fitted, arguments, self._stats)
             except NotSeparable:
@@ -174,8 +174,7 @@ class OptimizedFunction:
         summary = table.attrs["summary"]
         summary["fitted"] = True
         if self._fitted.cascading:
-            sizes = [name for name, on in zip(("single rows", "batches"), self._fitted.cascade_sizes) if on]
-            summary["cascades"] = f"on for {' and '.join(sizes)}"
+            summary["cascades"] = "on"
         else:
             summary["cascades"] = f"off: {self._fitted.cascade_reason}"
         summary["top_k_filter"] = "on" if self._fitted.filter_model is not None else f"off: {self._fitted.top_k_reason}"

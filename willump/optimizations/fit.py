@@ -83,15 +83,10 @@ class Fitted:
     reuse: list = field(default_factory=list)  # per IFV: how its computed rows are reused (cascades.reuse_policy)
     batch_names: tuple = ()  # the arguments that hold rows
     output_dtype: object = None  # dtype of the full model's output
-    cascade_sizes: tuple = (True, True)  # cascades used for (single rows, batches): where they measured faster
 
     @property
     def cascading(self) -> bool:
         return self.threshold is not None and self.small_model is not None
-
-    def cascades_for(self, rows: int) -> bool:
-        """Whether a query of ``rows`` rows is served by the cascade (measured faster at fit)."""
-        return self.cascading and self.cascade_sizes[rows > 1]
 
     def explain(self) -> pd.DataFrame:
         """One row per IFV; the summary is in ``.attrs["summary"]``."""
@@ -376,7 +371,8 @@ def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy
 
 def _measure_serving(executor, fitted, valid: dict, summary: dict, single_rows: int = 20) -> None:
     """Time the cascade against the exact (compiled) path on the validation rows, as a batch and
-    row by row; keep cascades only for the query sizes where they are faster."""
+    row by row; keep cascades when they are faster on the whole (the geometric mean of the two
+    speedups). One decision for every query size: a row gets the same answer alone or in a batch."""
     def seconds(run, arguments, repeats):
         times = []
         for _ in range(repeats):
@@ -394,8 +390,7 @@ def _measure_serving(executor, fitted, valid: dict, summary: dict, single_rows: 
         cascaded = sum(seconds(cascade, a, 3) for a in inputs)
         measured[size] = exact / cascaded
         summary[f"measured_speedup_{size}"] = exact / cascaded
-    fitted.cascade_sizes = (measured["single_row"] > 1, measured["batch"] > 1)
-    if not any(fitted.cascade_sizes):
+    if measured["single_row"] * measured["batch"] <= 1:
         fitted.threshold = None
         fitted.cascade_reason = (
             f"measured on the validation rows, the exact compiled path is faster "
