@@ -8,11 +8,13 @@ written.
 import operator
 from types import MethodType
 
+import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, TfidfVectorizer
 
 from willump.compile import linear, sparse, tables, trees
+from willump.compile.dense import CompiledNumpyHstack
 from willump.compile.parallel import SERIAL
 from willump.compile.forms import DeferredMethod, Unsupported
 from willump.compile.maps import CompiledMap
@@ -44,6 +46,7 @@ RECEIVER_KERNELS = {
 }
 FUNCTION_KERNELS = {
     sp.hstack: sparse.CompiledHstack(),
+    np.hstack: CompiledNumpyHstack(),
     operator.getitem: tables.CompiledSelection(),
     column_str_method: CompiledColumnLower(),
 }
