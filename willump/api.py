@@ -187,15 +187,19 @@ class OptimizedFunction:
         unsupported object or option, or an input the kernel does not reproduce).
         ``fused_calls`` counts calls answered by one kernel together with the calls
         feeding it (a linear model with its vectorizers), whose rows were never built.
+        ``kept`` says whether the call's result stays in the kernel's form for the
+        compiled calls reading it (one compiled block), instead of becoming a pandas or
+        scipy object.
         """
         sites = self._executor.sites if self._executor is not None else []
-        columns = ["line", "call", "operator", "status", "calls", "compiled_calls", "fused_calls"]
+        columns = ["line", "call", "operator", "status", "calls", "compiled_calls", "fused_calls", "kept"]
         table = pd.DataFrame([site.summary() for site in sites], columns=columns)
         # A call can be reached by several paths (plain calls, cascades): one row per call as written.
         table = table.sort_values("calls", ascending=False, kind="stable")
         merged = table.groupby(["line", "call"], sort=True, as_index=False).agg(
             operator=("operator", "first"), status=("status", "first"),
             calls=("calls", "sum"), compiled_calls=("compiled_calls", "sum"), fused_calls=("fused_calls", "sum"),
+            kept=("kept", "any"),
         )
         return merged[columns]
 

@@ -18,6 +18,7 @@ import time
 from willump.compile import registry
 from willump.compile.parallel import SERIAL, WORTH_A_THREAD
 from willump.compile.forms import Deferred, DeferredMethod, LazyRows, Unsupported
+from willump.compile.lookups import loc_lookup
 from willump.compile.strings import COLUMN_STR_METHODS, column_str_method
 
 SITE_PREFIX = "__willump_site_"
@@ -132,6 +133,7 @@ class CallSite:
             "line": self.line, "call": self.source, "operator": self.operator, "status": status,
             "calls": self.calls, "compiled_calls": self.compiled_calls,
             "fused_calls": getattr(kernel, "fused_calls", 0),  # answered in one kernel with the calls feeding it
+            "kept": self.defers,  # its result may stay in the kernel's form for the sites reading it
         }
 
 
@@ -226,6 +228,20 @@ class _Rewriter(ast.NodeTransformer):
         call = ast.Call(ast.Name(site.name, ast.Load()), [func] + node.args, node.keywords)
         return ast.copy_location(call, node)
 
+    def visit_Subscript(self, node: ast.Subscript):
+        """``table.loc[keys]`` (read, one key expression) -> ``site(loc_lookup, table.loc, keys)``."""
+        written = ast.unparse(node)
+        self.generic_visit(node)
+        loc = node.value
+        if not (isinstance(node.ctx, ast.Load) and isinstance(loc, ast.Attribute) and loc.attr == "loc"):
+            return node
+        if isinstance(node.slice, (ast.Tuple, ast.Slice)):  # table.loc[keys, columns], table.loc[a:b]
+            return node
+        site = self.make_site(node, written)
+        self.sites.append(site)
+        call = ast.Call(ast.Name(site.name, ast.Load()), [ast.Name(LOC, ast.Load()), loc, node.slice], [])
+        return ast.copy_location(call, node)
+
 
 def _column_str_call(node: ast.Call):
     """(frame, column) of a call written ``frame[<constant>].str.<method>()``, else None."""
@@ -276,7 +292,10 @@ _INERT = (ast.Name, ast.Constant, ast.List, ast.Tuple, ast.keyword, ast.Load, as
 ATTRIBUTE = "__willump_attr"  # attribute(obj, name): obj.name, or the method of a compiled form
 GETITEM = "__willump_getitem"  # operator.getitem, the callee of rewritten subscripts
 COLUMN_STR = "__willump_column_str"  # strings.column_str_method, the callee of frame["column"].str.<method>()
+LOC = "__willump_loc"  # lookups.loc_lookup, the callee of table.loc[keys]
+PROTECT = "__willump_protect"  # protect_kept, called before Python code that runs while values are kept
 HELPERS = {ATTRIBUTE: None, GETITEM: operator.getitem, COLUMN_STR: column_str_method}  # name -> object the rewritten code reads
+HELPERS[LOC] = loc_lookup
 
 
 def attribute(value, name: str):
@@ -294,8 +313,13 @@ def keep_results_compiled(body: list, sites: list, first: int = 0) -> list:
     Method calls and subscripts on ``name`` become sites too (``name.merge(t)``,
     ``name[cols]``); if every other read of ``name`` is an argument of a site call
     (directly, or as an element of a list or tuple written in the call), nothing
-    but kernels can see the kernel's form. Returns the rewritten statements; ``sites``
-    gets the new subscript sites (``sites[first:]`` are the ones ``body`` calls).
+    but kernels can see the kernel's form. Statements reading it must run nothing but
+    site calls; other statements may run in between (the paper orders Python nodes so
+    that they do not split compiled blocks, §5.2; reordering would change which
+    exception or side effect comes first, so here they stay in place and a call of
+    ``protect_kept()`` before each keeps the answer the same). Returns the rewritten
+    statements; ``sites`` gets the new subscript sites (``sites[first:]`` are the ones
+    ``body`` calls).
     """
     by_name = {site.name: site for site in sites[first:]}
 
@@ -402,6 +426,7 @@ def keep_results_compiled(body: list, sites: list, first: int = 0) -> list:
                 for node in ast.walk(scope):
                     if isinstance(node, ast.Name) and node.id in rebinds_only_at_top:
                         rebinds_only_at_top[node.id] = False
+    guarded = set()  # ids of statements that run Python code while values are kept
     for position, statement in enumerate(body):
         name = produced_by(statement)
         if name is None or not rebinds_only_at_top[name]:
@@ -414,10 +439,33 @@ def keep_results_compiled(body: list, sites: list, first: int = 0) -> list:
                 first = offset if first is None else first
             if isinstance(later, ast.Assign) and isinstance(later.targets[0], ast.Name) and later.targets[0].id == name:
                 break
-        # Only compiled calls run until the last reader: no other code can change what the kernel's form refers to.
+        # The statements reading it run only compiled calls. Other code in between may change what the
+        # kernel's form refers to, or raise: kept values are protected and settled before it runs.
         between = body[position + 1 : last + 1]
-        if loads and all(read_by_a_site(n) for n in loads) and all(only_site_calls(s) for s in between):
+        readers = [s for s in between if any(n in loads for n in ast.walk(s))]
+        if loads and all(read_by_a_site(n) for n in loads) and all(only_site_calls(s) for s in readers):
             site = by_name[statement.value.func.id]
             site.defers = True
-            site.overlaps = first > position + 1  # other compiled calls run before its result is needed
-    return body
+            site.overlaps = first > position + 1  # other calls run before its result is needed
+            guarded.update(id(s) for s in between if not only_site_calls(s))
+    return [guarded_statement for s in body for guarded_statement in _guarded(s, id(s) in guarded)]
+
+
+def _guarded(statement, guard: bool) -> list:
+    """``statement``, after a call of ``protect_kept()`` when Python code runs while values are kept."""
+    if not guard:
+        return [statement]
+    call = ast.Expr(ast.Call(ast.Name(PROTECT, ast.Load()), [], []))
+    return [ast.fix_missing_locations(ast.copy_location(call, statement)), statement]
+
+
+def protect_kept() -> None:
+    """Before Python code runs amid kept values: computed in source order by now (raising what the
+    calls as written raise, as the original would have raised it before this code), and no longer
+    sharing what that code may change in place."""
+    _settle()
+    for value in getattr(_outstanding, "kept", None) or ():
+        value.protect()
+
+
+HELPERS[PROTECT] = protect_kept
