@@ -51,6 +51,20 @@ def join_pipeline(df, table):
     return regressor.predict(X)
 
 
+def table_changed_between(df, table):
+    joined = df.merge(table, on="k", how="left")
+    table.loc[0, "f"] = 1000.0  # written into the table after the join read it
+    X = joined[FEATURES]
+    return regressor.predict(X)
+
+
+def table_changed_then_rejoined(df, table, other):
+    joined = df.merge(table, on="k", how="left")
+    table.loc[0, "f"] = 1000.0
+    both = joined.merge(other, on="k", how="inner")  # not compiled: the kept join is built as pandas would
+    return regressor.predict(both[FEATURES])
+
+
 def kept(optimized) -> dict:
     table = optimized.explain_compilation()
     return dict(zip(table["call"], table["kept"]))
@@ -105,3 +119,16 @@ def test_single_rows_with_workers_settle_before_python_code():
         log.clear()
         np.testing.assert_array_equal(f(list(docs)), expected, strict=True)
         assert log == [1]
+
+
+def test_a_join_stays_kept_while_its_table_changes_in_place():
+    frame = pd.DataFrame({"k": [1, 2, 7], "v": [0.1, 0.2, 0.3]})
+    other = pd.DataFrame({"k": [1, 2, 3, 7]})
+    f, g = willump.optimize(table_changed_between), willump.optimize(table_changed_then_rejoined)
+    for _ in range(3):  # the tables are prepared on the first call and reused after
+        table = lambda: pd.DataFrame({"k": [1, 2, 3], "f": [0.5, 1.5, -2.0]})  # noqa: E731
+        expected = table_changed_between(frame.copy(), table())
+        np.testing.assert_array_equal(f(frame.copy(), table()), expected, strict=True)
+        expected = table_changed_then_rejoined(frame.copy(), table(), other)
+        np.testing.assert_array_equal(g(frame.copy(), table(), other), expected, strict=True)
+    assert kept(f)["df.merge(table, on='k', how='left')"] and kept(g)["df.merge(table, on='k', how='left')"]

@@ -95,24 +95,36 @@ class JoinedFrame(Deferred):
 
     stands_for = pd.DataFrame
 
-    def __init__(self, holder: list, joins: list, replay, sources: dict, rows: int):
+    def __init__(self, holder: list, joins: list, sources: dict, rows: int, parent=None, on=None, tables: tuple = ()):
         # holder: [the base frame], shared by every frame of one chain of joins
-        self._holder, self.joins, self._replay = holder, joins, replay  # joins: [(PreparedTable, positions)]
+        self._holder, self.joins = holder, joins  # joins: [(PreparedTable, positions)]
         self.rows = rows
         self.sources = sources  # column -> join number, None for the base frame
+        self._parent, self._on = parent, on  # this frame is parent.merge(tables[-1], on=on, how="left")
+        self.tables = tables  # the joined tables, whose columns are read live
 
     @property
     def base(self) -> pd.DataFrame:
         return self._holder[0]
 
     def _build(self):
-        return self._replay()
+        if self._parent is None:
+            return self.base
+        table = self._pinned[-1] if self._pinned is not None else self.tables[-1]
+        return self._parent.materialize().merge(table, on=self._on, how="left")
 
     def protect(self) -> None:
-        """Keep the base frame as it is now: a shallow copy shares its data copy-on-write."""
+        """Keep the base frame and the tables as they are now: shallow copies share their data
+        copy-on-write, so writes into them (which pandas then makes into copies) are not seen."""
         if len(self._holder) == 1:
             self._holder[0] = self._holder[0].copy(deep=False)
             self._holder.append("protected")
+        if self._pinned is None:
+            self._pinned = [table.copy(deep=False) for table in self.tables]
+            if self._parent is not None:  # which this frame is built from, should it be built
+                self._parent.protect()
+
+    _pinned = None
 
     def merged(self, right: pd.DataFrame, on) -> "JoinedFrame":
         keys = (on,) if isinstance(on, str) else tuple(on)
@@ -141,9 +153,8 @@ class JoinedFrame(Deferred):
         else:  # the table has no missing keys, so a missing key finds nothing
             positions = np.full(self.rows, -1, dtype=np.intp)
             positions[present] = table.lookup([v[present] for v in values])
-        replay = lambda: self.materialize().merge(right, on=on, how="left")  # noqa: E731
         sources = {**self.sources, **dict.fromkeys(table.columns, len(self.joins))}
-        return JoinedFrame(self._holder, self.joins + [(table, positions)], replay, sources, self.rows)
+        return JoinedFrame(self._holder, self.joins + [(table, positions)], sources, self.rows, self, on, (*self.tables, right))
 
 
 _dtype_pairs: dict = {}  # (id, id) -> (dtype, dtype, equal): comparing extension dtypes costs microseconds
@@ -214,8 +225,7 @@ class CompiledMerge(ReceiverKernel):
         if not isinstance(left, JoinedFrame):
             if not left.columns.is_unique:
                 raise Unsupported("the frame has duplicate column names")
-            holder = [left]
-            left = JoinedFrame(holder, [], lambda: holder[0], dict.fromkeys(left.columns), len(left))
+            left = JoinedFrame([left], [], dict.fromkeys(left.columns), len(left))
         return left.merged(right, on)
 
 
