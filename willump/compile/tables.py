@@ -207,6 +207,9 @@ class SelectedFrame(Deferred):
     def _build(self):
         return self.joined.materialize()[self.columns]
 
+    def protect(self) -> None:
+        self.joined.protect()
+
 
 class CompiledMerge(ReceiverKernel):
     """``df.merge(table, on=key, how="left")`` as a ``JoinedFrame``, when its result stays compiled."""
