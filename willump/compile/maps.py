@@ -11,11 +11,13 @@ infers for a dict's values. Anything else (other mapping types, ``na_action``,
 categoricals, duplicate or mixed keys, ...) runs as written.
 
 A Series mapping's key -> position dict is built once and kept while the Series
-has the same index and values array; its values are read on every call, so
-values written into it in place are seen.
+has the same index (``key_positions``, which ``lookups`` shares for tables);
+its values are read on every call, so values written into it in place are seen.
 """
 
+import threading
 import weakref
+from itertools import repeat
 
 import numpy as np
 import pandas as pd
@@ -48,20 +50,23 @@ class CompiledMap(ReceiverKernel):
             raise Unsupported("an option besides the mapping (na_action, engine, ...)")
         if type(func) not in (dict, pd.Series):
             raise Unsupported(f"a mapping of type {type(func).__name__} (only dict and Series are compiled)")
-        kind, values = _source(series)
+        kind, values = source(series)
+        if not values:
+            raise Unsupported("an empty Series")
         if not len(func):  # pandas maps through an empty float64 Series
             taken = np.full(len(values), np.nan)
         elif type(func) is dict:
             taken = _from_dict(func, kind, values)
         else:
-            taken = _table(func).take(kind, values)
+            taken = _from_series(func, kind, values)
         if not isinstance(series.dtype, np.dtype):  # str: pandas maps through its extension array
             taken = _for_strings(taken)
         return _series(taken, series)
 
 
-def _source(series: pd.Series) -> tuple[str, list]:
-    """('int', 'float', 'bool' or 'str', the values as Python objects), for the dtypes compiled."""
+def source(series) -> tuple[str, list]:
+    """('int', 'float', 'bool' or 'str', the values as Python objects), for the dtypes compiled
+    (of a Series, or of an Index or array looked up as keys)."""
     dtype = series.dtype
     if isinstance(dtype, np.dtype):
         kind = _SOURCE_KINDS.get(dtype.kind)
@@ -71,8 +76,6 @@ def _source(series: pd.Series) -> tuple[str, list]:
         kind = "str"
     else:
         raise Unsupported(f"a Series of dtype {dtype} (pandas maps it through its extension array)")
-    if not len(series):
-        raise Unsupported("an empty Series")
     values = series.tolist()
     if dtype == object and not all(type(v) is str for v in values):
         raise Unsupported("an object Series with values that are not str")
@@ -145,50 +148,70 @@ def _dtype_of(values) -> object:
     return np.dtype(object)
 
 
-class _Table:
-    """A Series mapping's key -> position dict, valid while the Series has the same index and values."""
+def _from_series(mapping: pd.Series, kind: str, values: list):
+    array = mapping._values
+    if not (array.dtype in _VALUE_DTYPES or array.dtype == STR):
+        raise Unsupported(f"a mapping of dtype {array.dtype}")
+    if not mapping.index.is_unique:
+        raise Unsupported("the mapping's index has duplicate keys (pandas raises)")
+    positions = key_positions(mapping).find(kind, values)
+    return take(array, np.array(positions, dtype=np.intp), -1 in positions)
 
-    def __init__(self, mapping: pd.Series):
-        self.index, self.values = mapping.index, mapping._values
-        if not (self.values.dtype in _VALUE_DTYPES or self.values.dtype == STR):
-            raise Unsupported(f"a mapping of dtype {self.values.dtype}")
-        if not self.index.is_unique:
-            raise Unsupported("the mapping's index has duplicate keys (pandas raises)")
+
+class KeyPositions:
+    """The key -> position dict of an owner's unique index (a Series mapping, or a table looked up
+    by ``lookups``), valid while the owner has the same index: pandas indexes are immutable."""
+
+    def __init__(self, owner):
+        self.index = owner.index
         keys = self.index.tolist()
         self.keys = _Keys(keys)
         if self.index.dtype not in _INDEX_DTYPES[self.keys.kind]:
             raise Unsupported(f"{self.keys.kind} keys in an index of dtype {self.index.dtype}")
         self.positions = dict(zip(keys, range(len(keys))))
         self.at_nan = self.positions[self.keys.nan] if self.keys.nan is not None else -1
-        self.mapping = weakref.ref(mapping, lambda _, key=id(mapping): _tables.pop(key, None))
+        self.owner = weakref.ref(owner, lambda _, key=id(owner): _tables.pop(key, None))
 
-    def take(self, kind: str, values: list):
+    def find(self, kind: str, values: list) -> list:
+        """The position of each value (-1: not a key), as pandas' get_indexer finds it."""
         self.keys.check(kind, values)
         find, at_nan = self.positions.get, self.at_nan
-        positions = [find(v, -1) if v == v else at_nan for v in values]
-        missing = -1 in positions
-        positions = np.array(positions, dtype=np.intp)
-        if isinstance(self.values, StringArray):
-            return self.values.take(positions, allow_fill=True, fill_value=np.nan)
-        taken = self.values.take(positions)  # -1 takes the last value; replaced by NaN below
-        if missing:  # pandas' take_nd: ints become float64, bools object
-            if taken.dtype.kind in "ib":
-                taken = taken.astype(np.float64 if taken.dtype.kind == "i" else object)
-            taken[positions < 0] = np.nan
-        return taken
+        if at_nan < 0:  # no NaN key: a NaN finds nothing, as any value that is not a key
+            return list(map(find, values, repeat(-1)))
+        return [find(v, -1) if v == v else at_nan for v in values]
 
 
-_tables: dict = {}  # id(mapping) -> _Table, dropped with the mapping
+_tables: dict = {}  # id(owner) -> KeyPositions, dropped with the owner
+_MAX_TABLES = 1024  # past it, the cache starts again
+_lock = threading.Lock()
 
 
-def _table(mapping: pd.Series) -> _Table:
-    table = _tables.get(id(mapping))
-    if (
-        table is None or table.mapping() is not mapping
-        or table.index is not mapping.index or table.values is not mapping._values
-    ):
-        table = _tables[id(mapping)] = _Table(mapping)
+def key_positions(owner) -> KeyPositions:
+    """``KeyPositions(owner)``, built once per owner and index. The caller checked that the index is unique."""
+    table = _tables.get(id(owner))
+    if table is None or table.owner() is not owner or table.index is not owner.index:
+        table = KeyPositions(owner)
+        with _lock:
+            if len(_tables) >= _MAX_TABLES:
+                _tables.clear()
+            _tables[id(owner)] = table
     return table
+
+
+def take(values, positions: np.ndarray, missing: bool):
+    """``values`` at ``positions`` along their last axis, NaN where a position is -1 (``missing``:
+    there is one), with the dtype pandas' take_nd gives: ints become float64, bools object.
+    ``values`` is a numpy array or a str ``StringArray``, whose missing value is NaN."""
+    array = values._ndarray if isinstance(values, StringArray) else values
+    if array.shape[-1]:
+        taken = array.take(positions, axis=-1)
+    else:  # every position is -1
+        taken = np.empty(array.shape[:-1] + positions.shape, dtype=array.dtype)
+    if missing:
+        if taken.dtype.kind in "iub":
+            taken = taken.astype(np.float64 if taken.dtype.kind in "iu" else object)
+        taken[..., positions < 0] = np.nan
+    return values._from_backing_data(taken) if array is not values else taken
 
 
 def _for_strings(taken):
