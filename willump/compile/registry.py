@@ -6,7 +6,7 @@ written.
 """
 
 import operator
-from types import MethodType
+from types import FunctionType, MethodType
 
 import numpy as np
 import pandas as pd
@@ -15,8 +15,10 @@ from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, 
 
 from willump.compile import linear, sparse, tables, trees
 from willump.compile.dense import CompiledNumpyHstack
+from willump.compile.expressions import CompiledExpression
 from willump.compile.parallel import SERIAL
 from willump.compile.forms import DeferredMethod, Unsupported
+from willump.compile.lookups import CompiledLoc, CompiledReindex, loc_lookup
 from willump.compile.maps import CompiledMap
 from willump.compile.strings import CompiledColumnLower, CompiledLower, StringMethods, column_str_method
 from willump.compile.text import CompiledVectorizer
@@ -43,12 +45,15 @@ RECEIVER_KERNELS = {
     (StringMethods, "lower"): CompiledLower(),
     (pd.DataFrame, "merge"): tables.CompiledMerge(),
     (pd.Series, "map"): CompiledMap(),
+    (pd.DataFrame, "reindex"): CompiledReindex(),
+    (pd.Series, "reindex"): CompiledReindex(),
 }
 FUNCTION_KERNELS = {
     sp.hstack: sparse.CompiledHstack(),
     np.hstack: CompiledNumpyHstack(),
     operator.getitem: tables.CompiledSelection(),
     column_str_method: CompiledColumnLower(),
+    loc_lookup: CompiledLoc(),
 }
 FUNCTION_NAMES = {"hstack"}
 NAMES = {method for _, method in [*METHOD_KERNELS, *RECEIVER_KERNELS]} | FUNCTION_NAMES  # callee names worth a call site
@@ -108,6 +113,8 @@ def describe(callee) -> str:
 
 def function_kernel(function):
     """The kernel standing in for a plain function, or None."""
+    if type(function) is FunctionType and type(function.__dict__.get("willump_kernel")) is CompiledExpression:
+        return function.willump_kernel  # a function computing an element-wise expression carries its kernel
     try:
         return FUNCTION_KERNELS.get(function)
     except TypeError:  # unhashable

@@ -6,7 +6,9 @@ compiled operator (``v.transform(x)``, ``model.predict_proba(X)``,
 evaluated first, as in the original. At run time the site looks at the object
 the callee really is; when a kernel reproduces it for this input, the kernel
 answers, and otherwise the original call runs. The answer is the same either
-way; only the time differs.
+way; only the time differs. A whole element-wise expression over names
+(``digits / (length + 1)``) becomes one site too, whose callee computes it as
+written (``expressions``).
 """
 
 import ast
@@ -17,6 +19,7 @@ import time
 
 from willump.compile import registry
 from willump.compile.parallel import SERIAL, WORTH_A_THREAD
+from willump.compile.expressions import PLAIN, expression_function, is_element_wise
 from willump.compile.forms import Deferred, DeferredMethod, LazyRows, Unsupported
 from willump.compile.lookups import loc_lookup
 from willump.compile.strings import COLUMN_STR_METHODS, column_str_method
@@ -45,7 +48,8 @@ class CallSite:
         self._lock = threading.Lock()
 
     def __call__(self, callee, /, *args, **kwargs):
-        if getattr(_outstanding, "pending", None):  # results workers are still computing
+        waiting = getattr(_outstanding, "pending", None)  # results workers are still computing
+        if waiting:
             args = [_ready(a) for a in args]
             kwargs = {k: _ready(v) for k, v in kwargs.items()}
         kernel = self.kernel(callee)
@@ -64,14 +68,15 @@ class CallSite:
                         _outstanding.pending = []
                     _outstanding.pending.append(result)
                     return result
-            if deferring and hasattr(kernel, "defer_lazily") and not getattr(_outstanding, "pending", None):
+            if deferring and hasattr(kernel, "defer_lazily") and not waiting:
                 run = kernel.defer_lazily  # computed by whoever needs it (while workers compute, compute now)
             else:
                 run = kernel.defer if deferring else kernel
-            started = time.perf_counter()
+            started = time.perf_counter() if self.overlaps else 0.0  # the cost decides only that
             result = self._attempt(run, inputs, kwargs)
             if result is not _REFUSED:
-                self.cost = 0.8 * self.cost + 0.2 * (time.perf_counter() - started)
+                if self.overlaps:
+                    self.cost = 0.8 * self.cost + 0.2 * (time.perf_counter() - started)
                 if isinstance(result, Deferred):
                     kept = getattr(_outstanding, "kept", None)
                     if kept is not None:
@@ -135,6 +140,20 @@ class CallSite:
             "fused_calls": getattr(kernel, "fused_calls", 0),  # answered in one kernel with the calls feeding it
             "kept": self.defers,  # its result may stay in the kernel's form for the sites reading it
         }
+
+
+class ExpressionSite(CallSite):
+    """A rewritten element-wise expression, ``site(site.expression, *names)``. With only numbers and
+    numpy arrays among the values it runs as written at once: no kernel is faster than numpy there."""
+
+    expression = None  # the function computing the expression as written, from the names it reads
+
+    def __call__(self, callee, /, *args):
+        if PLAIN.issuperset(map(type, args)) and not getattr(_outstanding, "pending", None):
+            self.calls += 1
+            self.reason = "this input: no Series or DataFrame among the values"
+            return callee(*args)
+        return CallSite.__call__(self, callee, *args)
 
 
 class Pending:
@@ -206,10 +225,13 @@ def _fingerprint(owner) -> int:
 
 
 class _Rewriter(ast.NodeTransformer):
-    def __init__(self, sites: list, make_site):
-        self.sites, self.make_site = sites, make_site
+    def __init__(self, sites: list, make_site, filename: str):
+        self.sites, self.make_site, self.filename = sites, make_site, filename
+        self.repeated = 0  # inside code that may run many times per call (loops, lambdas, comprehensions, defs)
 
     def visit_Call(self, node: ast.Call):
+        if not self.repeated and is_element_wise(node):  # np.log1p(x)
+            return self._expression_site(node)
         written = ast.unparse(node)  # as written, before the calls inside it become sites
         self.generic_visit(node)
         column = _column_str_call(node)
@@ -242,6 +264,37 @@ class _Rewriter(ast.NodeTransformer):
         call = ast.Call(ast.Name(site.name, ast.Load()), [ast.Name(LOC, ast.Load()), loc, node.slice], [])
         return ast.copy_location(call, node)
 
+    def visit_BinOp(self, node):
+        """A whole element-wise expression, ``digits / (length + 1)`` -> ``site(site.expression, digits, length)``
+        (``site.expression`` computes it as written); only the names are read before it runs."""
+        if not self.repeated and is_element_wise(node):
+            return self._expression_site(node)
+        return self.generic_visit(node)
+
+    visit_UnaryOp = visit_BinOp
+
+    def _expression_site(self, node):
+        site = self.make_site(node, ast.unparse(node), ExpressionSite)
+        self.sites.append(site)
+        site.expression, parameters = expression_function(node, self.filename)
+        site.kernel(site.expression)  # built now: the first call is fast
+        callee = ast.Attribute(ast.Name(site.name, ast.Load()), "expression", ast.Load())
+        call = ast.Call(ast.Name(site.name, ast.Load()), [callee, *(ast.Name(p, ast.Load()) for p in parameters)], [])
+        return ast.copy_location(call, node)
+
+    def _repeated_code(self, node):
+        """Arithmetic there is mostly on numbers, one element at a time: a site's few microseconds
+        would cost more than they save, so there only calls become sites."""
+        self.repeated += 1
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.repeated -= 1
+
+    visit_For = visit_AsyncFor = visit_While = visit_Lambda = _repeated_code
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _repeated_code
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _repeated_code
+
 
 def _column_str_call(node: ast.Call):
     """(frame, column) of a call written ``frame[<constant>].str.<method>()``, else None."""
@@ -257,15 +310,16 @@ def _column_str_call(node: ast.Call):
     return subscript.value, subscript.slice
 
 
-def rewrite_calls(nodes: list, sites: list, workers=SERIAL) -> list:
-    """Copies of ``nodes`` with compilable calls going through new CallSites (appended to ``sites``)."""
+def rewrite_calls(nodes: list, sites: list, workers=SERIAL, filename: str = "<unknown>") -> list:
+    """Copies of ``nodes`` with compilable calls going through new CallSites (appended to ``sites``);
+    ``filename`` is the source's, for the functions computing element-wise expressions."""
 
-    def make_site(call, written):
-        site = CallSite(f"{SITE_PREFIX}{len(sites)}", call, workers)
+    def make_site(call, written, kind=CallSite):
+        site = kind(f"{SITE_PREFIX}{len(sites)}", call, workers)
         site.source = written
         return site
 
-    rewriter = _Rewriter(sites, make_site)
+    rewriter = _Rewriter(sites, make_site, filename)
     return [ast.fix_missing_locations(rewriter.visit(copy.deepcopy(node))) for node in nodes]
 
 

@@ -63,9 +63,9 @@ class GraphExecutor:
 
         def compile_run(block, nodes, assigned, holder=False, result=None):
             if compile:
-                nodes = rewrite_calls(nodes, self.sites, workers)
+                nodes = rewrite_calls(nodes, self.sites, workers, source.filename)
                 if result is not None:
-                    result = rewrite_calls([ast.Expr(result)], self.sites, workers)[0].value
+                    result = rewrite_calls([ast.Expr(result)], self.sites, workers, source.filename)[0].value
             reads = set()
             for node in nodes + ([result] if result is not None else []):
                 reads |= names_read(node)
@@ -95,7 +95,7 @@ class GraphExecutor:
         body = [statement.node for statement in plan.graph.statements]
         if compile:
             first = len(self.sites)
-            body = rewrite_calls(body, self.sites, workers)
+            body = rewrite_calls(body, self.sites, workers, source.filename)
             body = keep_results_compiled(body, self.sites, first)
         self._helpers.update((site.name, site) for site in self.sites)
         self._helpers.update(SITE_HELPERS)
