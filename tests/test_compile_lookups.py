@@ -321,24 +321,34 @@ def test_a_changed_table_is_read_again():
     table = pd.DataFrame({"n": [1, 2, 3], "s": ["x", "y", "z"]}, index=["a", "b", "c"])
     keys = ["c", "a"]
     assert_same(LOC, table, keys)
-    positions = maps._tables[id(table)]
+    positions = maps._tables[id(table.index._data)]
     table.loc["c", "n"] = 30  # a value written in place
     assert LOC(table, keys)["n"].tolist() == [30, 1]
     table["s"] = ["p", "q", "r"]  # a column replaced
     assert LOC(table, keys)["s"].tolist() == ["r", "p"]
     table["t"] = [True, False, True]  # a column added
     assert_same(LOC, table, keys)
-    assert maps._tables[id(table)] is positions  # the same index: the same key -> position dict
+    assert maps._tables[id(table.index._data)] is positions  # the same index: the same key -> position dict
     table.index = ["c", "b", "a"]  # a new index
     assert LOC(table, keys)["n"].tolist() == [1, 30]
     assert_same(REINDEX, table, keys + ["z"])
-    assert maps._tables[id(table)] is not positions
+    assert maps._tables[id(table.index._data)] is not positions
+
+
+def test_frames_sharing_an_index_share_its_positions():
+    table = pd.DataFrame({"n": [1, 2, 3], "s": ["x", "y", "z"]}, index=["a", "b", "c"])
+    assert_same(LOC, table[["n"]], ["b"])
+    positions = maps._tables[id(table.index._data)]
+    for _ in range(3):  # a new frame on every call, the same index
+        assert_same(LOC, table[["s"]], ["c", "a"])
+        assert_same(REINDEX, table.copy(), ["c", "q"])
+    assert maps._tables[id(table.index._data)] is positions
 
 
 def test_positions_are_dropped_with_their_table():
     table = pd.DataFrame({"n": [1]}, index=["a"])
     LOC(table, ["a"])
-    key = id(table)
+    key = id(table.index._data)
     assert key in maps._tables
     del table
     gc.collect()

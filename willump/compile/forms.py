@@ -103,8 +103,7 @@ class LazyRows(SparseRows):
 
     A consumer that knows the ``source`` (e.g. the linear model, for a vectorizer's rows) may
     compute what it needs without them. If ``compute`` refuses, ``fallback()`` (the call as
-    written) gives the real matrix. Call sites ``protect`` kept values before any call runs as
-    written, which computes these in the order they were made, as the original code would.
+    written) gives the real matrix (should a kernel fail).
     """
 
     def __init__(self, compute, fallback, source, rows: int, width: int, dtype):
@@ -142,7 +141,9 @@ class LazyRows(SparseRows):
         return self.force().materialize()
 
     def protect(self) -> None:
-        self.force().protect()
+        """Nothing to do: the documents are the kernel's own list of (immutable) ``str``, and the
+        kernel checked when making these rows that computing them will not refuse, so computing
+        them later raises nothing the call as written would have raised then."""
 
 
 class Stacked(Deferred):

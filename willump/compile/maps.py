@@ -159,18 +159,19 @@ def _from_series(mapping: pd.Series, kind: str, values: list):
 
 
 class KeyPositions:
-    """The key -> position dict of an owner's unique index (a Series mapping, or a table looked up
-    by ``lookups``), valid while the owner has the same index: pandas indexes are immutable."""
+    """The key -> position dict of a unique index (of a Series mapping, or of a table looked up by
+    ``lookups``), built once per index data: pandas indexes are immutable, and the indexes of frames
+    made from one another (``df[cols]``, ``df.copy()``) are views of the same data."""
 
-    def __init__(self, owner):
-        self.index = owner.index
-        keys = self.index.tolist()
+    def __init__(self, index):
+        keys = index.tolist()
         self.keys = _Keys(keys)
-        if self.index.dtype not in _INDEX_DTYPES[self.keys.kind]:
-            raise Unsupported(f"{self.keys.kind} keys in an index of dtype {self.index.dtype}")
+        if index.dtype not in _INDEX_DTYPES[self.keys.kind]:
+            raise Unsupported(f"{self.keys.kind} keys in an index of dtype {index.dtype}")
         self.positions = dict(zip(keys, range(len(keys))))
         self.at_nan = self.positions[self.keys.nan] if self.keys.nan is not None else -1
-        self.owner = weakref.ref(owner, lambda _, key=id(owner): _tables.pop(key, None))
+        data = _data(index)
+        self.data = weakref.ref(data, lambda _, key=id(data): _tables.pop(key, None))
 
     def find(self, kind: str, values: list) -> list:
         """The position of each value (-1: not a key), as pandas' get_indexer finds it."""
@@ -181,21 +182,28 @@ class KeyPositions:
         return [find(v, -1) if v == v else at_nan for v in values]
 
 
-_tables: dict = {}  # id(owner) -> KeyPositions, dropped with the owner
+_tables: dict = {}  # id(index data) -> KeyPositions, dropped with the data
 _MAX_TABLES = 1024  # past it, the cache starts again
 _lock = threading.Lock()
 
 
 def key_positions(owner) -> KeyPositions:
-    """``KeyPositions(owner)``, built once per owner and index. The caller checked that the index is unique."""
-    table = _tables.get(id(owner))
-    if table is None or table.owner() is not owner or table.index is not owner.index:
-        table = KeyPositions(owner)
+    """The ``KeyPositions`` of ``owner.index``, built once per index data. The caller checked that it is unique."""
+    index = owner.index
+    data = _data(index)
+    table = _tables.get(id(data))
+    if table is None or table.data() is not data:
+        table = KeyPositions(index)
         with _lock:
             if len(_tables) >= _MAX_TABLES:
                 _tables.clear()
-            _tables[id(owner)] = table
+            _tables[id(data)] = table
     return table
+
+
+def _data(index):
+    """What an index and its views hold (pandas' ``_data``; the index itself where there is none)."""
+    return getattr(index, "_data", index)
 
 
 def take(values, positions: np.ndarray, missing: bool):

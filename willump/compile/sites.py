@@ -138,7 +138,7 @@ class CallSite:
             "line": self.line, "call": self.source, "operator": self.operator, "status": status,
             "calls": self.calls, "compiled_calls": self.compiled_calls,
             "fused_calls": getattr(kernel, "fused_calls", 0),  # answered in one kernel with the calls feeding it
-            "kept": self.defers,  # its result may stay in the kernel's form for the sites reading it
+            "kept": self.defers and hasattr(kernel, "defer"),  # its result may stay in the kernel's form
         }
 
 
@@ -149,7 +149,9 @@ class ExpressionSite(CallSite):
     expression = None  # the function computing the expression as written, from the names it reads
 
     def __call__(self, callee, /, *args):
-        if PLAIN.issuperset(map(type, args)) and not getattr(_outstanding, "pending", None):
+        if PLAIN.issuperset(map(type, args)) and not getattr(_outstanding, "pending", None) and not getattr(
+            _outstanding, "kept", None
+        ):  # (otherwise the call site's own path: values kept so far are settled before it runs as written)
             self.calls += 1
             self.reason = "this input: no Series or DataFrame among the values"
             return callee(*args)
@@ -406,6 +408,18 @@ def keep_results_compiled(body: list, sites: list, first: int = 0) -> list:
                 return False
         return True
 
+    def may_raise(statement):
+        """Whether the statement runs code besides site calls: Python, an element-wise expression
+        (which runs as written on plain numbers), or indexing a name that is not a site's result."""
+        if not only_site_calls(statement):
+            return True
+        for node in ast.walk(statement):
+            if site_call(node) and isinstance(by_name[node.func.id], ExpressionSite):
+                return True
+            if isinstance(node, ast.Subscript) and not site_call(node.value):
+                return True
+        return False
+
     def produced_by(statement):
         """The name a top-level ``name = site(...)`` statement binds, else None."""
         if (
@@ -500,7 +514,9 @@ def keep_results_compiled(body: list, sites: list, first: int = 0) -> list:
         if loads and all(read_by_a_site(n) for n in loads) and all(only_site_calls(s) for s in readers):
             site = by_name[statement.value.func.id]
             site.defers = True
-            site.overlaps = first > position + 1  # other calls run before its result is needed
+            # Other calls run before its result is needed: a worker may compute it meanwhile, unless code
+            # that may raise runs before (the worker's result, read later, may have to raise first).
+            site.overlaps = first > position + 1 and not any(may_raise(s) for s in body[position + 1 : first])
             guarded.update(id(s) for s in between if not only_site_calls(s))
     return [guarded_statement for s in body for guarded_statement in _guarded(s, id(s) in guarded)]
 
@@ -520,6 +536,10 @@ def protect_kept() -> None:
     _settle()
     for value in getattr(_outstanding, "kept", None) or ():
         value.protect()
+    for pending in getattr(_outstanding, "pending", None) or ():  # results computed by workers
+        value = pending.result()
+        if isinstance(value, Deferred):
+            value.protect()
 
 
 HELPERS[PROTECT] = protect_kept

@@ -484,6 +484,12 @@ class CompiledVectorizer:
         """As ``defer``, computed when first needed: a linear model reading only these rows and
         other vectorizers' computes its scores without building them (see ``fused``)."""
         texts = self._texts(documents)
+        if self.hashing[0]:  # the one input computing refuses, refused now: lazy rows never raise later
+            try:
+                for text in texts:
+                    text.encode()
+            except UnicodeEncodeError:
+                raise Unsupported("a lone surrogate (scikit-learn's UTF-8 encoding raises)") from None
         fallback = lambda: self.vectorizer.transform(documents.materialize() if isinstance(documents, Texts) else documents)  # noqa: E731
         return LazyRows(lambda: self._transform(texts), fallback, (self, texts), len(texts), self.width, self.dtype)
 
