@@ -96,7 +96,7 @@ class JoinedFrame(Deferred):
     stands_for = pd.DataFrame
 
     def __init__(self, holder: list, joins: list, sources: dict, rows: int, parent=None, on=None, tables: tuple = ()):
-        # holder: [the base frame], shared by every frame of one chain of joins
+        # holder: [the base frame, its columns read so far], shared by every frame of one chain of joins
         self._holder, self.joins = holder, joins  # joins: [(PreparedTable, positions)]
         self.rows = rows
         self.sources = sources  # column -> join number, None for the base frame
@@ -107,6 +107,15 @@ class JoinedFrame(Deferred):
     def base(self) -> pd.DataFrame:
         return self._holder[0]
 
+    def base_column(self, name) -> tuple[np.ndarray, object]:
+        """``column_of(self.base, name)``, read once per chain of joins (the base frame is protected
+        before other code runs, so what was read stays what the original reads)."""
+        columns = self._holder[1]
+        found = columns.get(name)
+        if found is None:
+            found = columns[name] = column_of(self.base, name)
+        return found
+
     def _build(self):
         if self._parent is None:
             return self.base
@@ -116,7 +125,7 @@ class JoinedFrame(Deferred):
     def protect(self) -> None:
         """Keep the base frame and the tables as they are now: shallow copies share their data
         copy-on-write, so writes into them (which pandas then makes into copies) are not seen."""
-        if len(self._holder) == 1:
+        if len(self._holder) == 2:
             self._holder[0] = self._holder[0].copy(deep=False)
             self._holder.append("protected")
         if self._pinned is None:
@@ -138,7 +147,7 @@ class JoinedFrame(Deferred):
         for key, table_dtype in zip(keys, table.key_dtypes):
             number = self.sources[key]
             if number is None:
-                column, dtype = column_of(self.base, key)
+                column, dtype = self.base_column(key)
             else:  # a key brought by an earlier join: rows that found nothing there have a missing key
                 source, source_positions = self.joins[number]
                 found = source_positions >= 0
@@ -228,7 +237,7 @@ class CompiledMerge(ReceiverKernel):
         if not isinstance(left, JoinedFrame):
             if not left.columns.is_unique:
                 raise Unsupported("the frame has duplicate column names")
-            left = JoinedFrame([left], [], dict.fromkeys(left.columns), len(left))
+            left = JoinedFrame([left, {}], [], dict.fromkeys(left.columns), len(left))
         return left.merged(right, on)
 
 
@@ -272,7 +281,7 @@ class _Gather:
         dtypes = []
         for source, members in self.groups:
             if source is None:
-                dtypes += [column_of(joined.base, c)[1] for c in members]
+                dtypes += [joined.base_column(c)[1] for c in members]
             else:
                 dtypes += [joined.joins[source][0].dtypes[c] for c in members]
         if not _numeric(dtypes):
@@ -307,7 +316,7 @@ def numeric_matrix(frame: SelectedFrame) -> np.ndarray:
     ``np.result_type`` of the column dtypes and float32; pandas turns ints with missing
     rows into float64 and NaN, which gives the same values)."""
     joined = frame.joined
-    base = {c: column_of(joined.base, c) for c in frame.columns if joined.sources[c] is None}
+    base = {c: joined.base_column(c) for c in frame.columns if joined.sources[c] is None}
     tables = tuple(t for t, _ in joined.joins)
     key = (tuple(frame.columns), tuple(map(id, tables)), tuple(d for _, d in base.values()))
     entry = _gathers.get(key)
