@@ -80,7 +80,15 @@ def fusable(blocks: list) -> bool:
 def _exact_in_float64(kernel: CompiledVectorizer) -> bool:
     """Weights computed in float64 are the vectorizer's own: float64, or integer counts."""
     if kernel.dtype == np.float64:
-        return all(a.dtype == np.float64 and a.flags.c_contiguous and a.flags.writeable for a in _weighing(kernel)[:2])
+        idf, log_table, _ = _weighing(kernel)
+        checked = _checked.get(id(kernel))  # (the arrays are replaced, not edited, when they change)
+        if checked is not None and checked[0] is kernel and checked[1] is idf and checked[2] is log_table:
+            return checked[3]
+        exact = all(a.dtype == np.float64 and a.flags.c_contiguous and a.flags.writeable for a in (idf, log_table))
+        if len(_checked) >= _MAX_PLANS:
+            _checked.clear()
+        _checked[id(kernel)] = (kernel, idf, log_table, exact)
+        return exact
     # (narrower integers wrap around where scikit-learn's counts do; float64 counts would not)
     return kernel.dtype in (np.int64, np.uint64) and not kernel.tfidf and not (kernel.hashing[0] and kernel.norm)
 
@@ -110,6 +118,7 @@ class Plan:
         return all(_weighing(k)[0] is i and _weighing(k)[1] is t for k, i, t in zip(self.kernels, self.idfs, self.log_tables))
 
 
+_checked: dict = {}  # kernel id -> (kernel, idf, log table, exact): what _exact_in_float64 found
 _plans: dict = {}  # kernel ids -> Plan (the plan holds the kernels, so their ids stay theirs)
 _MAX_PLANS = 64
 

@@ -10,6 +10,7 @@ multiplication by ``idf_``), and the row norms are summed in the same order as
 scikit-learn's Cython loop, so the values are bit for bit the same.
 """
 
+import operator
 import threading
 
 import numba
@@ -434,6 +435,14 @@ class CompiledVectorizer:
         self.tfidf = kind is TfidfVectorizer
         self.vectorizer = vectorizer
         self.state = _state(vectorizer)
+        # The same attributes read at once, for a check by identity first (~0.3 µs, not ~1.3).
+        transformer = getattr(vectorizer, "_tfidf", None)
+        names = [a for a in _STATE_ATTRIBUTES if hasattr(vectorizer, a)]
+        names += [f"_tfidf.{a}" for a in ("norm", "sublinear_tf", "idf_") if hasattr(transformer, a)]
+        self._read_state = operator.attrgetter(*names)
+        self._held = self._read_state(vectorizer)
+        self._vocabulary_at = names.index("vocabulary_") if "vocabulary_" in names else None
+        self._vocabulary_size = len(vectorizer.vocabulary_) if self._vocabulary_at is not None else 0
         if kind is HashingVectorizer:
             if vectorizer.norm is not None and self.dtype not in (np.float64, np.float32):
                 raise Unsupported(f"HashingVectorizer with norm and dtype {self.dtype}")
@@ -470,6 +479,14 @@ class CompiledVectorizer:
 
     def still_valid(self) -> bool:
         """False once the vectorizer was refitted or its options changed."""
+        try:
+            now = self._read_state(self.vectorizer)
+        except AttributeError:
+            now = None
+        if now is not None and all(map(operator.is_, now, self._held)):
+            at = self._vocabulary_at  # (a vocabulary edited in place: its size changed)
+            if at is None or len(now[at]) == self._vocabulary_size:
+                return True
         return same_state(_state(self.vectorizer), self.state)
 
     def __call__(self, documents):
