@@ -43,6 +43,24 @@ def batch_throughputs(functions: dict, inputs, repeats: int) -> dict:
     return {name: len(inputs) / statistics.median(runs) for name, runs in seconds.items()}
 
 
+def blocked_latencies(functions: dict, rows: list, block: int = 50) -> dict:
+    """Median latency in milliseconds of single-row calls, each function called ``block`` times in
+    a row (the functions taking turns, block by block, over the same rows): each in its own steady
+    state, as in a process serving it alone, where ``point_latencies`` calls them alternately, so
+    that each call follows another pipeline's (the pessimistic case for caches)."""
+    names = list(functions)
+    for name in names:
+        for argument in rows[:10]:
+            functions[name](argument)
+    seconds = {name: [] for name in names}
+    for turn, start in enumerate(range(0, len(rows), block)):
+        shift = turn % len(names)
+        for name in names[shift:] + names[:shift]:
+            for argument in rows[start : start + block]:
+                seconds[name].append(timed(functions[name], argument)[0])
+    return {name: float(np.percentile(runs, 50)) * 1e3 for name, runs in seconds.items()}
+
+
 def point_latencies(functions: dict, rows: list) -> dict:
     """(p50, p99) latency in milliseconds of single-row calls for each function."""
     seconds = _rounds(functions, rows, warm_up=10)

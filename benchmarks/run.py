@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.configurations import BASELINE, CONFIGURATIONS, exact_top_k, positive_class_accuracy
-from benchmarks.measure import batch_throughputs, point_latencies, quality, timed, top_k_queries
+from benchmarks.measure import batch_throughputs, blocked_latencies, point_latencies, quality, timed, top_k_queries
 from benchmarks.workloads import WORKLOADS
 
 MODES = ("batch", "point", "topk")
@@ -87,6 +87,8 @@ def run_workload(name: str, modes, settings: Settings, out: Path, log=print) -> 
         for config, (p50, p99) in point_latencies(predictors, rows).items():
             record(config, "point", "p50_latency", p50, "ms")
             record(config, "point", "p99_latency", p99, "ms")
+        for config, p50 in blocked_latencies(predictors, rows).items():
+            record(config, "point", "p50_latency_in_blocks", p50, "ms")
         log(f"{name}: point measured")
     if "topk" in modes:
         k = min(K, len(workload.test_inputs))
