@@ -20,7 +20,7 @@ import time
 from willump.compile import registry
 from willump.compile.parallel import SERIAL, WORTH_A_THREAD
 from willump.compile.expressions import PLAIN, expression_function, is_element_wise
-from willump.compile.forms import Deferred, DeferredMethod, LazyRows, Unsupported
+from willump.compile.forms import Deferred, DeferredMethod, Unsupported
 from willump.compile.lookups import loc_lookup
 from willump.compile.strings import COLUMN_STR_METHODS, column_str_method
 
@@ -58,9 +58,6 @@ class CallSite:
             inputs = (callee.__self__, *args) if getattr(kernel, "takes_receiver", False) else args
             deferring = self.defers and hasattr(kernel, "defer")
             if deferring and self.overlaps and self.cost >= WORTH_A_THREAD:
-                for value in getattr(_outstanding, "kept", None) or ():  # computed in source order: a worker's
-                    if isinstance(value, LazyRows):  # result may raise when read, and these first
-                        value.force()
                 pending = self.workers.try_submit(self._attempt, kernel.defer, inputs, kwargs)
                 if pending is not None:  # computed by a worker while this thread goes on
                     result = Pending(pending, callee, args, kwargs)
