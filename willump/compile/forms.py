@@ -160,6 +160,17 @@ class Stacked(Deferred):
             block.protect()
 
 
+def stacked_dtype(blocks) -> np.dtype:
+    """The dtype of blocks side by side (``np.result_type``; all float64, the common case, is
+    recognized without it: numpy's builtin dtypes are singletons)."""
+    if all(b.dtype is _FLOAT64 for b in blocks):
+        return _FLOAT64
+    return np.result_type(*[b.dtype for b in blocks])
+
+
+_FLOAT64 = np.dtype(np.float64)
+
+
 def configured_csr():
     """The CSR class scikit-learn is configured to return (spmatrix or sparray)."""
     return sp.csr_array if sklearn.get_config().get("sparse_interface") == "sparray" else sp.csr_matrix

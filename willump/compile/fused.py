@@ -115,7 +115,8 @@ class Plan:
         self.idfs, self.log_tables = tuple(w[0] for w in weighing), tuple(w[1] for w in weighing)
 
     def current(self) -> bool:
-        return all(_weighing(k)[0] is i and _weighing(k)[1] is t for k, i, t in zip(self.kernels, self.idfs, self.log_tables))
+        now = [_weighing(k)[:2] for k in self.kernels]
+        return all(w[0] is i and w[1] is t for w, i, t in zip(now, self.idfs, self.log_tables))
 
 
 _checked: dict = {}  # kernel id -> (kernel, idf, log table, exact): what _exact_in_float64 found

@@ -21,7 +21,7 @@ from sklearn.svm import LinearSVC
 from sklearn.utils.extmath import softmax
 
 from willump.compile import fused
-from willump.compile.forms import LazyRows, SparseRows, Stacked, Unsupported
+from willump.compile.forms import LazyRows, SparseRows, Stacked, Unsupported, stacked_dtype
 from willump.compile.parallel import SERIAL, WORTH_A_THREAD
 
 CLASSIFIERS = (LogisticRegression, LinearSVC, SGDClassifier)
@@ -131,7 +131,7 @@ class CompiledLinearModel:
         blocks = X.blocks if isinstance(X, Stacked) else [X] if isinstance(X, LazyRows) else []
         if not (blocks and fused.fusable(blocks) and blocks[0].rows and sum(b.width for b in blocks) == self.width):
             return None
-        if not all(b.dtype is _FLOAT64 for b in blocks) and np.result_type(*[b.dtype for b in blocks]) != np.float64:
+        if stacked_dtype(blocks) != np.float64:
             return None
         started = time.perf_counter()
         if self._side_by_side(blocks):
@@ -163,7 +163,6 @@ class CompiledLinearModel:
         return self.parallel_cost < self.fused_cost
 
 
-_FLOAT64 = np.dtype(np.float64)  # (numpy's builtin dtypes are singletons)
 _RETRY_EVERY = 50  # calls between measuring again the way that measured slower
 
 

@@ -12,10 +12,9 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from willump.compile.forms import Deferred, SparseRows, Stacked, Unsupported, csr
+from willump.compile.forms import Deferred, SparseRows, Stacked, Unsupported, csr, stacked_dtype
 
 _INT32_MAX = np.iinfo(np.int32).max
-_FLOAT64 = np.dtype(np.float64)  # (numpy's builtin dtypes are singletons)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -73,7 +72,7 @@ def _rows_of(blocks, format, dtype) -> list:
     n_rows = rows[0].rows
     if any(r.rows != n_rows for r in rows):
         raise Unsupported("blocks of different numbers of rows (scipy raises)")
-    if not all(r.dtype is _FLOAT64 for r in rows) and np.result_type(*[r.dtype for r in rows]).kind not in "biuf":
+    if stacked_dtype(rows).kind not in "biuf":
         raise Unsupported("blocks of other than bool, integer or float values")
     if sum(r.width for r in rows) >= _INT32_MAX:
         raise Unsupported("blocks too wide for 32-bit indices")
