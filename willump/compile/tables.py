@@ -90,27 +90,32 @@ def _signature(table: pd.DataFrame) -> tuple:
     return (id(manager), id(manager.blocks), id(table.columns))
 
 
+class _Base:
+    """The base frame of one chain of joins, shared by its frames, and its columns read so far."""
+
+    def __init__(self, frame: pd.DataFrame):
+        self.frame, self.columns, self.protected = frame, {}, False
+
+
 class JoinedFrame(Deferred):
     """The result of left joins of ``base`` with tables, as row positions into each table."""
 
     stands_for = pd.DataFrame
 
-    def __init__(self, holder: list, joins: list, sources: dict, rows: int, parent=None, on=None, tables: tuple = ()):
-        # holder: [the base frame, its columns read so far], shared by every frame of one chain of joins
-        self._holder, self.joins = holder, joins  # joins: [(PreparedTable, positions)]
+    def __init__(self, base: _Base, joins: list, sources: dict, rows: int, parent=None, on=None, table=None):
+        self._base, self.joins = base, joins  # joins: [(PreparedTable, positions)]
         self.rows = rows
         self.sources = sources  # column -> join number, None for the base frame
-        self._parent, self._on = parent, on  # this frame is parent.merge(tables[-1], on=on, how="left")
-        self.tables = tables  # the joined tables, whose columns are read live
+        self._parent, self._on, self._table = parent, on, table  # this is parent.merge(table, on=on, how="left")
 
     @property
     def base(self) -> pd.DataFrame:
-        return self._holder[0]
+        return self._base.frame
 
     def base_column(self, name) -> tuple[np.ndarray, object]:
         """``column_of(self.base, name)``, read once per chain of joins (the base frame is protected
         before other code runs, so what was read stays what the original reads)."""
-        columns = self._holder[1]
+        columns = self._base.columns
         found = columns.get(name)
         if found is None:
             found = columns[name] = column_of(self.base, name)
@@ -119,21 +124,20 @@ class JoinedFrame(Deferred):
     def _build(self):
         if self._parent is None:
             return self.base
-        table = self._pinned[-1] if self._pinned is not None else self.tables[-1]
-        return self._parent.materialize().merge(table, on=self._on, how="left")
+        return self._parent.materialize().merge(self._table, on=self._on, how="left")
 
     def protect(self) -> None:
         """Keep the base frame and the tables as they are now: shallow copies share their data
-        copy-on-write, so writes into them (which pandas then makes into copies) are not seen."""
-        if len(self._holder) == 2:
-            self._holder[0] = self._holder[0].copy(deep=False)
-            self._holder.append("protected")
-        if self._pinned is None:
-            self._pinned = [table.copy(deep=False) for table in self.tables]
-            if self._parent is not None:  # which this frame is built from, should it be built
-                self._parent.protect()
+        copy-on-write, so writes into them (which pandas then makes into copies) are not seen.
+        Each frame pins its own table, then its parent's (which it is built from)."""
+        if self._parent is None:
+            if not self._base.protected:
+                self._base.frame, self._base.protected = self._base.frame.copy(deep=False), True
+        elif not self._pinned:
+            self._table, self._pinned = self._table.copy(deep=False), True
+            self._parent.protect()
 
-    _pinned = None
+    _pinned = False
 
     def merged(self, right: pd.DataFrame, on) -> "JoinedFrame":
         keys = (on,) if isinstance(on, str) else tuple(on)
@@ -163,7 +167,7 @@ class JoinedFrame(Deferred):
             positions = np.full(self.rows, -1, dtype=np.intp)
             positions[present] = table.lookup([v[present] for v in values])
         sources = {**self.sources, **dict.fromkeys(table.columns, len(self.joins))}
-        return JoinedFrame(self._holder, self.joins + [(table, positions)], sources, self.rows, self, on, (*self.tables, right))
+        return JoinedFrame(self._base, self.joins + [(table, positions)], sources, self.rows, self, on, right)
 
 
 _dtype_pairs: dict = {}  # (id, id) -> (dtype, dtype, equal): comparing extension dtypes costs microseconds
@@ -237,7 +241,7 @@ class CompiledMerge(ReceiverKernel):
         if not isinstance(left, JoinedFrame):
             if not left.columns.is_unique:
                 raise Unsupported("the frame has duplicate column names")
-            left = JoinedFrame([left, {}], [], dict.fromkeys(left.columns), len(left))
+            left = JoinedFrame(_Base(left), [], dict.fromkeys(left.columns), len(left))
         return left.merged(right, on)
 
 
