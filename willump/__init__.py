@@ -1,7 +1,8 @@
 """willump: a statistically-aware optimizer for machine-learning inference functions."""
 
 from willump.api import OptimizedFunction, optimize
-from willump.errors import WillumpWarning
+from willump.errors import RemoteLookupError, WillumpWarning
+from willump.runtime.tables import MemoryTable, RedisTable
 
 __version__ = "0.1.0"
-__all__ = ["optimize", "OptimizedFunction", "WillumpWarning", "__version__"]
+__all__ = ["optimize", "OptimizedFunction", "WillumpWarning", "MemoryTable", "RedisTable", "RemoteLookupError", "__version__"]

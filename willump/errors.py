@@ -23,3 +23,9 @@ def warn(message: str) -> None:
     ):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, WillumpWarning, stacklevel=level)
+
+
+class RemoteLookupError(RuntimeError):
+    """A remote feature table could not answer: the server is down, refused, was slower
+    than the timeout, or holds a value that is not a row of the table. The message names
+    the table and the server."""

@@ -1,0 +1,218 @@
+"""Feature tables: MemoryTable and RedisTable (against a real redis-server) answer alike."""
+
+import socket
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import willump
+from willump.runtime.tables import canonical_key
+
+
+def users_frame() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "userId": [10, 11, 12, 13],
+            "age": np.array([31, 45, 22, 60], dtype=np.int64),
+            "score": [0.5, np.nan, -1.25, 1e300],
+            "small": np.array([1, -2, 3, 127], dtype=np.int8),
+            "count": np.array([1, 2, 3, 65535], dtype=np.uint16),
+            "ratio": np.array([0.1, 0.2, 0.3, 0.4], dtype=np.float32),
+            "active": [True, False, True, False],
+            "city": ["Zürich", "東京", "", "🙂 emoji"],
+        }
+    )
+
+
+def expected(frame: pd.DataFrame, key: str, keys: list, index=None) -> pd.DataFrame:
+    """What pandas gives: the rows reindexed by the keys (NaN rows for missing keys)."""
+    result = frame.set_index(key).reindex(pd.Index(keys, dtype=object)).reset_index(drop=True)
+    if index is not None:
+        result.index = index
+    return result
+
+
+@pytest.fixture
+def tables(redis_client):
+    frame = users_frame()
+    remote = willump.RedisTable(redis_client, "users", key="userId")
+    remote.put(frame)
+    return frame, willump.MemoryTable(frame, key="userId"), remote
+
+
+def test_lookup_aligns_with_keys_duplicates_and_missing_keys(tables):
+    frame, memory, remote = tables
+    keys = pd.Series([12, 99, 10, 12, 13], index=[5, 4, 3, 2, 1])
+    want = expected(frame, "userId", keys.tolist(), keys.index)
+    for table in (memory, remote):
+        got = table.lookup(keys)
+        pd.testing.assert_frame_equal(got, want)
+        assert got["age"].dtype == np.float64 and got["active"].dtype == object  # pandas' reindex dtypes
+
+
+def test_dtypes_are_kept_when_every_key_is_found(tables):
+    frame, memory, remote = tables
+    for table in (memory, remote):
+        got = table.lookup([13, 10, 11, 12, 10])
+        want = frame.drop(columns="userId").iloc[[3, 0, 1, 2, 0]].reset_index(drop=True)
+        pd.testing.assert_frame_equal(got, want)
+        assert list(got.dtypes) == list(frame.drop(columns="userId").dtypes)
+
+
+def test_keys_match_by_value_and_nan_or_other_kinds_match_nothing(tables):
+    frame, memory, remote = tables
+    keys = [10.0, True, np.int32(11), "10", None, np.nan, 12.5, (10,)]
+    rows = [0, None, 1, None, None, None, None, None]  # True == 1 is not a key of the table
+    for table in (memory, remote):
+        got = table.lookup(keys)
+        for i, row in enumerate(rows):
+            if row is None:
+                assert got.iloc[i].isna().all(), (keys[i], got.iloc[i])
+            else:
+                assert got.iloc[i]["age"] == frame["age"][row]
+    assert canonical_key(1) == canonical_key(1.0) == canonical_key(True) == "i:1"
+    assert canonical_key("1") == "s:1" and canonical_key(float("nan")) is None
+
+
+def test_an_empty_lookup_has_the_table_columns(tables):
+    frame, memory, remote = tables
+    for table in (memory, remote):
+        got = table.lookup(pd.Series([], dtype=np.int64))
+        assert list(got.columns) == list(frame.columns.drop("userId")) and len(got) == 0
+    pd.testing.assert_frame_equal(memory.lookup([99, None]), remote.lookup([99, None]))
+
+
+def test_one_round_trip_per_lookup(tables, redis_client):
+    frame, _, remote = tables
+    remote.lookup([10])  # reads the schema once
+    before = redis_client.info("commandstats").get("cmdstat_mget", {}).get("calls", 0)
+    trips = remote.round_trips
+    remote.lookup(list(range(0, 5000)))
+    remote.lookup([11, 12])
+    after = redis_client.info("commandstats")["cmdstat_mget"]["calls"]
+    assert after - before == 2 and remote.round_trips - trips == 2
+    assert remote.remote_keys >= 5002
+
+
+def test_columns_select_a_subset(redis_client, tables):
+    frame, _, _ = tables
+    some = willump.RedisTable(redis_client, "users", key="userId", columns=["city", "age"])
+    pd.testing.assert_frame_equal(some.lookup([11, 5]), expected(frame, "userId", [11, 5])[["city", "age"]])
+    with pytest.raises(ValueError, match="no column"):
+        willump.RedisTable(redis_client, "users", key="userId", columns=["nope"]).lookup([1])
+
+
+def test_put_replaces_and_adds_rows(tables):
+    frame, memory, remote = tables
+    update = pd.DataFrame({"userId": [11, 14]}).join(frame.drop(columns="userId").iloc[[0, 1]].reset_index(drop=True))
+    for table in (memory, remote):
+        table.put(update)
+        got = table.lookup([11, 14, 10])
+        pd.testing.assert_frame_equal(got.iloc[:2].reset_index(drop=True), update.drop(columns="userId"))
+        assert got.iloc[2]["age"] == 31
+
+
+def test_string_keys(redis_client):
+    frame = pd.DataFrame({"songId": ["a", "b", "ç"], "plays": [1.0, 2.0, 3.0]})
+    remote = willump.RedisTable(redis_client, "songs", key="songId")
+    remote.put(frame)
+    memory = willump.MemoryTable(frame, key="songId")
+    keys = pd.Series(["ç", "x", "a", None])
+    pd.testing.assert_frame_equal(remote.lookup(keys), memory.lookup(keys))
+    assert remote.lookup(keys)["plays"].tolist()[0] == 3.0
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    data=st.data(),
+    n_rows=st.integers(0, 12),
+)
+def test_redis_and_memory_tables_agree(redis_client, data, n_rows):
+    keys = data.draw(st.lists(st.integers(-5, 30), min_size=n_rows, max_size=n_rows, unique=True))
+    floats = data.draw(st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=n_rows, max_size=n_rows))
+    texts = data.draw(st.lists(st.one_of(st.none(), st.text(max_size=8)), min_size=n_rows, max_size=n_rows))
+    frame = pd.DataFrame(
+        {
+            "k": np.array(keys, dtype=np.int64),
+            "x": np.array(floats, dtype=np.float64),
+            "n": np.arange(n_rows, dtype=np.int64),
+            "t": pd.Series([t for t in texts], dtype=object),
+        }
+    )
+    remote = willump.RedisTable(redis_client, "t", key="k")
+    remote.put(frame)
+    memory = willump.MemoryTable(frame, key="k")
+    asked = data.draw(st.lists(st.one_of(st.integers(-6, 31), st.floats(allow_nan=True), st.text(max_size=2)), max_size=15))
+    pd.testing.assert_frame_equal(remote.lookup(asked), memory.lookup(asked))
+    redis_client.flushdb()
+
+
+def test_bad_tables_and_keys_are_refused_clearly(redis_client):
+    frame = users_frame()
+    with pytest.raises(KeyError, match="key column 'id'"):
+        willump.MemoryTable(frame, key="id")
+    with pytest.raises(ValueError, match="more than once"):
+        willump.MemoryTable(pd.concat([frame, frame]), key="userId")
+    with pytest.raises(ValueError, match="NaN or None"):
+        willump.MemoryTable(pd.DataFrame({"k": [1.0, np.nan], "v": [1, 2]}), key="k")
+    with pytest.raises(TypeError, match="dtype"):
+        willump.MemoryTable(frame.assign(when=pd.Timestamp("2020-01-01")), key="userId")
+    with pytest.raises(TypeError, match="one column of keys"):
+        willump.MemoryTable(frame, key="userId").lookup(frame)
+    with pytest.raises(ValueError, match="name"):
+        willump.RedisTable(redis_client, "a:b", key="userId")
+    with pytest.raises(ValueError, match="timeout"):
+        willump.RedisTable(redis_client, "a", key="userId", timeout=0)
+
+
+def test_a_table_never_written_says_so(redis_client):
+    table = willump.RedisTable(redis_client, "nothing", key="k")
+    with pytest.raises(willump.RemoteLookupError, match="'nothing'.*put"):
+        table.lookup([1])
+
+
+def test_an_undecodable_value_names_table_and_key(tables, redis_client):
+    _, _, remote = tables
+    redis_client.set("users:i:12", b"\x00garbage")
+    with pytest.raises(willump.RemoteLookupError, match=r"'users'.*key '12'.*cannot be decoded"):
+        remote.lookup([10, 12])
+
+
+def test_redis_down_is_an_error_within_the_timeout():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens here once closed
+    table = willump.RedisTable(redis.Redis(host="127.0.0.1", port=port), "users", key="userId", timeout=0.5)
+    started = time.monotonic()
+    with pytest.raises(willump.RemoteLookupError, match=f"'users'.*127.0.0.1:{port}"):
+        table.lookup([1])
+    assert time.monotonic() - started < 5
+
+
+def test_a_slow_server_times_out_and_the_next_call_succeeds(redis_server, redis_client):
+    frame = users_frame()
+    host, port = redis_server
+    table = willump.RedisTable(redis.Redis(host=host, port=port), "users", key="userId", timeout=0.3)
+    table.put(frame)
+    sleeper = threading.Thread(target=lambda: redis.Redis(host=host, port=port).execute_command("DEBUG", "SLEEP", 1.5))
+    sleeper.start()
+    time.sleep(0.1)
+    started = time.monotonic()
+    with pytest.raises(willump.RemoteLookupError, match="did not answer within the timeout"):
+        table.lookup([10])
+    assert time.monotonic() - started < 1.2
+    sleeper.join()
+    pd.testing.assert_frame_equal(table.lookup([10, 99]), expected(frame, "userId", [10, 99]))
+
+
+def test_a_dropped_connection_is_retried_once(tables, redis_client):
+    frame, _, remote = tables
+    remote.lookup([10])  # a pooled connection is open now
+    redis_client.client_kill_filter(_type="normal", skipme=True)  # drop every other client's connection
+    pd.testing.assert_frame_equal(remote.lookup([11, 10]), expected(frame, "userId", [11, 10]))

@@ -1,0 +1,376 @@
+"""Feature tables keyed by one column, in memory or in Redis.
+
+``lookup(keys)`` answers the same way for both: a DataFrame with the table's
+columns, one row per key in the keys' order (duplicates repeated), index taken
+from ``keys``, and a row of NaN for a key the table does not hold, with the
+dtypes pandas' ``reindex`` gives such a frame (int columns become float64 when a
+key is missing, bool columns object). Keys match by value as Python compares
+them (``1 == 1.0 == True``); a NaN or None key matches nothing, nor does a key of
+another kind (a str on an int-keyed table).
+
+In Redis, each row is one string value under ``"<name>:<key>"`` and the column
+names and dtypes one JSON value under ``"<name>:__schema__"``, so a lookup is a
+single ``MGET``: one command and one round trip however many keys, where a hash
+per row would take a command per key. Numbers are stored as their bytes in the
+column's dtype (exact, and decoded for all rows by one ``numpy.frombuffer``),
+strings as UTF-8 after their length.
+"""
+
+import json
+import math
+import struct
+import threading
+
+import numpy as np
+import pandas as pd
+
+from willump.errors import RemoteLookupError
+
+_FORMAT = 1
+_TEXT = ("str", "string", "object")  # dtypes of str columns, by name (str values, or missing)
+_MISSING = {0xFFFFFFFF: np.nan, 0xFFFFFFFE: None, 0xFFFFFFFD: pd.NA}  # lengths that mark a missing str
+_LENGTH = struct.Struct("<I")
+
+
+def canonical_key(key) -> str | None:
+    """The text a key is stored under, equal for keys Python finds equal; None for a key
+    that matches nothing (NaN, None, and kinds that are neither numbers nor strings)."""
+    if isinstance(key, (bool, np.bool_, int, np.integer)):
+        return f"i:{int(key)}"
+    if isinstance(key, (float, np.floating)):
+        if math.isnan(key):
+            return None
+        if float(key).is_integer():
+            return f"i:{int(key)}"
+        return f"f:{float(key)!r}"
+    if isinstance(key, str):
+        return f"s:{key}"
+    return None
+
+
+class Table:
+    """What both tables share: keys in, an aligned DataFrame out."""
+
+    name: str
+    key: str
+
+    def __init__(self):
+        self._counts_lock = threading.Lock()
+        self.remote_keys = 0  # keys fetched from a remote store (0 for memory tables)
+        self.round_trips = 0  # requests sent to it
+
+    def lookup(self, keys) -> pd.DataFrame:
+        """Rows for ``keys`` (a Series, Index, array or list), aligned with them."""
+        index, canonical = _keys(keys)
+        wanted = list(dict.fromkeys(k for k in canonical if k is not None))
+        rows, found = self._fetch(wanted)  # rows: a frame of the found keys, in `found` order
+        position = {k: i for i, k in enumerate(found)}
+        positions = np.fromiter((position.get(k, -1) for k in canonical), dtype=np.intp, count=len(canonical))
+        if len(found) == len(canonical) and (positions == np.arange(len(canonical))).all():
+            frame = rows
+        elif (positions >= 0).all():
+            frame = rows.take(positions)
+        else:
+            frame = rows.reindex(positions)  # -1 is no label: a NaN row, with pandas' dtypes
+        frame.index = index
+        return frame
+
+    def _fetch(self, wanted: list) -> tuple[pd.DataFrame, list]:
+        raise NotImplementedError
+
+    def _count(self, keys: int, round_trips: int) -> None:
+        with self._counts_lock:
+            self.remote_keys += keys
+            self.round_trips += round_trips
+
+
+class MemoryTable(Table):
+    """A feature table held in this process: ``MemoryTable(frame, key)``; the same answers as
+    ``RedisTable``, for tests and for users without Redis."""
+
+    def __init__(self, frame: pd.DataFrame, key: str, columns=None, name: str = "table"):
+        super().__init__()
+        self.name, self.key = name, key
+        self._frame, self._positions = _prepared(frame, key, columns)
+        self.columns = list(self._frame.columns)
+
+    def put(self, frame: pd.DataFrame) -> None:
+        """Add or replace the rows of ``frame`` (keyed by its ``key`` column)."""
+        new, positions = _prepared(frame, self.key, self.columns)
+        held, given = _describe(self._frame), _describe(new)
+        if held != given:
+            raise ValueError(
+                f"MemoryTable {self.name!r} holds columns {held} (name, dtype); the frame has {given}: "
+                "put rows with the same columns and dtypes"
+            )
+        kept = [k for k in self._positions if k not in positions]
+        old = self._frame.take([self._positions[k] for k in kept])
+        self._frame = pd.concat([old, new], ignore_index=True) if kept else new
+        self._positions = {k: i for i, k in enumerate(kept + list(positions))}
+
+    def _fetch(self, wanted: list) -> tuple[pd.DataFrame, list]:
+        found = [k for k in wanted if k in self._positions]
+        rows = self._frame.take([self._positions[k] for k in found]).reset_index(drop=True)
+        return rows, found
+
+    def __repr__(self):
+        return f"MemoryTable({self.name!r}, key={self.key!r}, {len(self._positions)} rows, columns={self.columns})"
+
+
+class RedisTable(Table):
+    """A feature table in Redis: ``RedisTable(client, name, key, columns=None, timeout=1.0)``.
+
+    ``client`` is a ``redis.Redis`` (its server, database and credentials are used, through a
+    connection pool of the table's own). Every request gives up after ``timeout`` seconds with
+    ``RemoteLookupError``, which names the
+    table and the server; a connection dropped mid-request is retried once.
+    """
+
+    def __init__(self, client, name: str, key: str, columns=None, timeout: float = 1.0):
+        super().__init__()
+        if not isinstance(name, str) or not name or ":" in name:
+            raise ValueError(f"a RedisTable's name must be a non-empty str without ':'; got {name!r}")
+        self.name, self.key = name, key
+        self.client = _own_client(client, timeout)
+        self.address = _address(client)
+        self._wanted_columns = None if columns is None else list(columns)
+        self._schema = None
+
+    @property
+    def columns(self) -> list:
+        return [name for name, _ in self._codec().columns]
+
+    def put(self, frame: pd.DataFrame) -> None:
+        """Store the rows of ``frame`` under the values of its ``key`` column (one pipelined
+        request); the table's columns and dtypes are those of ``frame`` without the key."""
+        stored, positions = _prepared(frame, self.key, None)
+        codec = _Codec([(c, _stored_dtype(stored[c])) for c in stored.columns])
+        held = self._stored_codec()
+        if held is not None and held.describe() != codec.describe():
+            raise ValueError(
+                f"RedisTable {self.name!r} holds columns {held.describe()} (name, dtype); the frame has "
+                f"{codec.describe()}: put rows with the same columns and dtypes"
+            )
+        encoded = codec.encode(stored)
+        schema = json.dumps({"format": _FORMAT, "key": self.key, "columns": codec.describe()})
+        keys = [f"{self.name}:{k}" for k in positions]
+
+        def request():
+            pipe = self.client.pipeline(transaction=False)
+            pipe.set(f"{self.name}:__schema__", schema)
+            for start in range(0, len(keys), 10_000):
+                pipe.mset(dict(zip(keys[start : start + 10_000], encoded[start : start + 10_000])))
+            pipe.execute()
+
+        self._request(request, "write rows to")
+        self._schema = None
+
+    def _fetch(self, wanted: list) -> tuple[pd.DataFrame, list]:
+        codec = self._codec()
+        if not wanted:
+            return codec.decode([]), []
+        values = self._request(lambda: self.client.mget([f"{self.name}:{k}" for k in wanted]), "look up keys in")
+        self._count(len(wanted), 1)
+        found = [k for k, v in zip(wanted, values) if v is not None]
+        present = [v for v in values if v is not None]
+        try:
+            rows = codec.decode(present)
+        except ValueError:
+            bad = next(k for k, v in zip(found, present) if not codec.valid(v))
+            raise RemoteLookupError(
+                f"RedisTable {self.name!r} at {self.address}: the value stored for key {bad[2:]!r} "
+                f"cannot be decoded as a row of columns {self.columns}; write it again with put()"
+            ) from None
+        if self._wanted_columns is not None:
+            rows = rows[self._wanted_columns]
+        return rows, found
+
+    def _codec(self) -> "_Codec":
+        if self._schema is None:
+            codec = self._stored_codec()
+            if codec is None:
+                raise RemoteLookupError(
+                    f"RedisTable {self.name!r} at {self.address} holds no rows: write them with put(frame) first"
+                )
+            missing = sorted(set(self._wanted_columns or []) - set(codec.names))
+            if missing:
+                raise ValueError(f"RedisTable {self.name!r} has no column(s) {missing}; it has {codec.names}")
+            self._schema = codec
+        return self._schema
+
+    def _stored_codec(self) -> "_Codec | None":
+        text = self._request(lambda: self.client.get(f"{self.name}:__schema__"), "read the schema of")
+        self._count(0, 1)
+        if text is None:
+            return None
+        schema = json.loads(text)
+        return _Codec([(name, dtype if dtype in _TEXT else np.dtype(dtype)) for name, dtype in schema["columns"]])
+
+    def _request(self, request, what: str):
+        import redis  # (a dependency, imported when a table is used)
+
+        for attempt in (1, 2):
+            try:
+                return request()
+            except redis.exceptions.TimeoutError as error:
+                raise RemoteLookupError(
+                    f"RedisTable {self.name!r}: Redis at {self.address} did not answer within the timeout "
+                    f"when asked to {what} the table ({error})"
+                ) from error
+            except redis.exceptions.ConnectionError as error:
+                if attempt == 2:
+                    raise RemoteLookupError(
+                        f"RedisTable {self.name!r}: cannot reach Redis at {self.address} to {what} the table "
+                        f"({error})"
+                    ) from error
+
+    def __repr__(self):
+        return f"RedisTable({self.name!r}, key={self.key!r}, at {self.address})"
+
+
+class _Codec:
+    """Rows as bytes: the numeric columns packed in their dtypes, then each str column."""
+
+    def __init__(self, columns: list):
+        self.columns = columns
+        self.names = [name for name, _ in columns]
+        numeric = [(name, dtype) for name, dtype in columns if dtype not in _TEXT]
+        self.record = np.dtype([(f"f{i}", dtype.newbyteorder("<")) for i, (_, dtype) in enumerate(numeric)])
+        self.numeric = [name for name, _ in numeric]
+        self.strings = [(name, dtype) for name, dtype in columns if dtype in _TEXT]
+
+    def describe(self) -> list:
+        return [[name, dtype if dtype in _TEXT else dtype.str] for name, dtype in self.columns]
+
+    def encode(self, frame: pd.DataFrame) -> list[bytes]:
+        packed = np.empty(len(frame), self.record)
+        for i, name in enumerate(self.numeric):
+            packed[f"f{i}"] = frame[name].to_numpy()
+        rows = [packed[i].tobytes() for i in range(len(frame))] if self.record.itemsize else [b""] * len(frame)
+        for name, _ in self.strings:
+            rows = [row + _string_bytes(value, name) for row, value in zip(rows, frame[name].tolist())]
+        return rows
+
+    def decode(self, values: list) -> pd.DataFrame:
+        size = self.record.itemsize
+        if not self.strings and any(len(v) != size for v in values):
+            raise ValueError("a row of the wrong length")
+        packed = np.frombuffer(b"".join(v[:size] for v in values), self.record) if size else np.empty(len(values), self.record)
+        if len(packed) != len(values):
+            raise ValueError("a row of the wrong length")
+        data = {name: packed[f"f{i}"].astype(self.record[i].newbyteorder("="), copy=True) for i, name in enumerate(self.numeric)}
+        if self.strings:
+            columns = [[] for _ in self.strings]
+            for value in values:
+                at = size
+                for column in columns:
+                    text, at = _read_string(value, at)
+                    column.append(text)
+                if at != len(value):
+                    raise ValueError("a row of the wrong length")
+            data.update({name: pd.Series(column, dtype=dtype) for (name, dtype), column in zip(self.strings, columns)})
+        frame = pd.DataFrame(data, index=pd.RangeIndex(len(values)))
+        return frame[self.names] if self.names else frame
+
+    def valid(self, value: bytes) -> bool:
+        try:
+            self.decode([value])
+        except (ValueError, UnicodeDecodeError, struct.error):
+            return False
+        return True
+
+
+def _describe(frame: pd.DataFrame) -> list:
+    return _Codec([(c, _stored_dtype(frame[c])) for c in frame.columns]).describe()
+
+
+def _stored_dtype(column: pd.Series):
+    """A numpy dtype, or the name of a str column's dtype."""
+    dtype = column.dtype
+    if dtype.kind in "biuf" and isinstance(dtype, np.dtype):
+        return dtype
+    name = "object" if dtype == object else str(dtype)
+    if name not in _TEXT:
+        raise TypeError(f"column {column.name!r} has dtype {dtype}; feature tables hold bool, int, float and str columns")
+    return name
+
+
+def _string_bytes(value, column: str) -> bytes:
+    if isinstance(value, str):
+        data = value.encode("utf-8", "surrogatepass")
+        return _LENGTH.pack(len(data)) + data
+    for marker, missing in _MISSING.items():
+        if value is missing or (isinstance(value, float) and math.isnan(value) and missing is np.nan):
+            return _LENGTH.pack(marker)
+    raise TypeError(f"column {column!r} holds {value!r}; a str column holds str values, None, NaN or pd.NA")
+
+
+def _read_string(value: bytes, at: int):
+    (length,) = _LENGTH.unpack_from(value, at)
+    at += _LENGTH.size
+    if length in _MISSING:
+        return _MISSING[length], at
+    if at + length > len(value):
+        raise ValueError("a string beyond the row's end")
+    return value[at : at + length].decode("utf-8", "surrogatepass"), at + length
+
+
+def _prepared(frame: pd.DataFrame, key: str, columns) -> tuple[pd.DataFrame, dict]:
+    """(the feature columns with a RangeIndex, canonical key -> row), checked."""
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"a feature table is written from a DataFrame; got {type(frame).__name__}")
+    if key not in frame.columns:
+        raise KeyError(f"the key column {key!r} is not among the frame's columns {list(frame.columns)}")
+    names = [c for c in frame.columns if c != key] if columns is None else list(columns)
+    missing = [c for c in names if c not in frame.columns or c == key]
+    if missing:
+        raise KeyError(f"column(s) {missing} are not feature columns of the frame")
+    canonical = [canonical_key(k) for k in frame[key].tolist()]
+    bad = [k for k, c in zip(frame[key].tolist(), canonical) if c is None]
+    if bad:
+        raise ValueError(f"key column {key!r} holds {bad[0]!r}: keys must be numbers or str, not NaN or None")
+    positions = {c: i for i, c in enumerate(canonical)}
+    if len(positions) != len(canonical):
+        duplicate = next(k for k, c in zip(frame[key].tolist(), canonical) if canonical.count(c) > 1)
+        raise ValueError(f"key column {key!r} holds {duplicate!r} more than once; keys must be unique")
+    features = frame[names].reset_index(drop=True)
+    for name in names:
+        _stored_dtype(features[name])
+    return features, positions
+
+
+def _keys(keys) -> tuple[pd.Index, list]:
+    """(the index of the result, the canonical key of each key)."""
+    if isinstance(keys, pd.DataFrame):
+        raise TypeError("lookup() takes one column of keys (a Series, Index, array or list), not a DataFrame")
+    if isinstance(keys, pd.Series):
+        return keys.index.copy(), [canonical_key(k) for k in keys.tolist()]
+    values = list(keys.tolist() if hasattr(keys, "tolist") else keys)
+    return pd.RangeIndex(len(values)), [canonical_key(k) for k in values]
+
+
+def _own_client(client, timeout: float):
+    """A client of ``client``'s server whose requests give up after ``timeout`` seconds and are
+    not retried by redis-py (its default retries, with backoff,
+    would multiply the wait; the table retries a dropped connection once itself)."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}")
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    pool = client.connection_pool
+    settings = dict(pool.connection_kwargs)
+    for name in ("socket_connect_timeout", "orig_socket_timeout", "orig_socket_connect_timeout"):
+        if name in settings:  # (redis-py 8 keeps the timeouts it was given beside the current ones)
+            settings[name] = timeout
+    settings["socket_timeout"] = timeout
+    settings["retry"] = Retry(NoBackoff(), 0)
+    return redis.Redis(connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **settings))
+
+
+def _address(client) -> str:
+    settings = client.connection_pool.connection_kwargs
+    if "path" in settings:
+        return f"unix:{settings['path']}"
+    return f"{settings.get('host', 'localhost')}:{settings.get('port', 6379)}"
