@@ -216,3 +216,21 @@ def test_a_dropped_connection_is_retried_once(tables, redis_client):
     remote.lookup([10])  # a pooled connection is open now
     redis_client.client_kill_filter(_type="normal", skipme=True)  # drop every other client's connection
     pd.testing.assert_frame_equal(remote.lookup([11, 10]), expected(frame, "userId", [11, 10]))
+
+
+def test_a_column_subset_holds_for_lookups_that_find_nothing(redis_client, tables):
+    some = willump.RedisTable(redis_client, "users", key="userId", columns=["city", "age"])
+    assert list(some.lookup([]).columns) == ["city", "age"] == list(some.lookup([99]).columns)
+
+
+def test_a_truncated_str_row_names_table_and_key(tables, redis_client):
+    _, _, remote = tables
+    good = redis_client.get("users:i:11")
+    redis_client.set("users:i:11", good[:-3])
+    with pytest.raises(willump.RemoteLookupError, match=r"'users'.*key '11'"):
+        remote.lookup([11])
+    numbers = 8 + 8 + 1 + 2 + 4 + 1  # the packed numeric columns, then the city's length and UTF-8
+    assert len(good) == numbers + 4 + len("東京".encode())
+    redis_client.set("users:i:11", good[: numbers + 2])  # cut inside the length field
+    with pytest.raises(willump.RemoteLookupError, match=r"'users'.*key '11'"):
+        remote.lookup([11])

@@ -138,7 +138,8 @@ class RedisTable(Table):
 
     @property
     def columns(self) -> list:
-        return [name for name, _ in self._codec().columns]
+        """The columns a lookup returns (read from Redis once)."""
+        return self._wanted_columns if self._wanted_columns is not None else self._codec().names
 
     def put(self, frame: pd.DataFrame) -> None:
         """Store the rows of ``frame`` under the values of its ``key`` column (one pipelined
@@ -168,22 +169,20 @@ class RedisTable(Table):
     def _fetch(self, wanted: list) -> tuple[pd.DataFrame, list]:
         codec = self._codec()
         if not wanted:
-            return codec.decode([]), []
+            return codec.decode([])[self.columns], []
         values = self._request(lambda: self.client.mget([f"{self.name}:{k}" for k in wanted]), "look up keys in")
         self._count(len(wanted), 1)
         found = [k for k, v in zip(wanted, values) if v is not None]
         present = [v for v in values if v is not None]
         try:
             rows = codec.decode(present)
-        except ValueError:
+        except (ValueError, struct.error):  # (UnicodeDecodeError is a ValueError)
             bad = next(k for k, v in zip(found, present) if not codec.valid(v))
             raise RemoteLookupError(
                 f"RedisTable {self.name!r} at {self.address}: the value stored for key {bad[2:]!r} "
                 f"cannot be decoded as a row of columns {self.columns}; write it again with put()"
             ) from None
-        if self._wanted_columns is not None:
-            rows = rows[self._wanted_columns]
-        return rows, found
+        return rows[self.columns], found
 
     def _codec(self) -> "_Codec":
         if self._schema is None:
@@ -275,7 +274,7 @@ class _Codec:
     def valid(self, value: bytes) -> bool:
         try:
             self.decode([value])
-        except (ValueError, UnicodeDecodeError, struct.error):
+        except (ValueError, struct.error):
             return False
         return True
 
