@@ -297,6 +297,23 @@ def test_text_random_documents(config, corpus, docs):
     assert_vectorizer_matches(vectorizer, batch, context=f"{kind} {params}: ")
 
 
+PACKING_ALPHABET = "\x00\x01 !?@A`abz\x7f\x80\xff\U0001f600"  # around the 7-bit limit of a packed slot
+
+
+@hypothesis_settings(max_examples=120)
+@given(
+    analyzer=st.sampled_from(ANALYZERS),
+    corpus=st.lists(st.text(PACKING_ALPHABET, max_size=12), min_size=1, max_size=6),
+    docs=st.lists(st.text(PACKING_ALPHABET, max_size=12), min_size=1, max_size=4),
+)
+def test_text_terms_at_the_packed_slot_limits(analyzer, corpus, docs):
+    """Short ASCII terms are held in the hash slot itself (up to 8 code points below 128): terms
+    of 8 and 9 code points, of 127 and 128 and beyond the BMP, found and not found, as scikit-learn."""
+    ngram_range = (1, 2) if analyzer == "word" else (1, 9)
+    vectorizer = fit_or_reject("count", dict(analyzer=analyzer, ngram_range=ngram_range, lowercase=False), corpus)
+    assert_vectorizer_matches(vectorizer, docs + corpus[:2], context=f"{analyzer}: ")
+
+
 @pytest.mark.parametrize("dtype", TFIDF_DTYPES)
 def test_text_sublinear_tf_for_every_count(dtype):
     """log(count) + 1 for each count 1..400 (the kernel tabulates it, growing the table past 64):

@@ -37,33 +37,47 @@ _inline = numba.njit(cache=True, nogil=True, inline="always")  # no call, no ref
 
 @_inline
 def _hash(codes, start, end):
+    """(hash, packed): the FNV-1a hash of the code points, and the term itself in 64 bits when
+    it is short and ASCII (``_PACKED`` | length << 56 | 7 bits a code point), else 0."""
     h = _FNV_OFFSET
+    packed = np.uint64(0)
+    ascii_ = end - start <= 8
     for i in range(start, end):
-        h = (h ^ np.uint64(codes[i])) * _FNV_PRIME
-    return h ^ (h >> np.uint64(29))  # the low bits, used for the slot, see every input bit
+        c = np.uint64(codes[i])
+        h = (h ^ c) * _FNV_PRIME
+        ascii_ = ascii_ and c < np.uint64(128)
+        packed |= c << np.uint64(7 * (i - start))
+    if ascii_:
+        packed |= _PACKED | (np.uint64(end - start) << np.uint64(56))
+    else:
+        packed = np.uint64(0)
+    return h ^ (h >> np.uint64(29)), packed  # (the low bits, used for the slot, see every input bit)
 
 
 _LOW32 = np.uint64(0xFFFFFFFF)
 _HIGH32 = np.uint64(0xFFFFFFFF00000000)
 _LENGTH_BITS = np.uint64(24)  # terms of up to 16M code points (longer ones are not compiled)
 _LENGTH_MASK = np.uint64((1 << 24) - 1)
+_PACKED = np.uint64(1 << 63)  # the slot holds the term itself, not where its code points are
 
 
 @_jit
 def _build_slots(term_codes, term_offsets, term_columns, size):
     """Open addressing, 16 bytes a slot: the high half of the term's hash beside its column + 1
-    (0 when empty), then where its code points are (start << 24 | length). One probe reads one
-    slot, and the term's code points when the hashes agree."""
+    (0 when empty), then the term packed (see ``_hash``) or, for terms that do not pack, where
+    its code points are (start << 24 | length). One probe reads one slot, and the term's code
+    points only when the hashes agree on a term that does not pack: most n-grams cost one
+    cache line, which is what a single row waits for."""
     slots = np.zeros((size, 2), np.uint64)
     mask = np.uint64(size - 1)
     for t in range(len(term_offsets) - 1):
         start, end = term_offsets[t], term_offsets[t + 1]
-        h = _hash(term_codes, start, end)
+        h, packed = _hash(term_codes, start, end)
         i = h & mask
         while slots[i, 0] & _LOW32:
             i = (i + np.uint64(1)) & mask
         slots[i, 0] = (h & _HIGH32) | np.uint64(term_columns[t] + 1)
-        slots[i, 1] = (np.uint64(start) << _LENGTH_BITS) | np.uint64(end - start)
+        slots[i, 1] = packed if packed else (np.uint64(start) << _LENGTH_BITS) | np.uint64(end - start)
     return slots
 
 
@@ -72,7 +86,7 @@ def _find(buffer, start, end, vocabulary):
     """Column of the term ``buffer[start:end]``, or -1."""
     term_codes, slots = vocabulary
     mask = np.uint64(len(slots) - 1)
-    h = _hash(buffer, start, end)
+    h, packed = _hash(buffer, start, end)
     i = h & mask
     high = h & _HIGH32
     length = np.uint64(end - start)
@@ -81,7 +95,10 @@ def _find(buffer, start, end, vocabulary):
         if not entry & _LOW32:
             return -1
         where = slots[i, 1]
-        if entry & _HIGH32 == high and where & _LENGTH_MASK == length:
+        if packed:
+            if where == packed and entry & _HIGH32 == high:
+                return np.int64(entry & _LOW32) - 1
+        elif entry & _HIGH32 == high and not where & _PACKED and where & _LENGTH_MASK == length:
             s = np.int64(where >> _LENGTH_BITS)
             k = 0
             while k < end - start and term_codes[s + k] == buffer[start + k]:
@@ -98,8 +115,11 @@ class Vocabulary:
         terms = list(vocabulary)
         codes, offsets = encode(terms)
         columns = np.fromiter(vocabulary.values(), dtype=np.int64, count=len(terms))
-        if len(terms) and (np.diff(offsets).max() >= 1 << 24 or columns.max() >= (1 << 32) - 1 or columns.min() < 0):
-            raise Unsupported("a vocabulary term longer than 16M characters, or column numbers beyond 32 bits")
+        if len(terms) and (
+            np.diff(offsets).max() >= 1 << 24 or len(codes) >= 1 << 39 or columns.max() >= (1 << 32) - 1
+            or columns.min() < 0
+        ):
+            raise Unsupported("a vocabulary term of 16M characters or more, 2**39 in all, or column numbers beyond 32 bits")
         size = 1 << max(4, (2 * len(terms)).bit_length())
         self.arrays = (codes, _build_slots(codes, offsets, columns, size))
         self.width = len(terms)
