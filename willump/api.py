@@ -10,7 +10,7 @@ import pandas as pd
 from willump.compile.parallel import Workers, default_workers
 from willump.errors import WillumpWarning, warn
 from willump.optimizations import cascades, topk
-from willump.optimizations.fit import Fitted, Stats
+from willump.optimizations.fit import Fitted
 from willump.optimizations.fit import fit as fit_optimizations
 from willump.optimizations.selection import DEFAULT_GAMMA
 from willump.optimizations.topk import DEFAULT_C_K, DEFAULT_MIN_FRACTION
@@ -20,11 +20,16 @@ from willump.graph.build import build_plan
 from willump.graph.recognize import Resolver
 from willump.graph.source import read_function
 from willump.runtime.executor import GraphExecutor
+from willump.runtime.caches import LookupCaches, PredictionCache
+from willump.runtime.calls import Stats, end_call, start_call
+from willump.runtime.concurrent import ConcurrentFeatures, reads_remote_tables
 
 _DEFAULT_OPTIONS = {
     "strict": False,  # raise instead of warning when a line runs as plain Python
     "compile": True,  # answer supported calls with compiled kernels
     "workers": None,  # threads for compiled kernels; None: the machine's cores
+    "cache_size": None,  # rows each keyed IFV's cache holds; None: no caching
+    "cache": "features",  # what is cached: "features" (per IFV) or "prediction" (whole results)
 }
 
 
@@ -44,6 +49,16 @@ def optimize(func=None, /, **options):
         workers: threads compiled kernels may use (default: the cores this
             process may run on). Batches are split across rows; the answer is
             the same for any number of workers.
+        cache_size: cache up to this many rows per keyed IFV (one whose rows
+            depend only on a few input columns, such as a table lookup), keyed
+            by those columns' values; only missed rows are computed, so only
+            their keys are fetched from remote tables. Default None: no cache.
+            ``explain_caching()`` says which IFVs are cached; ``stats`` counts
+            hits, misses and remote keys; ``clear_cache()`` empties it.
+        cache: ``"features"`` (default, per IFV as above) or ``"prediction"``:
+            whole results per input row, keyed by every column of the row
+            (end-to-end caching, for comparison; it assumes a row's result
+            depends only on that row).
     """
     unknown = sorted(set(options) - set(_DEFAULT_OPTIONS))
     if unknown:
@@ -51,9 +66,21 @@ def optimize(func=None, /, **options):
             f"willump.optimize() got unknown option(s) {', '.join(map(repr, unknown))}; "
             f"known options: {', '.join(sorted(_DEFAULT_OPTIONS))}"
         )
+    _check_cache_options(options)
     if func is None:
         return functools.partial(OptimizedFunction, **options)
     return OptimizedFunction(func, **options)
+
+
+def _check_cache_options(options: dict) -> None:
+    size = options.get("cache_size")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1):
+        raise ValueError(f"cache_size must be a positive number of rows, or None for no cache; got {size!r}")
+    kind = options.get("cache", "features")
+    if kind not in ("features", "prediction"):
+        raise ValueError(f'cache must be "features" (per IFV) or "prediction" (whole results); got {kind!r}')
+    if kind == "prediction" and size is None:
+        raise ValueError('cache="prediction" needs cache_size: the number of rows to keep')
 
 
 class OptimizedFunction:
@@ -68,19 +95,28 @@ class OptimizedFunction:
         source = read_function(func)  # TypeError for lambdas, builtins, missing source
         functools.update_wrapper(self, func)
         self.py_func = func
+        _check_cache_options(options)
         self.options = {**_DEFAULT_OPTIONS, **options}
         plan = build_plan(source)
         self.graph = plan.graph
         self._report(self.graph)
         self._executor = None
+        self._stats = Stats()
+        self._features = None  # the executor computing remote IFVs side by side, when there are two
+        self._remote = []  # per IFV: does its generator read a table in Redis
+        size, kind = self.options["cache_size"], self.options["cache"]
+        self._lookup_caches = LookupCaches(size) if size and kind == "features" else None
+        self._predictions = PredictionCache(size) if size and kind == "prediction" else None
         if self.graph.optimizable:
             resolver = Resolver(func, source.definition)
             workers = Workers(self.options["workers"] or default_workers())
             self._executor = GraphExecutor(
                 plan, source, compile=self.options["compile"], resolver=resolver, workers=workers
             )
+            self._remote = [reads_remote_tables(ifv, resolver) for ifv in self.graph.ifvs]
+            if sum(self._remote) >= 2:
+                self._features = ConcurrentFeatures(self._executor, {i for i, r in enumerate(self._remote) if r})
         self._fitted = None
-        self._stats = Stats()
 
     def _report(self, graph) -> None:
         problems = list(graph.notes)
@@ -96,19 +132,37 @@ class OptimizedFunction:
         warn(message)
 
     def __call__(self, *args, **kwargs):
-        if self._executor is None:
-            return self.py_func(*args, **kwargs)
-        if self._fitted is None:
-            return self._executor(*args, **kwargs)
-        arguments = self._executor.arguments(args, kwargs)
-        if self._fitted.cascading:
-            try:
-                return cascades.serve(self._executor, self._fitted, arguments, self._stats)
-            except NotSeparable:
-                pass  # this input's joins cannot be split: the exact path runs them as written
-        rows = batch_length(arguments) or 0
-        self._stats.count(rows=rows, full=rows)
+        call = start_call(self._stats, self._lookup_caches)  # what this call's lookups count and reuse
+        try:
+            if self._executor is None:
+                return self.py_func(*args, **kwargs)
+            if self._fitted is None and self._features is None and self._predictions is None:
+                return self._executor(*args, **kwargs)
+            arguments = self._executor.arguments(args, kwargs)
+            if self._predictions is not None:
+                return self._predictions.serve(arguments, self._answer)
+            return self._answer(arguments)
+        finally:
+            end_call(call)
+
+    def _answer(self, arguments: dict):
+        """The result for bound arguments: cascaded after fit; remote IFVs side by side when there are two."""
+        try:
+            if self._fitted is not None and self._fitted.cascading:
+                return cascades.serve(self._features or self._executor, self._fitted, arguments, self._stats)
+            if self._features is not None:
+                result = self._features.run(arguments)
+                self._count_exact(arguments)
+                return result
+        except NotSeparable:
+            pass  # this input's joins cannot be split: the exact path runs them as written
+        self._count_exact(arguments)
         return self._executor.run(arguments)
+
+    def _count_exact(self, arguments: dict) -> None:
+        if self._fitted is not None:  # (before fit, every row is exact: not counted, as before)
+            rows = batch_length(arguments) or 0
+            self._stats.count(rows=rows, full=rows)
 
     # --- statistically-aware optimizations -------------------------------------------------
 
@@ -203,9 +257,32 @@ class OptimizedFunction:
         )
         return merged[columns]
 
+    def explain_caching(self) -> pd.DataFrame:
+        """One row per IFV: the columns it reads, whether its generator reads a table in Redis,
+        and what is cached for it (with ``cache_size``: that table's rows, by lookup key)."""
+        rows = []
+        for ifv, remote in zip(self.graph.ifvs, self._remote or [False] * len(self.graph.ifvs)):
+            if not remote:
+                cached = "nothing: it reads no remote table"
+            elif self._lookup_caches is not None:
+                cached = f"rows of its remote tables by lookup key (up to {self._lookup_caches.capacity} per table)"
+            else:
+                cached = "nothing: cache_size is None" if self._predictions is None else 'whole results (cache="prediction")'
+            rows.append([ifv.name, list(ifv.columns), remote, cached])
+        return pd.DataFrame(rows, columns=["ifv", "reads", "remote", "cached"])
+
+    def clear_cache(self) -> None:
+        """Empty the feature (or prediction) caches; call it after the tables they read change."""
+        if self._lookup_caches is not None:
+            self._lookup_caches.clear()
+        if self._predictions is not None:
+            self._predictions.clear()
+
     @property
     def stats(self) -> dict:
-        """Rows seen, rows answered by the small model, rows sent to the full model, top-K candidates."""
+        """Counters since the last ``reset_stats()``: rows seen, answered by the small model and
+        sent to the full model, top-K queries and candidates, cache hits and misses (rows), and
+        keys fetched from remote tables with the round trips that fetched them."""
         return self._stats.snapshot()
 
     def reset_stats(self) -> None:

@@ -152,7 +152,7 @@ def full_model_input(executor, fitted, arguments: dict, computed: dict, rows) ->
 def serve(executor, fitted, arguments: dict, stats) -> object:
     """The function's result for one call, cascaded."""
     env = executor.preprocess(arguments)
-    efficient = {i: executor.compute(env, i) for i in fitted.selected}
+    efficient = executor.values(env, fitted.selected)
     small_input = feature_matrix([efficient[i] for i in fitted.selected])
     small_output = np.asarray(call(fitted.small_model, fitted.method, small_input))
     sure = small_confidence(fitted, small_output, small_input)

@@ -1,7 +1,6 @@
 """``fit``: measure the IFVs, choose the efficient ones, train the small and filter models, set the threshold."""
 
 import logging
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -25,43 +24,10 @@ from willump.optimizations.selection import DEFAULT_GAMMA, select_efficient
 from willump.runtime.features import feature_matrix
 from willump.runtime.joins import NotSeparable
 from willump.runtime.rows import batch_length, row_count, take_argument_rows
+from willump.runtime.calls import Stats
 
 logger = logging.getLogger("willump")
 BOOTSTRAP_SAMPLES = 200  # resamples of the validation rows the threshold must hold in (95%)
-
-
-class Stats:
-    """Thread-safe counters of what the optimized function did."""
-
-    FIELDS = ("rows_seen", "rows_small_model", "rows_full_model", "top_k_queries", "top_k_candidates")
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self.reset()
-
-    def reset(self) -> None:
-        with self._lock:
-            self._counts = dict.fromkeys(self.FIELDS, 0)
-
-    def count(self, rows=0, small=0, full=0, top_k_candidates=0) -> None:
-        with self._lock:
-            self._counts["rows_seen"] += rows
-            self._counts["rows_small_model"] += small
-            self._counts["rows_full_model"] += full
-            if top_k_candidates:
-                self._counts["top_k_queries"] += 1
-                self._counts["top_k_candidates"] += top_k_candidates
-
-    def snapshot(self) -> dict:
-        with self._lock:
-            return dict(self._counts)
-
-    def __getstate__(self):
-        return self.snapshot()
-
-    def __setstate__(self, counts):
-        self._lock = threading.Lock()
-        self._counts = dict(counts)
 
 
 @dataclass

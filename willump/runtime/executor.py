@@ -185,6 +185,10 @@ class GraphExecutor:
                 _update(own, run, self._run(run, own, env))
         return self._run(self._roots[index], own, env)
 
+    def values(self, env: dict, indices) -> dict:
+        """{index: value} of the IFVs ``indices``, computed one after the other."""
+        return {i: self.compute(env, i) for i in indices}
+
     def combine(self, env: dict, values: list):
         """Run the concatenation and the model on the given IFV values (in IFV order)."""
         own = {PLACEHOLDER: self._container(values)}

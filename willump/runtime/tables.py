@@ -25,6 +25,8 @@ import numpy as np
 import pandas as pd
 
 from willump.errors import RemoteLookupError
+from willump.runtime.caches import MISSING
+from willump.runtime.calls import count_cached, count_remote, lookup_cache
 
 _FORMAT = 1
 _TEXT = ("str", "string", "object")  # dtypes of str columns, by name (str values, or missing)
@@ -58,6 +60,7 @@ class Table:
         self._counts_lock = threading.Lock()
         self.remote_keys = 0  # keys fetched from a remote store (0 for memory tables)
         self.round_trips = 0  # requests sent to it
+        self.version = 0  # puts through this object: caches of looked-up rows start again after one
 
     def lookup(self, keys) -> pd.DataFrame:
         """Rows for ``keys`` (a Series, Index, array or list), aligned with them."""
@@ -82,6 +85,7 @@ class Table:
         with self._counts_lock:
             self.remote_keys += keys
             self.round_trips += round_trips
+        count_remote(keys, round_trips)
 
 
 class MemoryTable(Table):
@@ -107,6 +111,7 @@ class MemoryTable(Table):
         old = self._frame.take([self._positions[k] for k in kept])
         self._frame = pd.concat([old, new], ignore_index=True) if kept else new
         self._positions = {k: i for i, k in enumerate(kept + list(positions))}
+        self.version += 1
 
     def _fetch(self, wanted: list) -> tuple[pd.DataFrame, list]:
         found = [k for k in wanted if k in self._positions]
@@ -165,13 +170,25 @@ class RedisTable(Table):
 
         self._request(request, "write rows to")
         self._schema = None
+        self.version += 1
 
     def _fetch(self, wanted: list) -> tuple[pd.DataFrame, list]:
         codec = self._codec()
         if not wanted:
             return codec.decode([])[self.columns], []
-        values = self._request(lambda: self.client.mget([f"{self.name}:{k}" for k in wanted]), "look up keys in")
-        self._count(len(wanted), 1)
+        cache = lookup_cache(self)  # the rows an optimized function fetched before, as stored
+        values = cache.get_many(wanted) if cache is not None else [MISSING] * len(wanted)
+        missing = [k for k, v in zip(wanted, values) if v is MISSING]
+        if cache is not None:
+            count_cached(len(wanted) - len(missing), len(missing))
+        if missing:
+            fetched = self._request(lambda: self.client.mget([f"{self.name}:{k}" for k in missing]), "look up keys in")
+            self._count(len(missing), 1)
+            if len(missing) == len(wanted):
+                values = fetched
+            else:
+                fresh = iter(fetched)
+                values = [next(fresh) if v is MISSING else v for v in values]
         found = [k for k, v in zip(wanted, values) if v is not None]
         present = [v for v in values if v is not None]
         try:
@@ -182,6 +199,8 @@ class RedisTable(Table):
                 f"RedisTable {self.name!r} at {self.address}: the value stored for key {bad[2:]!r} "
                 f"cannot be decoded as a row of columns {self.columns}; write it again with put()"
             ) from None
+        if cache is not None and missing:  # (only rows that decoded: a bad value is fetched again)
+            cache.put_many(zip(missing, fetched))
         return rows[self.columns], found
 
     def _codec(self) -> "_Codec":

@@ -1,0 +1,156 @@
+"""Feature-level caches (paper §4.5) and, for comparison, end-to-end prediction caches.
+
+Feature level: for each remote table an optimized function reads, an LRU cache
+of the rows it fetched, keyed by the lookup key (the key column of the IFV that
+looks it up: a user id, a song id). A lookup fetches only the keys its cache
+misses, in one round trip. The cache holds each row as Redis stored it and the
+lookup decodes cached and fetched rows together, exactly as it decodes rows
+fetched all at once, so every result (values, dtypes, memory layout, and so
+every float computed from it) is the one the undecorated function gets. Keys
+that are not in the table are cached too (as absent).
+
+End to end (``cache="prediction"``): the function's result per input row, keyed
+by the whole row, as Clipper caches predictions.
+
+Memory: at most ``capacity`` rows per table; each costs its stored bytes plus
+about 200 bytes (key, bytes object, LRU entry). A prediction cache row costs its
+result's bytes plus about 250 bytes and the key's values.
+"""
+
+import collections
+import math
+import threading
+
+import numpy as np
+import pandas as pd
+
+from willump.runtime.calls import count_cached
+from willump.runtime.rows import take_rows
+
+MISSING = object()  # a key the cache does not hold
+_NAN = "__willump_nan_key"  # every NaN key is the same key
+
+
+class LRUCache:
+    """A thread-safe mapping of at most ``capacity`` entries, least recently used evicted first."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self._entries = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self.version = None  # what the cached values came from (a table's version)
+
+    def get_many(self, keys: list) -> list:
+        """The value of each key, or ``MISSING``; found keys become the most recently used."""
+        entries = self._entries
+        found = []
+        with self._lock:
+            for key in keys:
+                value = entries.get(key, MISSING)
+                if value is not MISSING:
+                    entries.move_to_end(key)
+                found.append(value)
+        return found
+
+    def put_many(self, items) -> None:
+        entries = self._entries
+        with self._lock:
+            for key, value in items:
+                entries[key] = value
+                entries.move_to_end(key)
+            while len(entries) > self.capacity:
+                entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class LookupCaches:
+    """One function's caches: an ``LRUCache`` per table, started again when the table
+    had rows put through it since."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self._tables = {}  # table -> LRUCache (tables are few and live as long as the function)
+        self._lock = threading.Lock()
+
+    def for_table(self, table) -> LRUCache:
+        cache = self._tables.get(table)
+        if cache is None:
+            with self._lock:
+                cache = self._tables.setdefault(table, LRUCache(self.capacity))
+        if cache.version != table.version:
+            cache.clear()
+            cache.version = table.version
+        return cache
+
+    def entries(self, table) -> int:
+        cache = self._tables.get(table)
+        return len(cache) if cache is not None else 0
+
+    def clear(self) -> None:
+        for cache in list(self._tables.values()):
+            cache.clear()
+
+
+class PredictionCache:
+    """End-to-end caching, for comparison: the function's result per input row, keyed by
+    the whole row (every column of its one DataFrame argument). It assumes, as Clipper
+    does, that a row's result depends on that row alone."""
+
+    def __init__(self, capacity: int):
+        self.cache = LRUCache(capacity)
+
+    def clear(self) -> None:
+        self.cache.clear()
+
+    def serve(self, arguments: dict, compute):
+        """``compute(arguments)``, from cached rows where the whole input row was seen."""
+        if len(arguments) != 1:
+            return compute(arguments)
+        name, frame = next(iter(arguments.items()))
+        keys = _row_keys(frame) if type(frame) is pd.DataFrame else None
+        if not keys:
+            return compute(arguments)
+        found = self.cache.get_many(keys)
+        missing = [r for r, v in enumerate(found) if v is MISSING]
+        count_cached(len(keys) - len(missing), len(missing))
+        if not missing:
+            return np.stack(found)
+        value = compute({name: take_rows(frame, np.asarray(missing))})
+        fresh = _result_rows(value, len(missing))
+        if fresh is None:  # not a result rows can be taken of: the whole batch, as written
+            return compute(arguments)
+        self.cache.put_many((keys[r], v) for r, v in zip(missing, fresh))
+        for r, v in zip(missing, fresh):
+            found[r] = v
+        return np.stack(found)
+
+
+def _row_keys(frame: pd.DataFrame) -> list | None:
+    """One hashable key per row: the column names and dtypes, then the row's values."""
+    if not frame.columns.is_unique:
+        return None
+    head = (tuple(frame.columns), tuple(str(t) for t in frame.dtypes))
+    values = [_key_values(frame.iloc[:, j]) for j in range(frame.shape[1])]
+    return [(head, *row) for row in zip(*values)]
+
+
+def _key_values(series: pd.Series) -> list:
+    values = series.tolist()
+    if series.dtype.kind == "f":
+        return [_NAN if math.isnan(v) else v for v in values]
+    if series.dtype == object:  # 1, 1.0 and True are equal keys, but not the same input
+        return [v if type(v) is str else (type(v).__name__, _NAN if v != v else v) for v in values]
+    return values
+
+
+def _result_rows(value, n: int) -> list | None:
+    """Per-row copies of a result of numbers (a numpy array with a row per input row), or None."""
+    if type(value) is np.ndarray and value.ndim in (1, 2) and value.shape[0] == n and value.dtype.kind in "biuf":
+        return list(value.copy())
+    return None

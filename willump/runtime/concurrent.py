@@ -1,0 +1,75 @@
+"""Remote lookups of different IFVs at the same time (paper §4.5).
+
+When two or more IFVs' generators read tables in Redis, each call computes
+those IFVs on worker threads, so their round trips overlap instead of adding
+up; the other IFVs are computed meanwhile by the calling thread, and the values
+are handed on in IFV order. The threads run in the call's context, so their
+lookups count in, and use the caches of, the function that was called.
+"""
+
+import ast
+import concurrent.futures
+import contextvars
+import threading
+
+from willump.runtime.rows import take_argument_rows
+from willump.runtime.tables import RedisTable
+
+
+def reads_remote_tables(ifv, resolver) -> bool:
+    """The IFV's generator names a table in Redis."""
+    trees = [s.node for s in ifv.generator] + [ifv.expression]
+    names = {n.id for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    return any(isinstance(resolver.resolve(ast.Name(n, ast.Load())), RedisTable) for n in names)
+
+
+class ConcurrentFeatures:
+    """The executor it wraps, computing its remote IFVs side by side."""
+
+    def __init__(self, executor, remote: set):
+        self._executor = executor
+        self.remote = remote  # indices of the IFVs whose generators read remote tables
+        self._pool = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name):
+        return getattr(self._executor, name)
+
+    def run(self, arguments: dict):
+        """The function's result: preprocessing, the IFVs, then the concatenation and model."""
+        env = self._executor.preprocess(arguments)
+        values = self.values(env, range(len(self._executor.graph.ifvs)))
+        return self._executor.combine(env, list(values.values()))
+
+    def evaluate(self, arguments: dict, ifvs=None, rows=None, batch_names=None) -> tuple[dict, dict]:
+        """As the executor's ``evaluate``, the remote IFVs side by side."""
+        if rows is not None:
+            arguments = take_argument_rows(arguments, rows, batch_names)
+        env = self._executor.preprocess(arguments)
+        return env, self.values(env, range(len(self._executor.graph.ifvs)) if ifvs is None else ifvs)
+
+    def values(self, env: dict, indices) -> dict:
+        """{index: value} of the IFVs ``indices``, in that order."""
+        indices = list(indices)
+        remote = [i for i in indices if i in self.remote]
+        compute = self._executor.compute
+        if len(remote) < 2:
+            return {i: compute(env, i) for i in indices}
+        pool = self._threads()
+        futures = {i: pool.submit(contextvars.copy_context().run, compute, env, i) for i in remote}
+        local = {}
+        try:
+            for i in indices:
+                if i not in futures:
+                    local[i] = compute(env, i)
+        finally:
+            concurrent.futures.wait(futures.values())  # nothing left running when this call ends
+        return {i: futures[i].result() if i in futures else local[i] for i in indices}
+
+    def _threads(self):
+        with self._lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=len(self.remote), thread_name_prefix="willump-lookup"
+                )
+            return self._pool
