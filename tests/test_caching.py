@@ -1,0 +1,288 @@
+"""Feature-level caching of remote table rows, prediction caching, concurrent remote lookups
+and their counters, against a real redis-server: the answers are always the undecorated ones."""
+
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sklearn.linear_model import LogisticRegression
+
+import willump
+from willump.runtime.caches import MISSING, LRUCache
+
+pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
+
+USERS = pd.DataFrame({
+    "userId": np.arange(40),
+    "age": np.arange(40, dtype=np.int64) % 50 + 18,  # int: float64 once a key of the batch is missing
+    "score": np.linspace(-1, 1, 40),
+})
+SONGS = pd.DataFrame({
+    "songId": [f"s{i}" for i in range(30)],
+    "length": np.linspace(100, 400, 30),
+    "plays": np.arange(30, dtype=np.int32),
+})
+
+
+def make_pipeline(users, songs):
+    """The issue's example: two lookups, their values side by side, a linear model."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4))
+    model = LogisticRegression().fit(X, (X[:, 0] + X[:, 3] > 0).astype(int))
+
+    def predict(df):
+        u = users.lookup(df["userId"])
+        s = songs.lookup(df["songId"])
+        X = np.nan_to_num(np.hstack([u.to_numpy(dtype=float), s.to_numpy()]))
+        return model.predict_proba(X)[:, 1]
+
+    return predict
+
+
+@pytest.fixture
+def remote_tables(redis_client):
+    users = willump.RedisTable(redis_client, "users", key="userId")
+    songs = willump.RedisTable(redis_client, "songs", key="songId")
+    users.put(USERS)
+    songs.put(SONGS)
+    return users, songs
+
+
+def inputs(user_ids, song_ids, index=None) -> pd.DataFrame:
+    return pd.DataFrame({"userId": user_ids, "songId": song_ids}, index=index)
+
+
+def assert_same(actual, expected):
+    assert type(actual) is type(expected)
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    assert np.array_equal(actual, expected), (actual, expected)
+
+
+# keys: known, unknown, of the wrong type, NaN and None; for both tables
+USER_KEYS = st.one_of(st.integers(0, 45), st.sampled_from([np.nan, "7", 3.0, 3.5, None, True]))
+SONG_KEYS = st.one_of(st.sampled_from([f"s{i}" for i in range(34)]), st.sampled_from([np.nan, 5, None, "", "S1"]))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(calls=st.lists(st.lists(st.tuples(USER_KEYS, SONG_KEYS), min_size=1, max_size=5), min_size=1, max_size=6),
+       kind=st.sampled_from(["features", "prediction"]), size=st.integers(1, 8))
+def test_cached_answers_are_the_undecorated_ones(remote_tables, calls, kind, size):
+    predict = make_pipeline(*remote_tables)
+    optimized = willump.optimize(predict, cache_size=size, cache=kind)
+    for rows in calls:
+        users, songs = zip(*rows)
+        df = inputs(pd.Series(users, dtype=object), pd.Series(songs, dtype=object), index=np.arange(len(rows)) * 3 + 1)
+        assert_same(optimized(df), predict(df))
+        typed = inputs([u for u in users if isinstance(u, int) and not isinstance(u, bool)], None)
+        if len(typed):  # int keys in an int column, the usual case
+            typed["songId"] = [s for s, u in zip(songs, users) if isinstance(u, int) and not isinstance(u, bool)]
+            assert_same(optimized(typed), predict(typed))
+
+
+def test_feature_caching_fetches_each_key_once(remote_tables):
+    predict = make_pipeline(*remote_tables)
+    optimized = willump.optimize(predict, cache_size=100)
+    first = inputs([1, 2, 2, 99], ["s1", "s1", "s2", "nope"])
+    assert_same(optimized(first), predict(first))
+    stats = optimized.stats
+    # distinct keys per lookup: users 1, 2, 99; songs s1, s2, nope (unknown keys are cached as absent)
+    assert stats["remote_keys"] == 6 and stats["remote_round_trips"] == 4  # (2 of them read the schemas)
+    assert stats["cache_misses"] == 6 and stats["cache_hits"] == 0
+    for i in range(4):  # the same users with other songs, one row at a time
+        row = first.iloc[[i]]
+        assert_same(optimized(row), predict(row))
+    stats = optimized.stats
+    assert stats["remote_keys"] == 6 and stats["remote_round_trips"] == 4
+    assert stats["cache_hits"] == 8
+    assert optimized.explain_caching()["remote"].tolist() == [True, True]
+
+
+def test_least_recently_used_rows_are_evicted(remote_tables):
+    predict = make_pipeline(*remote_tables)
+    optimized = willump.optimize(predict, cache_size=2)
+
+    def fetched_for(user):
+        before = optimized.stats["remote_keys"]
+        df = inputs([user], ["s1"])
+        assert_same(optimized(df), predict(df))
+        return optimized.stats["remote_keys"] - before
+
+    assert fetched_for(1) == 2  # user 1 and song s1
+    assert fetched_for(2) == 1
+    assert fetched_for(1) == 0  # user 1 is now the most recently used
+    assert fetched_for(3) == 1  # evicts user 2, the least recently used
+    assert fetched_for(1) == 0
+    assert fetched_for(2) == 1
+
+
+def test_lru_cache_keeps_the_most_recent_entries():
+    cache = LRUCache(3)
+    cache.put_many([("a", 1), ("b", 2), ("c", 3)])
+    assert cache.get_many(["a"]) == [1]
+    cache.put_many([("d", 4)])
+    assert cache.get_many(["a", "b", "c", "d"]) == [1, MISSING, 3, 4]
+    assert len(cache) == 3
+    cache.clear()
+    assert cache.get_many(["a"]) == [MISSING]
+
+
+def test_clear_cache_and_put_start_again(remote_tables, redis_client):
+    users, songs = remote_tables
+    predict = make_pipeline(users, songs)
+    optimized = willump.optimize(predict, cache_size=10)
+    df = inputs([1, 2], ["s1", "s2"])
+    optimized(df)
+    optimized.clear_cache()
+    optimized(df)
+    assert optimized.stats["remote_keys"] == 8
+    changed = USERS.assign(score=USERS["score"] + 1)
+    users.put(changed)  # a put through the table: its cached rows are not served again
+    assert_same(optimized(df), predict(df))
+    assert optimized.stats["remote_keys"] == 10
+
+
+def test_without_cache_every_call_fetches(remote_tables):
+    predict = make_pipeline(*remote_tables)
+    optimized = willump.optimize(predict)
+    df = inputs([1, 1], ["s1", "s1"])
+    for _ in range(3):
+        assert_same(optimized(df), predict(df))
+    stats = optimized.stats
+    assert stats["remote_keys"] == 6 and stats["remote_round_trips"] == 8  # one key per table per call, 2 schemas
+    assert stats["cache_hits"] == stats["cache_misses"] == 0
+    optimized.reset_stats()
+    assert optimized.stats["remote_keys"] == 0
+
+
+def test_prediction_cache_is_keyed_by_the_whole_row(remote_tables):
+    predict = make_pipeline(*remote_tables)
+    optimized = willump.optimize(predict, cache_size=100, cache="prediction")
+    df = inputs([1, 1, 2], ["s1", "s2", "s1"])
+    assert_same(optimized(df), predict(df))
+    assert optimized.stats["remote_keys"] == 4
+    again = inputs([1, 2, 2], ["s2", "s1", "s2"])  # two rows seen, one new
+    assert_same(optimized(again), predict(again))
+    stats = optimized.stats
+    assert stats["cache_hits"] == 2 and stats["cache_misses"] == 4
+    assert stats["remote_keys"] == 6  # the new row's user and song
+
+
+class _MeetingTable(willump.RedisTable):
+    """A real RedisTable whose lookups wait for each other: they finish only if they run at once."""
+
+    barrier = None
+
+    def _fetch(self, wanted):
+        self.barrier.wait(timeout=5)
+        return super()._fetch(wanted)
+
+
+def test_remote_lookups_of_different_ifvs_run_at_the_same_time(redis_client):
+    users = _MeetingTable(redis_client, "users", key="userId")
+    songs = _MeetingTable(redis_client, "songs", key="songId")
+    users.put(USERS)
+    songs.put(SONGS)
+    predict = make_pipeline(users, songs)
+    optimized = willump.optimize(predict)
+    df = inputs([1, 2, 50], ["s1", "x", "s3"])
+    _MeetingTable.barrier = threading.Barrier(2)
+    result = optimized(df)  # sequential lookups would leave the first waiting alone: BrokenBarrierError
+    _MeetingTable.barrier = threading.Barrier(1)
+    assert_same(result, predict(df))
+    assert optimized.stats["remote_round_trips"] == 4  # (2 of them read the schemas)
+
+
+def test_calls_from_many_threads_share_the_cache(remote_tables):
+    predict = make_pipeline(*remote_tables)
+    optimized = willump.optimize(predict, cache_size=16)
+    rng = np.random.default_rng(1)
+    frames = [inputs(rng.integers(0, 45, 3), [f"s{i}" for i in rng.integers(0, 34, 3)]) for _ in range(60)]
+    expected = [predict(f) for f in frames]
+    failures = []
+
+    def work(part):
+        for f, e in zip(frames[part::4], expected[part::4]):
+            try:
+                assert_same(optimized(f), e)
+            except Exception as error:  # noqa: BLE001 - reported below
+                failures.append(error)
+
+    threads = [threading.Thread(target=work, args=(p,)) for p in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
+    stats = optimized.stats
+    assert stats["cache_hits"] + stats["cache_misses"] > 0 and stats["remote_keys"] == stats["cache_misses"]
+
+
+def test_a_slow_redis_is_an_error_and_the_cache_stays_correct(redis_server, redis_client):
+    host, port = redis_server
+    client = redis.Redis(host=host, port=port)
+    users = willump.RedisTable(client, "users", key="userId", timeout=0.3)
+    songs = willump.RedisTable(client, "songs", key="songId", timeout=0.3)
+    users.put(USERS)
+    songs.put(SONGS)
+    predict = make_pipeline(users, songs)
+    optimized = willump.optimize(predict, cache_size=10)
+    known = inputs([1], ["s1"])
+    expected = predict(known)
+    assert_same(optimized(known), expected)
+    sleeper = threading.Thread(target=lambda: redis.Redis(host=host, port=port).execute_command("DEBUG", "SLEEP", 1.0))
+    sleeper.start()
+    time.sleep(0.1)
+    started = time.perf_counter()
+    with pytest.raises(willump.RemoteLookupError, match="did not answer within the timeout"):
+        optimized(inputs([2], ["s2"]))
+    assert time.perf_counter() - started < 0.9
+    assert_same(optimized(known), expected)  # from the cache, while Redis still sleeps
+    sleeper.join()
+    df = inputs([2, 1], ["s2", "s1"])
+    assert_same(optimized(df), predict(df))
+
+
+def test_cascades_fetch_nothing_for_rows_the_small_model_answers(redis_client):
+    rng = np.random.default_rng(0)
+    n = 3000
+    songs = willump.RedisTable(redis_client, "songs", key="songId")
+    song_table = pd.DataFrame({"songId": np.arange(500), "a": rng.normal(size=500), "b": rng.normal(size=500)})
+    songs.put(song_table)
+    df = pd.DataFrame({"x": rng.normal(size=n), "songId": rng.integers(0, 500, n)})
+    looked_up = song_table.set_index("songId").loc[df["songId"]].to_numpy()
+    y = (3 * df["x"].to_numpy() + 0.3 * looked_up[:, 0] > 0).astype(int)
+    model = LogisticRegression().fit(np.column_stack([df[["x"]].to_numpy(), looked_up]), y)
+
+    def predict(df):
+        cheap = df[["x"]].to_numpy()
+        s = songs.lookup(df["songId"])
+        return model.predict(np.hstack([cheap, s.to_numpy(dtype=float)]))
+
+    optimized = willump.optimize(predict, cache_size=10)
+    optimized.fit(df.iloc[:2000], y=y[:2000], progress=False)
+    assert optimized.explain().attrs["summary"]["cascades"] == "on"
+    optimized.reset_stats()
+    test = df.iloc[2000:]
+    result = optimized(test)
+    stats = optimized.stats
+    assert stats["rows_small_model"] > 0
+    assert stats["remote_keys"] <= stats["rows_full_model"] < len(test)
+    assert (result == predict(test)).mean() > 0.97
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"cache_size": 0}, "cache_size must be a positive number"),
+    ({"cache_size": 2.5}, "cache_size must be a positive number"),
+    ({"cache_size": True}, "cache_size must be a positive number"),
+    ({"cache_size": 5, "cache": "rows"}, 'cache must be "features"'),
+    ({"cache": "prediction"}, "needs cache_size"),
+])
+def test_bad_cache_options_are_refused(options, message):
+    with pytest.raises(ValueError, match=message):
+        willump.optimize(make_pipeline(None, None), **options)
