@@ -49,13 +49,13 @@ def optimize(func=None, /, **options):
         workers: threads compiled kernels may use (default: the cores this
             process may run on). Batches are split across rows; the answer is
             the same for any number of workers.
-        cache_size: cache up to this many rows per keyed IFV (one whose rows
-            depend only on a few input columns, such as a table lookup), keyed
-            by those columns' values; only missed rows are computed, so only
-            their keys are fetched from remote tables. Default None: no cache.
-            ``explain_caching()`` says which IFVs are cached; ``stats`` counts
-            hits, misses and remote keys; ``clear_cache()`` empties it.
-        cache: ``"features"`` (default, per IFV as above) or ``"prediction"``:
+        cache_size: keep up to this many rows of each remote table the IFVs
+            look up, keyed by the lookup key, so a lookup fetches only the keys
+            it has not seen (answers stay exactly the undecorated ones).
+            Default None: no cache. ``explain_caching()`` says what is cached per
+            IFV; ``stats`` counts hits, misses and remote keys; ``clear_cache()``
+            empties it.
+        cache: ``"features"`` (default, per table as above) or ``"prediction"``:
             whole results per input row, keyed by every column of the row
             (end-to-end caching, for comparison; it assumes a row's result
             depends only on that row).
