@@ -16,7 +16,8 @@ rotating from row to row):
 - ``willump-features-fit``: feature-level caching after ``fit`` (cascades).
 
 Reported: remote keys fetched and the reduction against ``python``; mean, p50 and p99
-latency and the mean's ratio. Caches start empty, as in the paper.
+latency and the mean's ratio. Every configuration first answers 20 training rows (its
+first calls load compiled code); then its caches are emptied: they start empty, as in the paper.
 """
 
 import argparse
@@ -184,9 +185,11 @@ def measure(name: str, build, client, rows) -> dict:
         "willump-features": willump.optimize(predict, cache_size=CACHE_SIZE),
         "willump-features-fit": fitted,
     }
-    fitted.clear_cache()
-    for function in configurations.values():
+    for function in configurations.values():  # first calls load compiled code: not what is measured
+        for position in range(20):
+            function(workload.train_inputs.iloc[[position]])
         if function is not predict:
+            function.clear_cache()
             function.reset_stats()
     before = sum(t.remote_keys for t in tables)
     test = workload.test_inputs

@@ -1,9 +1,13 @@
 """Remote lookups of different IFVs at the same time (paper §4.5).
 
-When two or more IFVs' generators read tables in Redis, each call computes
+When two or more IFVs' generators read tables in Redis, a call may compute
 those IFVs on worker threads, so their round trips overlap instead of adding
 up; the other IFVs are computed meanwhile by the calling thread, and the values
-are handed on in IFV order. The threads run in the call's context, so their
+are handed on in IFV order. Threads pay off when the network is slow; next to
+a Redis on the same machine, where a lookup is mostly Python work that holds
+the GIL, the hand-offs cost more than they save. So both ways are timed (per
+row, a moving average) and the faster one is used, the other tried again now
+and then. The threads run in the call's context, so their
 lookups count in, and use the caches of, the function that was called.
 """
 
@@ -11,8 +15,9 @@ import ast
 import concurrent.futures
 import contextvars
 import threading
+import time
 
-from willump.runtime.rows import take_argument_rows
+from willump.runtime.rows import batch_length, take_argument_rows
 from willump.runtime.tables import RedisTable
 
 
@@ -23,6 +28,9 @@ def reads_remote_tables(ifv, resolver) -> bool:
     return any(isinstance(resolver.resolve(ast.Name(n, ast.Load())), RedisTable) for n in names)
 
 
+_RETRY_EVERY = 50  # calls between measuring again the way that measured slower
+
+
 class ConcurrentFeatures:
     """The executor it wraps, computing its remote IFVs side by side."""
 
@@ -31,15 +39,27 @@ class ConcurrentFeatures:
         self.remote = remote  # indices of the IFVs whose generators read remote tables
         self._pool = None
         self._lock = threading.Lock()
+        self.seconds = {True: 0.0, False: 0.0}  # per row, side by side (True) or one after the other
+        self._calls = 0
 
     def __getattr__(self, name):
         return getattr(self._executor, name)
 
     def run(self, arguments: dict):
-        """The function's result: preprocessing, the IFVs, then the concatenation and model."""
-        env = self._executor.preprocess(arguments)
-        values = self.values(env, range(len(self._executor.graph.ifvs)))
-        return self._executor.combine(env, list(values.values()))
+        """The function's result: its remote IFVs side by side, or the function as written,
+        whichever measured faster."""
+        side_by_side = self._choose()
+        started = time.perf_counter()
+        if side_by_side:
+            env = self._executor.preprocess(arguments)
+            values = self._on_threads(env, range(len(self._executor.graph.ifvs)))
+            result = self._executor.combine(env, list(values.values()))
+        else:
+            result = self._executor.run(arguments)
+        seconds = (time.perf_counter() - started) / max(1, batch_length(arguments) or 1)
+        average = self.seconds[side_by_side]
+        self.seconds[side_by_side] = 0.8 * average + 0.2 * seconds if average else seconds
+        return result
 
     def evaluate(self, arguments: dict, ifvs=None, rows=None, batch_names=None) -> tuple[dict, dict]:
         """As the executor's ``evaluate``, the remote IFVs side by side."""
@@ -49,7 +69,22 @@ class ConcurrentFeatures:
         return env, self.values(env, range(len(self._executor.graph.ifvs)) if ifvs is None else ifvs)
 
     def values(self, env: dict, indices) -> dict:
-        """{index: value} of the IFVs ``indices``, in that order."""
+        """{index: value} of the IFVs ``indices``, in that order; side by side when that measured faster."""
+        if self.seconds[False] and self.seconds[False] <= self.seconds[True]:
+            return {i: self._executor.compute(env, i) for i in indices}
+        return self._on_threads(env, indices)
+
+    def _choose(self) -> bool:
+        """Side by side for the next call? Each way measured first, then the faster, the other
+        again now and then."""
+        self._calls += 1
+        if not self.seconds[True] or self._calls % _RETRY_EVERY == 0:
+            return True
+        if not self.seconds[False] or self._calls % _RETRY_EVERY == 1:
+            return False
+        return self.seconds[True] < self.seconds[False]
+
+    def _on_threads(self, env: dict, indices) -> dict:
         indices = list(indices)
         remote = [i for i in indices if i in self.remote]
         compute = self._executor.compute
