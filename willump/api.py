@@ -28,8 +28,8 @@ _DEFAULT_OPTIONS = {
     "strict": False,  # raise instead of warning when a line runs as plain Python
     "compile": True,  # answer supported calls with compiled kernels
     "workers": None,  # threads for compiled kernels; None: the machine's cores
-    "cache_size": None,  # rows each keyed IFV's cache holds; None: no caching
-    "cache": "features",  # what is cached: "features" (per IFV) or "prediction" (whole results)
+    "cache_size": None,  # rows each remote table's cache holds; None: no caching
+    "cache": "features",  # what is cached: "features" (table rows by lookup key) or "prediction" (whole results)
 }
 
 
@@ -78,7 +78,7 @@ def _check_cache_options(options: dict) -> None:
         raise ValueError(f"cache_size must be a positive number of rows, or None for no cache; got {size!r}")
     kind = options.get("cache", "features")
     if kind not in ("features", "prediction"):
-        raise ValueError(f'cache must be "features" (per IFV) or "prediction" (whole results); got {kind!r}')
+        raise ValueError(f'cache must be "features" (table rows by lookup key) or "prediction" (whole results); got {kind!r}')
     if kind == "prediction" and size is None:
         raise ValueError('cache="prediction" needs cache_size: the number of rows to keep')
 

@@ -22,7 +22,7 @@ from sklearn.utils.extmath import softmax
 
 from willump.compile import fused
 from willump.compile.forms import LazyRows, SparseRows, Stacked, Unsupported, stacked_dtype
-from willump.compile.parallel import SERIAL, WORTH_A_THREAD
+from willump.compile.parallel import RETRY_EVERY, SERIAL, WORTH_A_THREAD, moving_average
 
 CLASSIFIERS = (LogisticRegression, LinearSVC, SGDClassifier)
 REGRESSORS = (LinearRegression, Ridge)
@@ -137,7 +137,7 @@ class CompiledLinearModel:
         if self._side_by_side(blocks):
             self.workers.map(LazyRows.force, blocks)
             if self._parallel_before:  # (the first call's time includes loading the kernels)
-                self.parallel_cost = _average(self.parallel_cost, time.perf_counter() - started)
+                self.parallel_cost = moving_average(self.parallel_cost, time.perf_counter() - started)
             self._parallel_before = True
             return None
         try:
@@ -146,7 +146,7 @@ class CompiledLinearModel:
             return None
         self.fused_calls += 1
         if self.fused_calls > 1:  # (the first call's time includes compiling the kernel)
-            self.fused_cost = _average(self.fused_cost, time.perf_counter() - started)
+            self.fused_cost = moving_average(self.fused_cost, time.perf_counter() - started)
         return scores
 
     def _side_by_side(self, blocks) -> bool:
@@ -156,18 +156,11 @@ class CompiledLinearModel:
         if self.fused_cost < WORTH_A_THREAD:
             return False
         self._choices += 1
-        if not self.parallel_cost or self._choices % _RETRY_EVERY == 0:  # not measured yet, or again
+        if not self.parallel_cost or self._choices % RETRY_EVERY == 0:  # not measured yet, or again
             return True
-        if self._choices % _RETRY_EVERY == 1:
+        if self._choices % RETRY_EVERY == 1:
             return False
         return self.parallel_cost < self.fused_cost
-
-
-_RETRY_EVERY = 50  # calls between measuring again the way that measured slower
-
-
-def _average(average: float, seconds: float) -> float:
-    return 0.8 * average + 0.2 * seconds if average else seconds
 
 
 def _single_input(args, kwargs):

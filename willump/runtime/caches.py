@@ -88,10 +88,6 @@ class LookupCaches:
             cache.version = table.version
         return cache
 
-    def entries(self, table) -> int:
-        cache = self._tables.get(table)
-        return len(cache) if cache is not None else 0
-
     def clear(self) -> None:
         for cache in list(self._tables.values()):
             cache.clear()

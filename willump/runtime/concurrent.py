@@ -17,7 +17,8 @@ import contextvars
 import threading
 import time
 
-from willump.runtime.rows import batch_length, take_argument_rows
+from willump.compile.parallel import RETRY_EVERY, moving_average
+from willump.runtime.rows import batch_length
 from willump.runtime.tables import RedisTable
 
 
@@ -26,9 +27,6 @@ def reads_remote_tables(ifv, resolver) -> bool:
     trees = [s.node for s in ifv.generator] + [ifv.expression]
     names = {n.id for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Name)}
     return any(isinstance(resolver.resolve(ast.Name(n, ast.Load())), RedisTable) for n in names)
-
-
-_RETRY_EVERY = 50  # calls between measuring again the way that measured slower
 
 
 class ConcurrentFeatures:
@@ -57,30 +55,28 @@ class ConcurrentFeatures:
         else:
             result = self._executor.run(arguments)
         seconds = (time.perf_counter() - started) / max(1, batch_length(arguments) or 1)
-        average = self.seconds[side_by_side]
-        self.seconds[side_by_side] = 0.8 * average + 0.2 * seconds if average else seconds
+        self.seconds[side_by_side] = moving_average(self.seconds[side_by_side], seconds)
         return result
 
     def evaluate(self, arguments: dict, ifvs=None, rows=None, batch_names=None) -> tuple[dict, dict]:
-        """As the executor's ``evaluate``, the remote IFVs side by side."""
-        if rows is not None:
-            arguments = take_argument_rows(arguments, rows, batch_names)
-        env = self._executor.preprocess(arguments)
-        return env, self.values(env, range(len(self._executor.graph.ifvs)) if ifvs is None else ifvs)
+        """As the executor's ``evaluate``, the remote IFVs side by side when that measured faster."""
+        env = self._executor.environment(arguments, rows, batch_names)
+        return env, self.values(env, ifvs)
 
-    def values(self, env: dict, indices) -> dict:
-        """{index: value} of the IFVs ``indices``, in that order; side by side when that measured faster."""
+    def values(self, env: dict, indices=None) -> dict:
+        """{index: value} of the IFVs ``indices`` (default all), in that order; side by side
+        when that measured faster."""
         if self.seconds[False] and self.seconds[False] <= self.seconds[True]:
-            return {i: self._executor.compute(env, i) for i in indices}
-        return self._on_threads(env, indices)
+            return self._executor.values(env, indices)
+        return self._on_threads(env, range(len(self._executor.graph.ifvs)) if indices is None else indices)
 
     def _choose(self) -> bool:
         """Side by side for the next call? Each way measured first, then the faster, the other
         again now and then."""
         self._calls += 1
-        if not self.seconds[True] or self._calls % _RETRY_EVERY == 0:
+        if not self.seconds[True] or self._calls % RETRY_EVERY == 0:
             return True
-        if not self.seconds[False] or self._calls % _RETRY_EVERY == 1:
+        if not self.seconds[False] or self._calls % RETRY_EVERY == 1:
             return False
         return self.seconds[True] < self.seconds[False]
 

@@ -185,9 +185,9 @@ class GraphExecutor:
                 _update(own, run, self._run(run, own, env))
         return self._run(self._roots[index], own, env)
 
-    def values(self, env: dict, indices) -> dict:
-        """{index: value} of the IFVs ``indices``, computed one after the other."""
-        return {i: self.compute(env, i) for i in indices}
+    def values(self, env: dict, indices=None) -> dict:
+        """{index: value} of the IFVs ``indices`` (default all), computed one after the other."""
+        return {i: self.compute(env, i) for i in (range(len(self._roots)) if indices is None else indices)}
 
     def combine(self, env: dict, values: list):
         """Run the concatenation and the model on the given IFV values (in IFV order)."""
@@ -217,11 +217,14 @@ class GraphExecutor:
 
     def evaluate(self, arguments: dict, ifvs=None, rows=None, batch_names=None) -> tuple[dict, dict]:
         """As ``features``, from arguments already bound by name (``batch_names``: those holding rows)."""
+        env = self.environment(arguments, rows, batch_names)
+        return env, self.values(env, ifvs)
+
+    def environment(self, arguments: dict, rows=None, batch_names=None) -> dict:
+        """The namespace the generators read: the arguments (their rows ``rows``), preprocessed."""
         if rows is not None:
             arguments = take_argument_rows(arguments, rows, batch_names)
-        env = self.preprocess(arguments)
-        which = range(len(self._roots)) if ifvs is None else ifvs
-        return env, {i: self.compute(env, i) for i in which}
+        return self.preprocess(arguments)
 
     # --- plumbing ------------------------------------------------------------------------
 
