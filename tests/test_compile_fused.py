@@ -6,6 +6,7 @@ answered whenever every vectorizer computes in float64.
 """
 
 import linecache
+import threading
 import warnings
 
 import numpy as np
@@ -19,6 +20,10 @@ from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge, SG
 from sklearn.svm import LinearSVC
 
 import willump
+from willump.compile import fused
+from willump.compile.forms import Unsupported
+from willump.compile.parallel import SERIAL, Workers
+from willump.compile.text import CompiledVectorizer
 from test_compile_kernels import (
     BASE_CORPUS, GRID_DOCUMENTS, assert_same_outcome, document_lists, hypothesis_settings, make_vectorizer, outcome,
     vectorizer_configs,
@@ -126,6 +131,61 @@ def test_fused_scores_match_scikit_learn(configs, model, choice, lower, corpus, 
     wide_enough = any(np.dtype(v.dtype) == np.float64 for v in vectorizers)  # else scikit-learn converts, not fused
     if all_float64 and wide_enough:
         assert _fused_calls(optimized) > 0
+
+
+@hypothesis_settings(max_examples=80)
+@given(
+    configs=st.lists(fused_vectorizer_configs(), min_size=2, max_size=3),
+    corpus=document_lists(max_size=4),
+    docs=document_lists(min_size=1, max_size=4),
+    outputs=st.sampled_from([1, 3]),
+)
+def test_one_row_side_by_side_sums_as_one_after_the_other(configs, corpus, docs, outputs):
+    """workers=2 computing one row's vectorizers side by side gives the same bits as the serial kernel."""
+    training = [d for d in BASE_CORPUS + corpus if _encodable(d)]
+    kernels = []
+    for kind, params in configs:
+        try:
+            kernels.append(CompiledVectorizer(_vectorizer(kind, params, training)))
+        except Unsupported:
+            reject()
+    weights = np.random.default_rng(len(docs)).normal(size=(sum(k.width for k in kernels), outputs))
+    computed = []
+    original = fused.row_scores
+    fused.row_scores = lambda *args: computed.append(1) or original(*args)
+    try:
+        for document in docs:
+            try:
+                blocks = [k.defer_lazily([document]) for k in kernels]
+            except Unsupported:  # a lone surrogate, for hashing
+                continue
+            if not fused.fusable(blocks):
+                continue
+            one_after_the_other = outcome(lambda: fused.scores(blocks, weights, SERIAL))
+            side_by_side = outcome(lambda: fused.scores(blocks, weights, Workers(2), by_vectorizer=True))
+            assert_same_outcome(side_by_side, one_after_the_other)
+    finally:
+        fused.row_scores = original
+    note(f"{len(computed)} rows summed side by side")
+
+
+def test_one_row_side_by_side_runs_on_two_threads():
+    """The side-by-side path is taken (each vectorizer on its own thread), not the serial kernel."""
+    words = make_vectorizer("tfidf", dict(ngram_range=(1, 2), sublinear_tf=True)).fit(BASE_CORPUS)
+    chars = make_vectorizer("tfidf", dict(analyzer="char_wb", ngram_range=(2, 4))).fit(BASE_CORPUS)
+    kernels = [CompiledVectorizer(words), CompiledVectorizer(chars)]
+    weights = np.random.default_rng(0).normal(size=(kernels[0].width + kernels[1].width, 1))
+    threads, workers = set(), Workers(2)
+    original = fused.vectorizer_row
+    fused.vectorizer_row = lambda *args: threads.add(threading.get_ident()) or original(*args)
+    try:
+        for document in BASE_CORPUS[:20]:
+            blocks = [k.defer_lazily([document]) for k in kernels]
+            expected = fused.scores(blocks, weights, SERIAL)
+            np.testing.assert_array_equal(fused.scores(blocks, weights, workers, by_vectorizer=True), expected)
+    finally:
+        fused.vectorizer_row = original
+    assert len(threads) == 2 and threading.get_ident() in threads
 
 
 def test_fused_single_rows_and_long_documents():

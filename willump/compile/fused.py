@@ -45,16 +45,12 @@ def text_scores(codes, offsets, first, stop, classes, settings, vocabularies, id
         nnz = 0
         for v in range(n_vectorizers):
             bounds[v] = nnz
-            hashing = (settings[v, _HASHED], settings[v, _ALTERNATE] != 0)
-            n_found = find_ngrams(
-                codes[v], offsets[v][d], offsets[v][d + 1], classes, settings[v, _ANALYZER], settings[v, _MIN_N],
-                settings[v, _MAX_N], buffer, starts, ends, found, vocabularies[v], hashing,
+            nnz, weighed = _weighted_row(
+                codes[v], offsets[v][d], offsets[v][d + 1], classes, settings[v], vocabularies[v], idfs[v],
+                log_tables[v], tallies[v], bits[v], buffer, starts, ends, found, columns, counts, data, nnz,
             )
-            end = sorted_counts(found, n_found, tallies[v], bits[v], hashing, columns, counts, nnz)
-            if not weigh_row(columns, counts, nnz, end, settings[v, _BINARY] != 0, log_tables[v], idfs[v],
-                             settings[v, _NORM], data):
+            if not weighed:
                 return out, v + 1
-            nnz = end
         bounds[n_vectorizers] = nnz
         for j in range(nnz):
             if not np.isfinite(data[j]):
@@ -66,6 +62,53 @@ def text_scores(codes, offsets, first, stop, classes, settings, vocabularies, id
                 for j in range(bounds[v], bounds[v + 1]):
                     total += data[j] * weights[columns[j] + offset, k]
             out[d - first, k] = total
+    return out, 0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _weighted_row(codes, s, e, classes, setting, vocabulary, idf, log_table, tally, bits, buffer, starts, ends, found,
+                  columns, counts, data, nnz):
+    """One vectorizer's sorted columns and weights of the document ``codes[s:e]``, written from
+    ``nnz`` on: (new nnz, False when its log table is too short)."""
+    hashing = (setting[_HASHED], setting[_ALTERNATE] != 0)
+    n_found = find_ngrams(
+        codes, s, e, classes, setting[_ANALYZER], setting[_MIN_N], setting[_MAX_N], buffer, starts, ends, found,
+        vocabulary, hashing,
+    )
+    end = sorted_counts(found, n_found, tally, bits, hashing, columns, counts, nnz)
+    return end, weigh_row(columns, counts, nnz, end, setting[_BINARY] != 0, log_table, idf, setting[_NORM], data)
+
+
+@numba.njit(cache=True, nogil=True)
+def vectorizer_row(codes, s, e, classes, setting, vocabulary, idf, log_table, tally, bits):
+    """(columns, weights, weighed) of one vectorizer for one document, as ``text_scores`` computes
+    them: the part of a row one worker computes while another computes another vectorizer's."""
+    buffer, starts, ends, found = workspace(e - s, setting[_MIN_N], setting[_MAX_N])
+    columns = np.empty(len(found), np.int64)
+    counts = np.empty(len(found), np.int64)
+    data = np.empty(len(found), np.float64)
+    nnz, weighed = _weighted_row(
+        codes, s, e, classes, setting, vocabulary, idf, log_table, tally, bits, buffer, starts, ends, found,
+        columns, counts, data, 0,
+    )
+    return columns[:nnz], data[:nnz], weighed
+
+
+@numba.njit(cache=True, nogil=True)
+def row_scores(columns, datas, weights, block_offsets):
+    """(scores, status) of one row from its vectorizers' parts, summed as ``text_scores`` sums them."""
+    out = np.zeros((1, weights.shape[1]))
+    for v in range(len(datas)):
+        for j in range(len(datas[v])):
+            if not np.isfinite(datas[v][j]):
+                return out, -1
+    for k in range(weights.shape[1]):
+        total = 0.0
+        for v in range(len(datas)):
+            data, column, offset = datas[v], columns[v], block_offsets[v]
+            for j in range(len(data)):
+                total += data[j] * weights[column[j] + offset, k]
+        out[0, k] = total
     return out, 0
 
 
@@ -124,8 +167,11 @@ _plans: dict = {}  # kernel ids -> Plan (the plan holds the kernels, so their id
 _MAX_PLANS = 64
 
 
-def scores(blocks: list, weights: np.ndarray, workers) -> np.ndarray:
-    """``X @ weights`` for ``X`` the blocks side by side (``fusable`` blocks, of one number of rows)."""
+def scores(blocks: list, weights: np.ndarray, workers, by_vectorizer: bool = False) -> np.ndarray:
+    """``X @ weights`` for ``X`` the blocks side by side (``fusable`` blocks, of one number of rows).
+
+    ``by_vectorizer``: for one row, the vectorizers' parts computed side by side on the workers
+    (the same sums, in the same order)."""
     kernels = [b.source[0] for b in blocks]
     key = tuple(map(id, kernels))
     plan = _plans.get(key)
@@ -133,6 +179,10 @@ def scores(blocks: list, weights: np.ndarray, workers) -> np.ndarray:
         if len(_plans) >= _MAX_PLANS:  # refitted vectorizers leave plans nobody asks for again
             _plans.clear()
         plan = _plans[key] = Plan(kernels, [b.width for b in blocks])
+    if by_vectorizer and blocks[0].rows == 1 and workers.count > 1 and len(kernels) > 1:
+        out = _by_vectorizer(plan, [b.source[1] for b in blocks], weights, workers)
+        if out is not None:
+            return out
     encoded, codes, offsets = {}, [], []
     for kernel, block in zip(kernels, blocks):
         texts = block.source[1]
@@ -163,3 +213,39 @@ def scores(blocks: list, weights: np.ndarray, workers) -> np.ndarray:
         return part(range(n_rows))
     results = workers.map(part, workers.split(n_rows, ROWS_PER_TASK))
     return np.concatenate(results)
+
+
+def _by_vectorizer(plan: Plan, texts: list, weights: np.ndarray, workers):
+    """The scores of one document, each worker encoding it and computing the parts of some of the
+    vectorizers (assigned by their n-grams to look up); None when a part needs a longer log table."""
+    kernels = plan.kernels
+
+    def part(group: list) -> list:
+        rows = []
+        for v in group:
+            kernel = kernels[v]
+            (codes, offsets), (tally, bits) = kernel.encoded(texts[v]), kernel.scratch()
+            rows.append(vectorizer_row(
+                codes, offsets[0], offsets[1], kernel.classes, plan.settings[v], plan.vocabularies[v], plan.idfs[v],
+                plan.log_tables[v], tally, bits,
+            ))
+        return rows
+
+    settings = plan.settings
+    ngrams = [len(texts[v][0]) * (settings[v, _MAX_N] - settings[v, _MIN_N] + 1) for v in range(len(kernels))]
+    groups = [[] for _ in range(min(workers.count, len(kernels)))]
+    loads = [0] * len(groups)
+    for v in sorted(range(len(kernels)), key=lambda v: -ngrams[v]):  # the costliest first, to the least loaded
+        lightest = loads.index(min(loads))
+        groups[lightest].append(v)
+        loads[lightest] += ngrams[v]
+    rows = [None] * len(kernels)
+    for group, parts in zip(groups, workers.map(part, groups)):
+        for v, row in zip(group, parts):
+            rows[v] = row
+    if not all(weighed for _, _, weighed in rows):
+        return None  # (the serial kernel lengthens the table)
+    out, status = row_scores(tuple(r[0] for r in rows), tuple(r[1] for r in rows), weights, plan.offsets)
+    if status < 0:
+        raise Unsupported("weights that are not finite (scikit-learn raises)")
+    return out

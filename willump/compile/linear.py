@@ -22,7 +22,7 @@ from sklearn.utils.extmath import softmax
 
 from willump.compile import fused
 from willump.compile.forms import LazyRows, SparseRows, Stacked, Unsupported, stacked_dtype
-from willump.compile.parallel import RETRY_EVERY, SERIAL, WORTH_A_THREAD, moving_average
+from willump.compile.parallel import SERIAL, WORTH_A_THREAD, Faster
 
 CLASSIFIERS = (LogisticRegression, LinearSVC, SGDClassifier)
 REGRESSORS = (LinearRegression, Ridge)
@@ -68,11 +68,8 @@ class CompiledLinearModel:
         self.state = _state(model)
         self.width = coef.shape[-1]
         self.workers = workers
-        self.fused_cost = 0.0  # seconds per call fusing vectorizers (see fused), a moving average
-        self.parallel_cost = 0.0  # seconds per call running them side by side on workers instead
-        self.fused_calls = 0
-        self._choices = 0
-        self._parallel_before = False
+        self.fused_calls = 0  # calls answered with the vectorizers feeding the model (see fused)
+        self.side_by_side = Faster()  # one row's vectorizers on the workers (True) or one after the other
 
     def still_valid(self) -> bool:
         return _same(_state(self.model), self.state)
@@ -125,42 +122,31 @@ class CompiledLinearModel:
     def _fused(self, X, weights):
         """The scores of vectorizer rows not computed yet, computed with them (``fused``), or None.
 
-        When fusing measured slow enough to be worth threads, the vectorizers may instead run
-        side by side on the workers (their rows then give the scores): whichever of the two
-        measured faster, each tried again now and then."""
+        When fusing measured slow enough to be worth threads, one row's vectorizers may instead
+        run side by side on the workers: whichever of the two measured faster, each tried again
+        now and then."""
         blocks = X.blocks if isinstance(X, Stacked) else [X] if isinstance(X, LazyRows) else []
         if not (blocks and fused.fusable(blocks) and blocks[0].rows and sum(b.width for b in blocks) == self.width):
             return None
         if stacked_dtype(blocks) != np.float64:
             return None
         started = time.perf_counter()
-        if self._side_by_side(blocks):
-            self.workers.map(LazyRows.force, blocks)
-            if self._parallel_before:  # (the first call's time includes loading the kernels)
-                self.parallel_cost = moving_average(self.parallel_cost, time.perf_counter() - started)
-            self._parallel_before = True
-            return None
+        side_by_side = self._side_by_side(blocks)
         try:
-            scores = fused.scores(blocks, weights, self.workers)
+            scores = fused.scores(blocks, weights, self.workers, by_vectorizer=side_by_side)
         except Unsupported:
             return None
         self.fused_calls += 1
-        if self.fused_calls > 1:  # (the first call's time includes compiling the kernel)
-            self.fused_cost = moving_average(self.fused_cost, time.perf_counter() - started)
+        self.side_by_side.record(side_by_side, time.perf_counter() - started)
         return scores
 
     def _side_by_side(self, blocks) -> bool:
-        """Run these vectorizers on worker threads rather than fused in one call?"""
-        if self.workers.count == 1 or len(blocks) == 1 or blocks[0].rows >= fused.ROWS_PER_TASK:
+        """Compute this row's vectorizers on worker threads rather than one after the other?"""
+        if self.workers.count == 1 or len(blocks) == 1 or blocks[0].rows != 1:
             return False  # (batches are split across rows instead)
-        if self.fused_cost < WORTH_A_THREAD:
+        if self.side_by_side.seconds[False] < WORTH_A_THREAD:
             return False
-        self._choices += 1
-        if not self.parallel_cost or self._choices % RETRY_EVERY == 0:  # not measured yet, or again
-            return True
-        if self._choices % RETRY_EVERY == 1:
-            return False
-        return self.parallel_cost < self.fused_cost
+        return self.side_by_side.choose()
 
 
 def _single_input(args, kwargs):

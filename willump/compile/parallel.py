@@ -80,10 +80,37 @@ def _as_worker(function, item):
 
 SERIAL = Workers(1)
 WORTH_A_THREAD = 200e-6  # seconds: work that takes at least this long may be handed to a worker
-RETRY_EVERY = 50  # calls between measuring again the way of running that measured slower
+RETRY_EVERY = 50  # calls between trying again the way of running that measured slower
+TRIAL = 4  # calls in a row each such try takes (the first one warms caches and threads up)
 
 
 def moving_average(average: float, seconds: float) -> float:
     """A measured time folded into its moving average (the first measurement starts it)."""
     return 0.8 * average + 0.2 * seconds if average else seconds
+
+
+class Faster:
+    """Which of two ways of doing the same work (``True`` / ``False``) to take next: the one whose
+    times measured faster, the other tried again every ``RETRY_EVERY`` calls for ``TRIAL`` calls.
+    A call right after the other way is not counted: it pays for the caches and threads the other
+    way left cold (a worker woken after 50 calls is much slower than one kept busy)."""
+
+    def __init__(self):
+        self.seconds = {True: 0.0, False: 0.0}  # moving averages
+        self._calls = 0
+        self._last = None
+
+    def choose(self) -> bool:
+        self._calls += 1
+        if self._calls <= 2 * TRIAL:  # each way first
+            return self._calls <= TRIAL
+        faster = self.seconds[True] < self.seconds[False]
+        return (not faster) if self._calls % RETRY_EVERY < TRIAL else faster
+
+    def record(self, way: bool, seconds: float) -> None:
+        if way == self._last:
+            self.seconds[way] = moving_average(self.seconds[way], seconds)
+        self._last = way
+
+
 _inside = threading.local()  # .worker: this thread is running a task for Workers

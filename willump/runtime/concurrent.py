@@ -17,7 +17,7 @@ import contextvars
 import threading
 import time
 
-from willump.compile.parallel import RETRY_EVERY, moving_average
+from willump.compile.parallel import Faster
 from willump.runtime.rows import batch_length
 from willump.runtime.tables import RedisTable
 
@@ -37,8 +37,7 @@ class ConcurrentFeatures:
         self.remote = remote  # indices of the IFVs whose generators read remote tables
         self._pool = None
         self._lock = threading.Lock()
-        self.seconds = {True: 0.0, False: 0.0}  # per row, side by side (True) or one after the other
-        self._calls = 0
+        self.side_by_side = Faster()  # seconds per row, side by side (True) or one after the other
 
     def __getattr__(self, name):
         return getattr(self._executor, name)
@@ -46,7 +45,7 @@ class ConcurrentFeatures:
     def run(self, arguments: dict):
         """The function's result: its remote IFVs side by side, or the function as written,
         whichever measured faster."""
-        side_by_side = self._choose()
+        side_by_side = self.side_by_side.choose()
         started = time.perf_counter()
         if side_by_side:
             env = self._executor.preprocess(arguments)
@@ -55,7 +54,7 @@ class ConcurrentFeatures:
         else:
             result = self._executor.run(arguments)
         seconds = (time.perf_counter() - started) / max(1, batch_length(arguments) or 1)
-        self.seconds[side_by_side] = moving_average(self.seconds[side_by_side], seconds)
+        self.side_by_side.record(side_by_side, seconds)
         return result
 
     def evaluate(self, arguments: dict, ifvs=None, rows=None, batch_names=None) -> tuple[dict, dict]:
@@ -66,19 +65,10 @@ class ConcurrentFeatures:
     def values(self, env: dict, indices=None) -> dict:
         """{index: value} of the IFVs ``indices`` (default all), in that order; side by side
         when that measured faster."""
-        if self.seconds[False] and self.seconds[False] <= self.seconds[True]:
+        seconds = self.side_by_side.seconds
+        if seconds[False] and seconds[False] <= seconds[True]:
             return self._executor.values(env, indices)
         return self._on_threads(env, range(len(self._executor.graph.ifvs)) if indices is None else indices)
-
-    def _choose(self) -> bool:
-        """Side by side for the next call? Each way measured first, then the faster, the other
-        again now and then."""
-        self._calls += 1
-        if not self.seconds[True] or self._calls % RETRY_EVERY == 0:
-            return True
-        if not self.seconds[False] or self._calls % RETRY_EVERY == 1:
-            return False
-        return self.seconds[True] < self.seconds[False]
 
     def _on_threads(self, env: dict, indices) -> dict:
         indices = list(indices)
