@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import redis
+from sklearn.metrics import roc_auc_score
 
 import willump
 from benchmarks.workloads import WORKLOADS
@@ -207,6 +208,8 @@ def measure(name: str, build, client, rows) -> dict:
     fetched["python"] = sum(t.remote_keys for t in tables) - before - sum(fetched.values())
     exact = np.asarray(outputs["python"])
     result = {"workload": name, "rows": len(test), "cascades": fitted.explain().attrs["summary"]["cascades"],
+              "positives": {"train": int(np.sum(workload.y_train)), "validation": int(np.sum(workload.y_valid)),
+                            "test": int(np.sum(workload.y_test))},
               "configurations": {}}
     for n in names:
         times = np.asarray(seconds[n]) * 1e3
@@ -217,6 +220,7 @@ def measure(name: str, build, client, rows) -> dict:
             "mean_ratio": float(np.mean(seconds["python"]) / np.mean(seconds[n])),
             "p99_ratio": float(np.percentile(seconds["python"], 99) / np.percentile(seconds[n], 99)),
             "same_answers": bool(np.array_equal(np.asarray(outputs[n]), exact)),
+            "test_roc_auc": float(roc_auc_score(workload.y_test, outputs[n])),
             "stats": configurations[n].stats if n != "python" else None,
         }
     return result
@@ -225,11 +229,12 @@ def measure(name: str, build, client, rows) -> dict:
 def table(result: dict) -> str:
     lines = [f"== {result['workload']} (Redis on loopback, {result['rows']} single-row calls; cascades {result['cascades']})",
              f"{'config':22} {'remote keys':>11} {'reduction':>9} {'mean ms':>8} {'p50 ms':>7} {'p99 ms':>7} "
-             f"{'mean x':>7} {'p99 x':>6} exact"]
+             f"{'mean x':>7} {'p99 x':>6} {'test AUC':>8} exact"]
     for n, c in result["configurations"].items():
         lines.append(f"{n:22} {c['remote_keys']:>11,} {c['remote_keys_reduction']:>9.1%} {c['mean_ms']:>8.3f} "
                      f"{c['p50_ms']:>7.3f} {c['p99_ms']:>7.3f} {c['mean_ratio']:>6.2f}x {c['p99_ratio']:>5.2f}x "
-                     f"{c['same_answers']}")
+                     f"{c['test_roc_auc']:>8.4f} {c['same_answers']}")
+    lines.append(f"positives (label 1): {result['positives']}")
     return "\n".join(lines)
 
 
