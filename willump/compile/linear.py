@@ -130,23 +130,18 @@ class CompiledLinearModel:
             return None
         if stacked_dtype(blocks) != np.float64:
             return None
+        # One row's vectorizers may run on worker threads (batches are split across rows instead).
+        choosing = self.workers.count > 1 and len(blocks) > 1 and blocks[0].rows == 1
+        side_by_side = choosing and self.side_by_side.seconds[False] >= WORTH_A_THREAD and self.side_by_side.choose()
         started = time.perf_counter()
-        side_by_side = self._side_by_side(blocks)
         try:
             scores = fused.scores(blocks, weights, self.workers, by_vectorizer=side_by_side)
         except Unsupported:
             return None
         self.fused_calls += 1
-        self.side_by_side.record(side_by_side, time.perf_counter() - started)
+        if choosing:  # (a batch's time says nothing about one row's)
+            self.side_by_side.record(side_by_side, time.perf_counter() - started)
         return scores
-
-    def _side_by_side(self, blocks) -> bool:
-        """Compute this row's vectorizers on worker threads rather than one after the other?"""
-        if self.workers.count == 1 or len(blocks) == 1 or blocks[0].rows != 1:
-            return False  # (batches are split across rows instead)
-        if self.side_by_side.seconds[False] < WORTH_A_THREAD:
-            return False
-        return self.side_by_side.choose()
 
 
 def _single_input(args, kwargs):
