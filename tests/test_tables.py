@@ -56,6 +56,19 @@ def test_lookup_aligns_with_keys_duplicates_and_missing_keys(tables):
         assert got["age"].dtype == np.float64 and got["active"].dtype == object  # pandas' reindex dtypes
 
 
+def test_one_missing_key_gives_pandas_nan_row_every_time(tables):
+    """A single key the table does not hold (the row is built once, then copied): pandas' reindex
+    row, call after call, and changing one result does not change the next."""
+    frame, memory, remote = tables
+    for table in (memory, remote):
+        for keys in (pd.Series([99], index=[7]), [98], pd.Series([99], index=[7])):
+            index = keys.index if isinstance(keys, pd.Series) else None
+            got = table.lookup(keys)
+            pd.testing.assert_frame_equal(got, expected(frame, "userId", list(keys), index))
+            got.iloc[0, 0] = 1.0
+        pd.testing.assert_frame_equal(table.lookup([10]), expected(frame, "userId", [10]))
+
+
 def test_dtypes_are_kept_when_every_key_is_found(tables):
     frame, memory, remote = tables
     for table in (memory, remote):

@@ -73,10 +73,23 @@ class Table:
             frame = rows
         elif (positions >= 0).all():
             frame = rows.take(positions)
+        elif len(positions) == 1:  # one key, not in the table
+            frame = self._missing_row(rows)
         else:
             frame = rows.reindex(positions)  # -1 is no label: a NaN row, with pandas' dtypes
         frame.index = index
         return frame
+
+    _missing = None  # (columns and dtypes, the frame of one missing row for them)
+
+    def _missing_row(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """``rows.reindex([-1])`` (no rows found): the same for the same columns, so built once and
+        copied (a reindex costs several times a copy)."""
+        signature = tuple(zip(rows.columns, rows.dtypes))
+        held = self._missing
+        if held is None or held[0] != signature:
+            held = self._missing = (signature, rows.reindex(np.array([-1], dtype=np.intp)))
+        return held[1].copy()
 
     def _fetch(self, wanted: list) -> tuple[pd.DataFrame, list]:
         raise NotImplementedError
@@ -175,7 +188,8 @@ class RedisTable(Table):
     def _fetch(self, wanted: list) -> tuple[pd.DataFrame, list]:
         codec = self._codec()
         if not wanted:
-            return codec.decode([])[self.columns], []
+            rows = codec.decode([])
+            return (rows if self._wanted_columns is None else rows[self.columns]), []
         cache = lookup_cache(self)  # the rows an optimized function fetched before, as stored
         values = cache.get_many(wanted) if cache is not None else [MISSING] * len(wanted)
         missing = [k for k, v in zip(wanted, values) if v is MISSING]
@@ -201,7 +215,7 @@ class RedisTable(Table):
             ) from None
         if cache is not None and missing:  # (only rows that decoded: a bad value is fetched again)
             cache.put_many(zip(missing, fetched))
-        return rows[self.columns], found
+        return (rows if self._wanted_columns is None else rows[self.columns]), found
 
     def _codec(self) -> "_Codec":
         if self._schema is None:
@@ -287,8 +301,8 @@ class _Codec:
                 if at != len(value):
                     raise ValueError("a row of the wrong length")
             data.update({name: pd.Series(column, dtype=dtype) for (name, dtype), column in zip(self.strings, columns)})
-        frame = pd.DataFrame(data, index=pd.RangeIndex(len(values)))
-        return frame[self.names] if self.names else frame
+        # (built in the table's column order: selecting the columns afterwards costs more than building)
+        return pd.DataFrame({name: data[name] for name in self.names}, index=pd.RangeIndex(len(values)))
 
     def valid(self, value: bytes) -> bool:
         try:
