@@ -80,15 +80,15 @@ class Table:
         frame.index = index
         return frame
 
-    _missing = None  # (columns and dtypes, the frame of one missing row for them)
+    _missing = None  # (version, the frame of one missing row)
 
     def _missing_row(self, rows: pd.DataFrame) -> pd.DataFrame:
-        """``rows.reindex([-1])`` (no rows found): the same for the same columns, so built once and
-        copied (a reindex costs several times a copy)."""
-        signature = tuple(zip(rows.columns, rows.dtypes))
+        """``rows.reindex([-1])`` (no rows found): the same until a ``put`` (the columns and dtypes
+        change only with one), so built once per version and copied (a reindex costs several times
+        a copy)."""
         held = self._missing
-        if held is None or held[0] != signature:
-            held = self._missing = (signature, rows.reindex(np.array([-1], dtype=np.intp)))
+        if held is None or held[0] != self.version:
+            held = self._missing = (self.version, rows.reindex(np.array([-1], dtype=np.intp)))
         return held[1].copy()
 
     def _fetch(self, wanted: list) -> tuple[pd.DataFrame, list]:
@@ -188,8 +188,7 @@ class RedisTable(Table):
     def _fetch(self, wanted: list) -> tuple[pd.DataFrame, list]:
         codec = self._codec()
         if not wanted:
-            rows = codec.decode([])
-            return (rows if self._wanted_columns is None else rows[self.columns]), []
+            return self._selected(codec.decode([])), []
         cache = lookup_cache(self)  # the rows an optimized function fetched before, as stored
         values = cache.get_many(wanted) if cache is not None else [MISSING] * len(wanted)
         missing = [k for k, v in zip(wanted, values) if v is MISSING]
@@ -215,7 +214,11 @@ class RedisTable(Table):
             ) from None
         if cache is not None and missing:  # (only rows that decoded: a bad value is fetched again)
             cache.put_many(zip(missing, fetched))
-        return (rows if self._wanted_columns is None else rows[self.columns]), found
+        return self._selected(rows), found
+
+    def _selected(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """The decoded rows with only the ``columns=`` asked for (all of them without it)."""
+        return rows if self._wanted_columns is None else rows[self.columns]
 
     def _codec(self) -> "_Codec":
         if self._schema is None:
