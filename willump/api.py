@@ -243,17 +243,20 @@ class OptimizedFunction:
         feeding it (a linear model with its vectorizers), whose rows were never built.
         ``kept`` says whether the call's result stays in the kernel's form for the
         compiled calls reading it (one compiled block), instead of becoming a pandas or
-        scipy object.
+        scipy object. ``whole_calls`` counts calls answered, together with every other call
+        of the function, by one program for the whole body (a body that is a chain of
+        compiled calls, such as text columns, vectorizers and a linear model), without
+        going through the calls one by one.
         """
         sites = self._executor.sites if self._executor is not None else []
-        columns = ["line", "call", "operator", "status", "calls", "compiled_calls", "fused_calls", "kept"]
+        columns = ["line", "call", "operator", "status", "calls", "compiled_calls", "fused_calls", "whole_calls", "kept"]
         table = pd.DataFrame([site.summary() for site in sites], columns=columns)
         # A call can be reached by several paths (plain calls, cascades): one row per call as written.
         table = table.sort_values("calls", ascending=False, kind="stable")
         merged = table.groupby(["line", "call"], sort=True, as_index=False).agg(
             operator=("operator", "first"), status=("status", "first"),
             calls=("calls", "sum"), compiled_calls=("compiled_calls", "sum"), fused_calls=("fused_calls", "sum"),
-            kept=("kept", "any"),
+            whole_calls=("whole_calls", "sum"), kept=("kept", "any"),
         )
         return merged[columns]
 

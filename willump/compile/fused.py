@@ -114,10 +114,12 @@ def row_scores(columns, datas, weights, block_offsets):
 
 def fusable(blocks: list) -> bool:
     """All blocks are vectorizer rows not computed yet, of kernels whose values are float64 (or integer counts)."""
-    return all(
-        type(b) is LazyRows and b._done is None and isinstance(b.source[0], CompiledVectorizer)
-        and _exact_in_float64(b.source[0]) for b in blocks
-    )
+    return all(type(b) is LazyRows and b._done is None for b in blocks) and fusable_kernels([b.source[0] for b in blocks])
+
+
+def fusable_kernels(kernels: list) -> bool:
+    """All are vectorizer kernels whose values are float64 (or integer counts)."""
+    return all(isinstance(k, CompiledVectorizer) and _exact_in_float64(k) for k in kernels)
 
 
 def _exact_in_float64(kernel: CompiledVectorizer) -> bool:
@@ -150,7 +152,7 @@ class Plan:
     """What ``text_scores`` reads of some vectorizers, gathered once (rebuilt when a table changes)."""
 
     def __init__(self, kernels: list, widths: list):
-        self.kernels = kernels
+        self.kernels, self.widths = kernels, widths
         weighing = [_weighing(k) for k in kernels]
         self.settings = np.array([[k.analyzer, *k.ngram_range, k.binary, w[2], *k.hashing] for k, w in zip(kernels, weighing)], np.int64)
         self.offsets = np.cumsum([0] + widths[:-1]).astype(np.int64)
@@ -167,28 +169,39 @@ _plans: dict = {}  # kernel ids -> Plan (the plan holds the kernels, so their id
 _MAX_PLANS = 64
 
 
-def scores(blocks: list, weights: np.ndarray, workers, by_vectorizer: bool = False) -> np.ndarray:
-    """``X @ weights`` for ``X`` the blocks side by side (``fusable`` blocks, of one number of rows).
-
-    ``by_vectorizer``: for one row, the vectorizers' parts computed side by side on the workers
-    (the same sums, in the same order)."""
-    kernels = [b.source[0] for b in blocks]
+def plan_for(kernels: list, widths: list) -> Plan:
+    """The current plan of these vectorizers (of these output widths), built once."""
     key = tuple(map(id, kernels))
     plan = _plans.get(key)
     if plan is None or not plan.current():
         if len(_plans) >= _MAX_PLANS:  # refitted vectorizers leave plans nobody asks for again
             _plans.clear()
-        plan = _plans[key] = Plan(kernels, [b.width for b in blocks])
-    if by_vectorizer and blocks[0].rows == 1 and workers.count > 1 and len(kernels) > 1:
-        out = _by_vectorizer(plan, [b.source[1] for b in blocks], weights, workers)
+        plan = _plans[key] = Plan(kernels, widths)
+    return plan
+
+
+def scores(blocks: list, weights: np.ndarray, workers, by_vectorizer: bool = False) -> np.ndarray:
+    """``X @ weights`` for ``X`` the blocks side by side (``fusable`` blocks, of one number of rows).
+
+    ``by_vectorizer``: for one row, the vectorizers' parts computed side by side on the workers
+    (the same sums, in the same order)."""
+    plan = plan_for([b.source[0] for b in blocks], [b.width for b in blocks])
+    return planned_scores(plan, [b.source[1] for b in blocks], weights, workers, by_vectorizer)
+
+
+def planned_scores(plan: Plan, texts: list, weights: np.ndarray, workers, by_vectorizer: bool = False) -> np.ndarray:
+    """As ``scores``, from the plan of the vectorizers and the documents each reads (lists of ``str``)."""
+    kernels = plan.kernels
+    n_rows = len(texts[0])
+    if by_vectorizer and n_rows == 1 and workers.count > 1 and len(kernels) > 1:
+        out = _by_vectorizer(plan, texts, weights, workers)
         if out is not None:
             return out
     encoded, codes, offsets = {}, [], []
-    for kernel, block in zip(kernels, blocks):
-        texts = block.source[1]
-        same = (id(texts), kernel.lowercase, bool(kernel.hashing[0]))
+    for kernel, documents in zip(kernels, texts):
+        same = (id(documents), kernel.lowercase, bool(kernel.hashing[0]))
         if same not in encoded:
-            encoded[same] = kernel.encoded(texts)
+            encoded[same] = kernel.encoded(documents)
         codes.append(encoded[same][0])
         offsets.append(encoded[same][1])
     codes, offsets = tuple(codes), tuple(offsets)
@@ -206,9 +219,8 @@ def scores(blocks: list, weights: np.ndarray, workers, by_vectorizer: bool = Fal
                 raise Unsupported("weights that are not finite (scikit-learn raises)")
             kernel = kernels[status - 1]  # a count beyond the sublinear TF table: a longer table
             kernel.log_table = kernel._log_table(2 * len(kernel.log_table) + 1)
-            plan.__init__(kernels, [b.width for b in blocks])
+            plan.__init__(kernels, plan.widths)
 
-    n_rows = blocks[0].rows
     if n_rows < 2 * ROWS_PER_TASK or workers.count == 1:
         return part(range(n_rows))
     results = workers.map(part, workers.split(n_rows, ROWS_PER_TASK))

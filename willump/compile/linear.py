@@ -76,15 +76,26 @@ class CompiledLinearModel:
 
     def __call__(self, *args, **kwargs):
         X = _single_input(args, kwargs)
+        return self.finish(self._product(X, self._weights()))
+
+    def _weights(self) -> np.ndarray:
+        """The live coefficients as the product reads them (features first): in-place updates are seen."""
+        coef = self.model.coef_
+        return coef.T if coef.ndim == 2 else coef
+
+    def finish(self, product: np.ndarray):
+        """The method's answer, given ``X @ _weights()``: the intercept added, then the link function."""
+        model = self.model
+        values = product + model.intercept_
         if self.method == "predict" and self.kind in REGRESSORS:
-            return self._regression(X)
-        scores = self._decision(X)
+            return values
+        scores = values.reshape(-1) if values.ndim > 1 and values.shape[1] == 1 else values
         if self.method == "decision_function":
             return scores
         if self.method == "predict":
             indices = (scores > 0).astype(np.intp) if scores.ndim == 1 else scores.argmax(axis=1)
-            return self.model.classes_.take(indices, axis=0)
-        if self.model.classes_.size <= 2:  # predict_proba, as LinearClassifierMixin._predict_proba_lr
+            return model.classes_.take(indices, axis=0)
+        if model.classes_.size <= 2:  # predict_proba, as LinearClassifierMixin._predict_proba_lr
             probability = expit(scores, out=scores)
             pair = np.empty((len(probability), 2))  # np.stack([1 - probability, probability], axis=1)
             np.subtract(1, probability, out=pair[:, 0])
@@ -92,15 +103,15 @@ class CompiledLinearModel:
             return pair
         return softmax(scores, copy=False)
 
-    def _decision(self, X):
-        model = self.model
-        coef_T = model.coef_.T if model.coef_.ndim == 2 else model.coef_
-        scores = self._product(X, coef_T) + model.intercept_
-        return scores.reshape(-1) if scores.ndim > 1 and scores.shape[1] == 1 else scores
-
-    def _regression(self, X):
-        coef = self.model.coef_
-        return self._product(X, coef if coef.ndim == 1 else coef.T) + self.model.intercept_
+    def from_texts(self, plan: fused.Plan, texts: list):
+        """The answer for the vectorizers of ``plan`` (together the model's input) reading ``texts``
+        (a list of ``str`` per vectorizer), computed without their rows (see ``fused``)."""
+        if hasattr(self.model, "feature_names_in_"):
+            raise Unsupported("a model fitted on named features, given no names (scikit-learn warns)")
+        weights = self._weights()
+        matrix = weights if weights.ndim == 2 else weights[:, None]
+        scores = self._text_scores(plan, texts, matrix)
+        return self.finish(scores[:, 0] if weights.ndim == 1 else scores)
 
     def _product(self, X, weights):
         if hasattr(self.model, "feature_names_in_"):
@@ -120,24 +131,27 @@ class CompiledLinearModel:
         return scores[:, 0] if weights.ndim == 1 else scores
 
     def _fused(self, X, weights):
-        """The scores of vectorizer rows not computed yet, computed with them (``fused``), or None.
-
-        When fusing measured slow enough to be worth threads, one row's vectorizers may instead
-        run side by side on the workers: whichever of the two measured faster, each tried again
-        now and then."""
+        """The scores of vectorizer rows not computed yet, computed with them (``fused``), or None."""
         blocks = X.blocks if isinstance(X, Stacked) else [X] if isinstance(X, LazyRows) else []
         if not (blocks and fused.fusable(blocks) and blocks[0].rows and sum(b.width for b in blocks) == self.width):
             return None
         if stacked_dtype(blocks) != np.float64:
             return None
-        # One row's vectorizers may run on worker threads (batches are split across rows instead).
-        choosing = self.workers.count > 1 and len(blocks) > 1 and blocks[0].rows == 1
-        side_by_side = choosing and self.side_by_side.seconds[False] >= WORTH_A_THREAD and self.side_by_side.choose()
-        started = time.perf_counter()
+        plan = fused.plan_for([b.source[0] for b in blocks], [b.width for b in blocks])
         try:
-            scores = fused.scores(blocks, weights, self.workers, by_vectorizer=side_by_side)
+            return self._text_scores(plan, [b.source[1] for b in blocks], weights)
         except Unsupported:
             return None
+
+    def _text_scores(self, plan: fused.Plan, texts: list, weights: np.ndarray) -> np.ndarray:
+        """``fused.planned_scores``, counted. When fusing measured slow enough to be worth threads,
+        one row's vectorizers may instead run side by side on the workers: whichever of the two
+        measured faster, each tried again now and then."""
+        # One row's vectorizers may run on worker threads (batches are split across rows instead).
+        choosing = self.workers.count > 1 and len(texts) > 1 and len(texts[0]) == 1
+        side_by_side = choosing and self.side_by_side.seconds[False] >= WORTH_A_THREAD and self.side_by_side.choose()
+        started = time.perf_counter()
+        scores = fused.planned_scores(plan, texts, weights, self.workers, by_vectorizer=side_by_side)
         self.fused_calls += 1
         if choosing:  # (a batch's time says nothing about one row's)
             self.side_by_side.record(side_by_side, time.perf_counter() - started)

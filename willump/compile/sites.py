@@ -43,6 +43,7 @@ class CallSite:
         self.reason = "not called yet"  # why the last call ran as written, or None
         self.calls = 0
         self.compiled_calls = 0
+        self.whole_calls = 0  # answered by a program for the whole call instead (see programs)
         self._cache = None  # (owner, function, kernel or None, fingerprint)
         self._shared = None  # the kernel, when it is one of registry.RECEIVER_KERNELS
         self._lock = threading.Lock()
@@ -125,16 +126,24 @@ class CallSite:
             self._cache = (owner, function, kernel, _fingerprint(owner))
         return kernel
 
+    def found(self) -> tuple:
+        """(object, function, kernel) of the last callee: its method's object (None for a function)
+        and function, and the kernel answering it (None when it runs as written)."""
+        if self._shared is not None:
+            return None, None, self._shared
+        return self._cache[:3] if self._cache is not None else (None, None, None)
+
     def summary(self) -> dict:
-        compiled = self._shared is not None or (self._cache is not None and self._cache[2] is not None)
+        kernel = self.found()[2]
+        compiled = kernel is not None
         status = "compiled" if compiled and self.reason is None else f"plain Python: {self.reason}"
         if compiled and self.reason and self.compiled_calls:
             status = f"compiled, some calls plain Python ({self.reason})"
-        kernel = self._shared or (self._cache[2] if self._cache is not None else None)
         return {
             "line": self.line, "call": self.source, "operator": self.operator, "status": status,
-            "calls": self.calls, "compiled_calls": self.compiled_calls,
+            "calls": self.calls + self.whole_calls, "compiled_calls": self.compiled_calls + self.whole_calls,
             "fused_calls": getattr(kernel, "fused_calls", 0),  # answered in one kernel with the calls feeding it
+            "whole_calls": self.whole_calls,
             "kept": self.defers and hasattr(kernel, "defer"),  # its result may stay in the kernel's form
         }
 

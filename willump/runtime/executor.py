@@ -12,9 +12,11 @@ list of IFV values. Cascades and caches are built on those three calls.
 
 import ast
 import itertools
+import operator
 from dataclasses import dataclass
 
 from willump.compile.parallel import SERIAL
+from willump.compile.programs import MISS, chain_of, program_for
 from willump.compile.sites import HELPERS as SITE_HELPERS
 from willump.compile.sites import (
     SITE_PREFIX,
@@ -102,6 +104,12 @@ class GraphExecutor:
         helper_names = sorted(set().union(*map(names_read, body)) & set(self._helpers))
         self._whole = compile_block(source.func, source.filename, list(self.parameters) + helper_names, body, None)
         self._whole_sites = [self._helpers[name] for name in helper_names]
+        # A body that is one chain of compiled calls may be answered by one program (see programs).
+        self._chain = chain_of(body, self.sites, self.parameters) if compile else None
+        self._program = None  # built after a call the sites answered
+        self._program_kernels = None  # the kernels the last attempt to build it found
+        if self._chain is not None:
+            self._callees = compile_block(source.func, source.filename, [], [], self._chain.callees())
         for site in self.sites:
             site.source = site.source.replace(PLACEHOLDER, self.graph.combiner.entries)
         if resolver is not None:
@@ -112,20 +120,39 @@ class GraphExecutor:
 
     def __call__(self, *args, **kwargs):
         """The function's result: its statements as written, compiled calls answered by kernels."""
-        bound = self._bind(*args, **kwargs)
-        outer = begin_call()
-        try:
-            return self._whole(*bound, *self._whole_sites)
-        finally:
-            end_call(outer)
+        return self._answer(self._bind(*args, **kwargs))
 
     def run(self, arguments: dict):
         """As calling the executor, with the arguments already bound by name."""
+        return self._answer(tuple(arguments[name] for name in self.parameters))
+
+    def _answer(self, bound: tuple):
+        program = self._program
+        if program is not None:
+            try:
+                callees = self._callees()
+            except Exception:  # (the statements as written raise it, in their order)
+                callees = None
+            if callees is not None:
+                result = program(bound, callees)
+                if result is not MISS:
+                    return result
         outer = begin_call()
         try:
-            return self._whole(*[arguments[name] for name in self.parameters], *self._whole_sites)
+            result = self._whole(*bound, *self._whole_sites)
         finally:
             end_call(outer)
+        if self._chain is not None and (program is None or not program.current()):
+            self._update_program()
+        return result
+
+    def _update_program(self) -> None:
+        """Build the program for the kernels the sites found, unless they are those of the last attempt."""
+        kernels = [site.found()[2] for site in self.sites]
+        if self._program_kernels is not None and all(map(operator.is_, kernels, self._program_kernels)):
+            return
+        self._program_kernels = kernels
+        self._program = program_for(self._chain)
 
     def run_blocks(self, arguments: dict):
         """The function's result computed block by block, as cascades and caches compute it.

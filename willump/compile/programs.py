@@ -1,0 +1,312 @@
+"""Whole calls as one program: a body that is nothing but a chain of compiled calls.
+
+For one row, running the user's statements through call sites costs more than
+the kernels: each site checks its callee, each kernel builds the value it hands
+on (a ``Texts``, ``LazyRows``, ``Stacked``), and pandas is asked for a column.
+When the body is a chain of call sites from the arguments to the returned value,
+e.g.::
+
+    text = df["tweet"].str.lower()
+    words = word_vectorizer.transform(text)
+    chars = char_vectorizer.transform(text)
+    X = sp.hstack([words, chars], format="csr")
+    return model.predict_proba(X)[:, 1]
+
+and the kernels the sites found compose into a program willump knows (text
+columns, vectorizers, an optional ``hstack``, a linear model: ``TextLinearProgram``),
+the program answers the call instead: it reads the callees, checks they are the
+objects it was built for and that their kernels are still valid, reads the
+strings, and runs the fused kernel. It answers exactly what the chain of sites
+answers. It changes nothing before it answers, so whenever it cannot (another
+object, an input the kernels refuse, any error), it returns ``MISS`` and the call
+runs through the sites as before, raising whatever the original raises.
+"""
+
+import ast
+from dataclasses import dataclass, field
+from types import MethodType
+
+import numpy as np
+import pandas as pd
+
+from willump.compile import fused
+from willump.compile.forms import Unsupported
+from willump.compile.linear import CompiledLinearModel
+from willump.compile.sites import COLUMN_STR, ExpressionSite
+from willump.compile.sparse import CompiledHstack
+from willump.compile.strings import CompiledColumnLower
+from willump.compile.text import CompiledVectorizer, documents_as_list
+
+MISS = object()  # a program's answer when the call must run through the call sites
+
+# What a step's argument is: an argument of the call, a column of one, another step's result,
+# a list of those, or a constant.
+PARAMETER, COLUMN, STEP, LIST, CONSTANT = "parameter", "column", "step", "list", "constant"
+
+
+@dataclass
+class Step:
+    """One call site in the chain: ``site(callee, *inputs, **keywords)``."""
+
+    site: object
+    callee: ast.expr | None  # evaluated at each call (None: a helper, the column string method)
+    inputs: list  # (kind, value) per positional argument after the callee
+    keywords: dict = field(default_factory=dict)  # name -> constant
+
+
+@dataclass
+class Chain:
+    """A body that is a chain of call sites: its steps, each after the steps whose results it reads."""
+
+    steps: list
+    last: int  # the step whose result the function returns
+    subscript: ast.expr | None  # a constant index applied to it (``[:, 1]``), or None
+
+    def callees(self) -> ast.Tuple:
+        """The expression the program evaluates at each call: the callees, then the subscript."""
+        elements = [s.callee for s in self.steps if s.callee is not None]
+        if self.subscript is not None:
+            elements.append(self.subscript)
+        return ast.copy_location(ast.Tuple(elements, ast.Load()), elements[0])
+
+
+def chain_of(body: list, sites: list, parameters) -> Chain | None:
+    """The chain of call sites ``body`` (the rewritten function body) is, or None.
+
+    Every statement must be ``name = <site call>`` (a name bound once) except the
+    last, ``return <site call>`` (optionally indexed by constants). The arguments of
+    site calls are parameters, names bound by earlier statements, other site calls,
+    ``parameter[<constant>]``, lists of these, or constants. Callees are read from
+    names that are neither parameters nor bound in the body (globals and closure
+    variables)."""
+    by_name = {site.name: site for site in sites}
+    positions = {name: i for i, name in enumerate(parameters)}
+    bound, steps = {}, []
+
+    def site_call(node):
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in by_name
+
+    def step(call) -> int | None:
+        if not site_call(call) or not call.args or isinstance(by_name[call.func.id], ExpressionSite):
+            return None
+        callee = call.args[0]
+        if isinstance(callee, ast.Name) and callee.id == COLUMN_STR:
+            callee = None
+        elif not readable(callee):
+            return None
+        inputs = [argument(a) for a in call.args[1:]]
+        keywords = {}
+        for keyword in call.keywords:
+            if keyword.arg is None or not isinstance(keyword.value, ast.Constant):
+                return None
+            keywords[keyword.arg] = keyword.value.value
+        if None in inputs:
+            return None
+        steps.append(Step(by_name[call.func.id], callee, inputs, keywords))
+        return len(steps) - 1
+
+    def readable(callee) -> bool:
+        """``name`` or ``name.attr...`` of a global or closure variable."""
+        while isinstance(callee, ast.Attribute):
+            callee = callee.value
+        return isinstance(callee, ast.Name) and callee.id not in positions and callee.id not in bound and not (
+            callee.id.startswith("__willump")
+        )
+
+    def argument(node):
+        if isinstance(node, ast.Name):
+            if node.id in bound:
+                return (STEP, bound[node.id])
+            return (PARAMETER, positions[node.id]) if node.id in positions else None
+        if isinstance(node, ast.Constant):
+            return (CONSTANT, node.value)
+        if isinstance(node, (ast.List, ast.Tuple)):
+            elements = [argument(e) for e in node.elts]
+            return None if None in elements or isinstance(node, ast.Tuple) else (LIST, elements)
+        if (
+            isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in positions
+            and node.value.id not in bound and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)
+        ):
+            return (COLUMN, (positions[node.value.id], node.slice.value))
+        index = step(node)
+        return None if index is None else (STEP, index)
+
+    if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
+        return None
+    for statement in body[:-1]:
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)):
+            return None
+        name = statement.targets[0].id
+        if name in bound or name in positions:
+            return None
+        index = step(statement.value)
+        if index is None:
+            return None
+        bound[name] = index
+    returned, subscript = body[-1].value, None
+    if isinstance(returned, ast.Subscript) and all(isinstance(n, _CONSTANT_INDEX) for n in ast.walk(returned.slice)):
+        returned, subscript = returned.value, returned.slice
+    last = step(returned)
+    if last is None or steps[last].callee is None:  # (a program ends in a model's method)
+        return None
+    return Chain(steps, last, subscript)
+
+
+_CONSTANT_INDEX = (ast.Constant, ast.Slice, ast.Tuple, ast.UnaryOp, ast.USub, ast.Load)
+
+
+def program_for(chain: Chain):
+    """The program answering the chain with the kernels its sites found last, or None."""
+    try:
+        return TextLinearProgram(chain)
+    except Unsupported:
+        return None
+
+
+class TextLinearProgram:
+    """Text columns, vectorizers, ``hstack`` and a linear model: the fused kernel, called once.
+
+    Built from a chain whose every step is one of: a column's ``.str.lower()``, a
+    vectorizer's ``transform`` of a column, of a lowercased column or of an argument,
+    an ``hstack`` of the vectorizers' outputs, and last, a linear model's method of
+    them. Unsupported otherwise.
+    """
+
+    def __init__(self, chain: Chain):
+        steps = chain.steps
+        kernels = [s.site.found()[2] for s in steps]
+        self.sites = [s.site for s in steps]
+        self.subscripted = chain.subscript is not None
+        model = kernels[chain.last]
+        if type(model) is not CompiledLinearModel or steps[chain.last].keywords or len(steps[chain.last].inputs) != 1:
+            raise Unsupported("the chain does not end in a compiled linear model")
+        used = {chain.last}
+        kind, value = steps[chain.last].inputs[0]
+        if kind != STEP:
+            raise Unsupported("the model reads something other than a compiled call")
+        if type(kernels[value]) is CompiledHstack:
+            used.add(value)
+            blocks = self._stacked(steps[value])
+        else:
+            blocks = [(kind, value)]
+        self.texts, vectorizers = [], []  # per vectorizer: where its documents come from
+        for kind, index in blocks:
+            if kind != STEP or type(kernels[index]) is not CompiledVectorizer or steps[index].keywords:
+                raise Unsupported("a block that is not a compiled vectorizer's transform")
+            if len(steps[index].inputs) != 1:
+                raise Unsupported("a transform of other than one argument")
+            used.add(index)
+            vectorizers.append(kernels[index])
+            self.texts.append(self._documents(steps[index].inputs[0], steps, kernels, used))
+        if used != set(range(len(steps))):
+            raise Unsupported("a call whose result the model does not read")
+        if not fused.fusable_kernels(vectorizers):
+            raise Unsupported("vectorizers the fused kernel does not compute exactly")
+        if np.result_type(*[k.dtype for k in vectorizers]) != np.float64:
+            raise Unsupported("blocks whose stacked values are not float64 (scikit-learn converts them)")
+        widths = [k.width for k in vectorizers]
+        if sum(widths) != model.width:
+            raise Unsupported("blocks that are not the model's width (scikit-learn raises)")
+        self.model, self.plan = model, fused.Plan(vectorizers, widths)
+        # (callee position, kernel, the method's object, its function), in callee order
+        self.methods, self.functions = [], []
+        position = 0
+        for s, kernel in zip(steps, kernels):
+            if s.callee is None:
+                continue
+            owner, function, _ = s.site.found()
+            if owner is None:
+                self.functions.append((position, function))
+            else:
+                self.methods.append((position, kernel, owner, function))
+            position += 1
+        self.kernels = tuple(kernels)
+
+    @staticmethod
+    def _stacked(step: Step) -> list:
+        inputs = step.inputs
+        options = dict(step.keywords)
+        if len(inputs) == 2 and inputs[1][0] == CONSTANT and "format" not in options:
+            options["format"] = inputs[1][1]
+        elif len(inputs) != 1:
+            raise Unsupported("hstack of other than one list")
+        if inputs[0][0] != LIST or set(options) - {"format"} or options.get("format") not in (None, "csr"):
+            raise Unsupported("hstack options other than format='csr'")
+        return inputs[0][1]
+
+    def _documents(self, source: tuple, steps: list, kernels: list, used: set) -> tuple:
+        """Where a vectorizer's documents come from: (PARAMETER, position), (COLUMN, (position, name))
+        or (LOWER, (position, name))."""
+        kind, value = source
+        if kind in (PARAMETER, COLUMN):
+            return source
+        if kind == STEP and type(kernels[value]) is CompiledColumnLower:
+            inputs = steps[value].inputs
+            if len(inputs) == 3 and inputs[0][0] == PARAMETER and [i[0] for i in inputs[1:]] == [CONSTANT, CONSTANT]:
+                if inputs[2][1] == "lower" and isinstance(inputs[1][1], str) and not steps[value].keywords:
+                    used.add(value)
+                    return (LOWER, (inputs[0][1], inputs[1][1]))
+        raise Unsupported("documents from other than a column, its lowercase, or an argument")
+
+    def current(self) -> bool:
+        """Whether the sites still find the kernels it was built with."""
+        return all(site.found()[2] is kernel for site, kernel in zip(self.sites, self.kernels))
+
+    def __call__(self, arguments: tuple, callees: tuple):
+        """The function's result for ``arguments`` (its parameters, in order), given its callees
+        and subscript (``Chain.callees``) as they are now; ``MISS`` when the sites must answer."""
+        for position, kernel, owner, function in self.methods:
+            method = callees[position]
+            if type(method) is not MethodType or method.__self__ is not owner or method.__func__ is not function:
+                return MISS
+            if not kernel.still_valid():
+                return MISS
+        for position, function in self.functions:
+            if callees[position] is not function:
+                return MISS
+        texts, read = [], {}
+        for source in self.texts:
+            documents = read.get(source)
+            if documents is None:
+                documents = read[source] = _read_documents(source, arguments)
+                if documents is None:
+                    return MISS
+            texts.append(documents)
+        try:
+            result = self.model.from_texts(self.plan, texts)
+        except Unsupported:
+            return MISS
+        for site in self.sites:
+            site.whole_calls += 1
+        return result[callees[-1]] if self.subscripted else result
+
+
+LOWER = "lower"
+
+
+def _read_documents(source: tuple, arguments: tuple) -> list | None:
+    """The documents as the vectorizer's kernel reads them (a list of ``str``, not empty), or None."""
+    kind, value = source
+    if kind == PARAMETER:
+        try:
+            texts = documents_as_list(arguments[value])
+        except Unsupported:
+            return None
+        return texts or None
+    position, column = value
+    frame = arguments[position]
+    if type(frame) is not pd.DataFrame:
+        return None
+    columns = frame.columns
+    if column not in columns:
+        return None
+    at = columns.get_loc(column)
+    if type(at) is not int:
+        return None
+    values = frame._get_column_array(at)
+    if kind == LOWER and not (values.dtype == object or getattr(values.dtype, "storage", None) == "python"):
+        return None  # (pandas may lowercase them another way)
+    texts = values.tolist()
+    if not texts or not all(type(t) is str for t in texts):
+        return None
+    return [t.lower() for t in texts] if kind == LOWER else texts
