@@ -248,3 +248,18 @@ def test_concurrent_calls_get_their_own_answers():
     for thread in threads:
         thread.join()
     assert not failures
+
+
+def test_frames_with_the_text_column_anywhere():
+    """The column's position is remembered per set of column labels, never for other frames."""
+    namespace, pipeline, optimized, _ = _answering()
+    frames = [
+        pd.DataFrame({"text": BASE_CORPUS, "other": ["x"] * len(BASE_CORPUS)}),
+        pd.DataFrame({"other": BASE_CORPUS[::-1], "text": BASE_CORPUS}),
+        pd.DataFrame({"a": 1, "other": BASE_CORPUS, "text": BASE_CORPUS[::-1]}),
+    ]
+    calls = [(frame, i) for frame in frames for i in range(len(BASE_CORPUS))]  # one frame's rows in turn
+    calls += [(frame, i) for i in range(len(BASE_CORPUS)) for frame in frames]  # the frames in turn
+    for frame, i in calls:
+        row = frame.iloc[[i]]
+        assert_same_outcome(outcome(lambda: optimized(row)), outcome(lambda: pipeline(row)))

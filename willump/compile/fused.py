@@ -10,6 +10,8 @@ bits as the unfused kernels (and scikit-learn) give. For one row this removes
 every Python step between the text and the scores.
 """
 
+import threading
+
 import numba
 import numpy as np
 
@@ -158,6 +160,14 @@ class Plan:
         self.offsets = np.cumsum([0] + widths[:-1]).astype(np.int64)
         self.vocabularies = tuple(k.vocabulary.arrays for k in kernels)
         self.idfs, self.log_tables = tuple(w[0] for w in weighing), tuple(w[1] for w in weighing)
+        self._scratch = threading.local()
+
+    def scratch(self) -> tuple:
+        """This thread's (tallies, bits) of the vectorizers (see ``CompiledVectorizer.scratch``)."""
+        held = getattr(self._scratch, "held", None)
+        if held is None:
+            held = self._scratch.held = tuple(zip(*[k.scratch() for k in self.kernels]))
+        return held
 
     def current(self) -> bool:
         now = [_weighing(k)[:2] for k in self.kernels]
@@ -205,26 +215,28 @@ def planned_scores(plan: Plan, texts: list, weights: np.ndarray, workers, by_vec
         codes.append(encoded[same][0])
         offsets.append(encoded[same][1])
     codes, offsets = tuple(codes), tuple(offsets)
-
-    def part(rows: range) -> np.ndarray:
-        while True:
-            tallies, bits = zip(*[k.scratch() for k in kernels])
-            out, status = text_scores(
-                codes, offsets, rows.start, rows.stop, kernels[0].classes, plan.settings, plan.vocabularies,
-                plan.idfs, plan.log_tables, tallies, bits, weights, plan.offsets,
-            )
-            if status == 0:
-                return out
-            if status < 0:
-                raise Unsupported("weights that are not finite (scikit-learn raises)")
-            kernel = kernels[status - 1]  # a count beyond the sublinear TF table: a longer table
-            kernel.log_table = kernel._log_table(2 * len(kernel.log_table) + 1)
-            plan.__init__(kernels, plan.widths)
-
     if n_rows < 2 * ROWS_PER_TASK or workers.count == 1:
-        return part(range(n_rows))
-    results = workers.map(part, workers.split(n_rows, ROWS_PER_TASK))
-    return np.concatenate(results)
+        return _part(plan, codes, offsets, weights, 0, n_rows)
+    parts = workers.split(n_rows, ROWS_PER_TASK)
+    return np.concatenate(workers.map(lambda rows: _part(plan, codes, offsets, weights, rows.start, rows.stop), parts))
+
+
+def _part(plan: Plan, codes: tuple, offsets: tuple, weights: np.ndarray, first: int, stop: int) -> np.ndarray:
+    """The scores of documents ``first..stop``."""
+    kernels = plan.kernels
+    while True:
+        tallies, bits = plan.scratch()
+        out, status = text_scores(
+            codes, offsets, first, stop, kernels[0].classes, plan.settings, plan.vocabularies, plan.idfs,
+            plan.log_tables, tallies, bits, weights, plan.offsets,
+        )
+        if status == 0:
+            return out
+        if status < 0:
+            raise Unsupported("weights that are not finite (scikit-learn raises)")
+        kernel = kernels[status - 1]  # a count beyond the sublinear TF table: a longer table
+        kernel.log_table = kernel._log_table(2 * len(kernel.log_table) + 1)
+        plan.__init__(kernels, plan.widths)
 
 
 def _by_vectorizer(plan: Plan, texts: list, weights: np.ndarray, workers):

@@ -297,16 +297,40 @@ def _read_documents(source: tuple, arguments: tuple) -> list | None:
     frame = arguments[position]
     if type(frame) is not pd.DataFrame:
         return None
-    columns = frame.columns
-    if column not in columns:
-        return None
-    at = columns.get_loc(column)
-    if type(at) is not int:
+    at = _column_position(frame.columns, column)
+    if at is None:
         return None
     values = frame._get_column_array(at)
-    if kind == LOWER and not (values.dtype == object or getattr(values.dtype, "storage", None) == "python"):
+    dtype = values.dtype
+    if kind == LOWER and not (dtype is _OBJECT or dtype == object or getattr(dtype, "storage", None) == "python"):
         return None  # (pandas may lowercase them another way)
     texts = values.tolist()
     if not texts or not all(type(t) is str for t in texts):
         return None
     return [t.lower() for t in texts] if kind == LOWER else texts
+
+
+_OBJECT = np.dtype(object)
+_positions = {}  # column name -> (the labels of the columns Index, position) last found
+
+
+def _column_position(columns: pd.Index, column: str) -> int | None:
+    """The position of the one column named ``column``, or None (absent, or several).
+
+    Row selections of one frame (``df.iloc[[i]]``) have new column Index objects
+    sharing the same array of labels, which an Index never changes: a position found
+    for those labels holds for all of them."""
+    labels = columns._data if type(columns) is pd.Index else None
+    known = _positions.get(column)
+    if known is not None and known[0] is labels:
+        return known[1]
+    if column not in columns:
+        return None
+    at = columns.get_loc(column)
+    if type(at) is not int:
+        return None
+    if labels is not None:
+        if len(_positions) >= 64:
+            _positions.clear()
+        _positions[column] = (labels, at)
+    return at
