@@ -263,3 +263,18 @@ def test_frames_with_the_text_column_anywhere():
     for frame, i in calls:
         row = frame.iloc[[i]]
         assert_same_outcome(outcome(lambda: optimized(row)), outcome(lambda: pipeline(row)))
+
+
+def test_a_failing_program_leaves_the_answer_to_the_call_sites(monkeypatch):
+    """A program must never change the answer: an error inside it (a bug) means the sites answer."""
+    from willump.compile import programs
+
+    namespace, pipeline, optimized, rows = _answering()
+
+    def broken(source, arguments):
+        raise RuntimeError("a bug in the program")
+
+    monkeypatch.setattr(programs, "_read_documents", broken)
+    before = _whole_calls(optimized)
+    _same_answers(optimized, pipeline, rows)
+    assert _whole_calls(optimized) == before

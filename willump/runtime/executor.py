@@ -127,16 +127,17 @@ class GraphExecutor:
         return self._answer(tuple(arguments[name] for name in self.parameters))
 
     def _answer(self, bound: tuple):
+        """The result for the parameters' values: from the program for the whole call when it
+        answers, else from the statements with their call sites (after which the program is
+        built, or rebuilt for kernels the sites built anew)."""
         program = self._program
         if program is not None:
             try:
-                callees = self._callees()
-            except Exception:  # (the statements as written raise it, in their order)
-                callees = None
-            if callees is not None:
-                result = program(bound, callees)
-                if result is not MISS:
-                    return result
+                result = program(bound, self._callees())
+            except Exception:  # the statements raise what the original raises, in its order (and a
+                result = MISS  # program must never change the answer)
+            if result is not MISS:
+                return result
         outer = begin_call()
         try:
             result = self._whole(*bound, *self._whole_sites)
