@@ -159,7 +159,7 @@ def test_one_row_side_by_side_sums_as_one_after_the_other(configs, corpus, docs,
                 blocks = [k.defer_lazily([document]) for k in kernels]
             except Unsupported:  # a lone surrogate, for hashing
                 continue
-            if not fused.fusable(blocks):
+            if not fused.fusable_kernels(kernels):
                 continue
             one_after_the_other = outcome(lambda: fused.scores(blocks, weights, SERIAL))
             side_by_side = outcome(lambda: fused.scores(blocks, weights, Workers(2), by_vectorizer=True))

@@ -15,7 +15,7 @@ import threading
 import numba
 import numpy as np
 
-from willump.compile.forms import LazyRows, Unsupported
+from willump.compile.forms import Unsupported
 from willump.compile.text import CompiledVectorizer, find_ngrams, sorted_counts, weigh_row, workspace
 
 ROWS_PER_TASK = 256  # fewer rows than this per worker are not worth a thread
@@ -114,11 +114,6 @@ def row_scores(columns, datas, weights, block_offsets):
     return out, 0
 
 
-def fusable(blocks: list) -> bool:
-    """All blocks are vectorizer rows not computed yet, of kernels whose values are float64 (or integer counts)."""
-    return all(type(b) is LazyRows and b._done is None for b in blocks) and fusable_kernels([b.source[0] for b in blocks])
-
-
 def fusable_kernels(kernels: list) -> bool:
     """All are vectorizer kernels whose values are float64 (or integer counts)."""
     return all(isinstance(k, CompiledVectorizer) and _exact_in_float64(k) for k in kernels)
@@ -191,7 +186,8 @@ def plan_for(kernels: list, widths: list) -> Plan:
 
 
 def scores(blocks: list, weights: np.ndarray, workers, by_vectorizer: bool = False) -> np.ndarray:
-    """``X @ weights`` for ``X`` the blocks side by side (``fusable`` blocks, of one number of rows).
+    """``X @ weights`` for ``X`` the blocks side by side: vectorizer rows not computed yet (``LazyRows``)
+    of ``fusable_kernels``, of one number of rows.
 
     ``by_vectorizer``: for one row, the vectorizers' parts computed side by side on the workers
     (the same sums, in the same order)."""

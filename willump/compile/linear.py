@@ -106,16 +106,18 @@ class CompiledLinearModel:
     def from_texts(self, plan: fused.Plan, texts: list):
         """The answer for the vectorizers of ``plan`` (together the model's input) reading ``texts``
         (a list of ``str`` per vectorizer), computed without their rows (see ``fused``)."""
-        if hasattr(self.model, "feature_names_in_"):
-            raise Unsupported("a model fitted on named features, given no names (scikit-learn warns)")
+        self._refuse_named_features()
         weights = self._weights()
         matrix = weights if weights.ndim == 2 else weights[:, None]
         scores = self._text_scores(plan, texts, matrix)
         return self.finish(scores[:, 0] if weights.ndim == 1 else scores)
 
-    def _product(self, X, weights):
+    def _refuse_named_features(self) -> None:
         if hasattr(self.model, "feature_names_in_"):
             raise Unsupported("a model fitted on named features, given no names (scikit-learn warns)")
+
+    def _product(self, X, weights):
+        self._refuse_named_features()
         if type(X) is np.ndarray:  # not np.matrix or other subclasses, which scikit-learn refuses
             _check_dense(X, self.width)
             return X @ weights
@@ -133,15 +135,24 @@ class CompiledLinearModel:
     def _fused(self, X, weights):
         """The scores of vectorizer rows not computed yet, computed with them (``fused``), or None."""
         blocks = X.blocks if isinstance(X, Stacked) else [X] if isinstance(X, LazyRows) else []
-        if not (blocks and fused.fusable(blocks) and blocks[0].rows and sum(b.width for b in blocks) == self.width):
+        if not (blocks and all(type(b) is LazyRows and b._done is None for b in blocks) and blocks[0].rows):
             return None
-        if stacked_dtype(blocks) != np.float64:
+        kernels = [b.source[0] for b in blocks]
+        if not self.fuses(kernels):
             return None
-        plan = fused.plan_for([b.source[0] for b in blocks], [b.width for b in blocks])
+        plan = fused.plan_for(kernels, [k.width for k in kernels])
         try:
             return self._text_scores(plan, [b.source[1] for b in blocks], weights)
         except Unsupported:
             return None
+
+    def fuses(self, kernels: list) -> bool:
+        """Whether these vectorizers' outputs side by side are an input the fused kernel answers
+        exactly: float64 (or integer counts) summed in float64, of the model's width."""
+        return (
+            fused.fusable_kernels(kernels) and stacked_dtype(kernels) == np.float64
+            and sum(k.width for k in kernels) == self.width
+        )
 
     def _text_scores(self, plan: fused.Plan, texts: list, weights: np.ndarray) -> np.ndarray:
         """``fused.planned_scores``, counted. When fusing measured slow enough to be worth threads,

@@ -26,15 +26,12 @@ import ast
 from dataclasses import dataclass, field
 from types import MethodType
 
-import numpy as np
-import pandas as pd
-
 from willump.compile import fused
 from willump.compile.forms import Unsupported
 from willump.compile.linear import CompiledLinearModel
 from willump.compile.sites import COLUMN_STR, ExpressionSite
 from willump.compile.sparse import CompiledHstack
-from willump.compile.strings import CompiledColumnLower
+from willump.compile.strings import CompiledColumnLower, column_array, lowercase_strings, strings
 from willump.compile.text import CompiledVectorizer, documents_as_list
 
 MISS = object()  # a program's answer when the call must run through the call sites
@@ -42,6 +39,8 @@ MISS = object()  # a program's answer when the call must run through the call si
 # What a step's argument is: an argument of the call, a column of one, another step's result,
 # a list of those, or a constant.
 PARAMETER, COLUMN, STEP, LIST, CONSTANT = "parameter", "column", "step", "list", "constant"
+LOWER = "lower"  # where documents come from: a column, lowercased
+_CONSTANT_INDEX = (ast.Constant, ast.Slice, ast.Tuple, ast.UnaryOp, ast.USub, ast.Load)  # nodes of [:, 1]
 
 
 @dataclass
@@ -61,6 +60,10 @@ class Chain:
     steps: list
     last: int  # the step whose result the function returns
     subscript: ast.expr | None  # a constant index applied to it (``[:, 1]``), or None
+
+    def kernels(self) -> list:
+        """The kernels the steps' sites found for their last callees (None where one ran as written)."""
+        return [s.site.found()[2] for s in self.steps]
 
     def callees(self) -> ast.Tuple:
         """The expression the program evaluates at each call: the callees, then the subscript."""
@@ -152,9 +155,6 @@ def chain_of(body: list, sites: list, parameters) -> Chain | None:
     return Chain(steps, last, subscript)
 
 
-_CONSTANT_INDEX = (ast.Constant, ast.Slice, ast.Tuple, ast.UnaryOp, ast.USub, ast.Load)
-
-
 def program_for(chain: Chain):
     """The program answering the chain with the kernels its sites found last, or None."""
     try:
@@ -174,7 +174,7 @@ class TextLinearProgram:
 
     def __init__(self, chain: Chain):
         steps = chain.steps
-        kernels = [s.site.found()[2] for s in steps]
+        kernels = chain.kernels()
         self.sites = [s.site for s in steps]
         self.subscripted = chain.subscript is not None
         model = kernels[chain.last]
@@ -200,14 +200,9 @@ class TextLinearProgram:
             self.texts.append(self._documents(steps[index].inputs[0], steps, kernels, used))
         if used != set(range(len(steps))):
             raise Unsupported("a call whose result the model does not read")
-        if not fused.fusable_kernels(vectorizers):
-            raise Unsupported("vectorizers the fused kernel does not compute exactly")
-        if np.result_type(*[k.dtype for k in vectorizers]) != np.float64:
-            raise Unsupported("blocks whose stacked values are not float64 (scikit-learn converts them)")
-        widths = [k.width for k in vectorizers]
-        if sum(widths) != model.width:
-            raise Unsupported("blocks that are not the model's width (scikit-learn raises)")
-        self.model, self.plan = model, fused.Plan(vectorizers, widths)
+        if not model.fuses(vectorizers):
+            raise Unsupported("vectorizers the fused kernel does not compute exactly for this model")
+        self.model, self.plan = model, fused.plan_for(vectorizers, [k.width for k in vectorizers])
         # (callee position, kernel, the method's object, its function), in callee order
         self.methods, self.functions = [], []
         position = 0
@@ -220,7 +215,6 @@ class TextLinearProgram:
             else:
                 self.methods.append((position, kernel, owner, function))
             position += 1
-        self.kernels = tuple(kernels)
 
     @staticmethod
     def _stacked(step: Step) -> list:
@@ -248,10 +242,6 @@ class TextLinearProgram:
                     return (LOWER, (inputs[0][1], inputs[1][1]))
         raise Unsupported("documents from other than a column, its lowercase, or an argument")
 
-    def current(self) -> bool:
-        """Whether the sites still find the kernels it was built with."""
-        return all(site.found()[2] is kernel for site, kernel in zip(self.sites, self.kernels))
-
     def __call__(self, arguments: tuple, callees: tuple):
         """The function's result for ``arguments`` (its parameters, in order), given its callees
         and subscript (``Chain.callees``) as they are now; ``MISS`` when the sites must answer."""
@@ -265,14 +255,12 @@ class TextLinearProgram:
             if callees[position] is not function:
                 return MISS
         texts, read = [], {}
-        for source in self.texts:
-            documents = read.get(source)
-            if documents is None:
-                documents = read[source] = _read_documents(source, arguments)
-                if documents is None:
-                    return MISS
-            texts.append(documents)
         try:
+            for source in self.texts:
+                documents = read.get(source)
+                if documents is None:
+                    documents = read[source] = _read_documents(source, arguments)
+                texts.append(documents)
             result = self.model.from_texts(self.plan, texts)
         except Unsupported:
             return MISS
@@ -281,56 +269,16 @@ class TextLinearProgram:
         return result[callees[-1]] if self.subscripted else result
 
 
-LOWER = "lower"
-
-
-def _read_documents(source: tuple, arguments: tuple) -> list | None:
-    """The documents as the vectorizer's kernel reads them (a list of ``str``, not empty), or None."""
+def _read_documents(source: tuple, arguments: tuple) -> list:
+    """The documents as the vectorizer's kernel reads them (a list of ``str``, not empty);
+    Unsupported otherwise."""
     kind, value = source
     if kind == PARAMETER:
-        try:
-            texts = documents_as_list(arguments[value])
-        except Unsupported:
-            return None
-        return texts or None
-    position, column = value
-    frame = arguments[position]
-    if type(frame) is not pd.DataFrame:
-        return None
-    at = _column_position(frame.columns, column)
-    if at is None:
-        return None
-    values = frame._get_column_array(at)
-    dtype = values.dtype
-    if kind == LOWER and not (dtype is _OBJECT or dtype == object or getattr(dtype, "storage", None) == "python"):
-        return None  # (pandas may lowercase them another way)
-    texts = values.tolist()
-    if not texts or not all(type(t) is str for t in texts):
-        return None
-    return [t.lower() for t in texts] if kind == LOWER else texts
-
-
-_OBJECT = np.dtype(object)
-_positions = {}  # column name -> (the labels of the columns Index, position) last found
-
-
-def _column_position(columns: pd.Index, column: str) -> int | None:
-    """The position of the one column named ``column``, or None (absent, or several).
-
-    Row selections of one frame (``df.iloc[[i]]``) have new column Index objects
-    sharing the same array of labels, which an Index never changes: a position found
-    for those labels holds for all of them."""
-    labels = columns._data if type(columns) is pd.Index else None
-    known = _positions.get(column)
-    if known is not None and known[0] is labels:
-        return known[1]
-    if column not in columns:
-        return None
-    at = columns.get_loc(column)
-    if type(at) is not int:
-        return None
-    if labels is not None:
-        if len(_positions) >= 64:
-            _positions.clear()
-        _positions[column] = (labels, at)
-    return at
+        texts = documents_as_list(arguments[value])
+    else:
+        position, column = value
+        values = column_array(arguments[position], column)
+        texts = lowercase_strings(values) if kind == LOWER else strings(values)
+    if not texts:
+        raise Unsupported("no documents (scikit-learn raises)")
+    return texts

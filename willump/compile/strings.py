@@ -11,6 +11,7 @@ The spelling ``frame["column"].str.lower()`` is rewritten by call sites to
 Series or its ``.str`` accessor is built (each costs about 10 µs for one row).
 """
 
+import numpy as np
 import pandas as pd
 from pandas.core.strings.accessor import StringMethods
 
@@ -28,19 +29,66 @@ class CompiledLower(ReceiverKernel):
         series = getattr(accessor, "_orig", None)
         if type(accessor) is not StringMethods or type(series) is not pd.Series:
             raise Unsupported("a .str accessor of something other than a Series")
-        return _lowered(series, series.dtype, series.index, series.name)
+        return _lowered(series, series.index, series.name)
 
 
-def _lowered(values, dtype, index, name) -> Texts:
-    """The lowercased strings, standing for ``pd.Series(values, index, name=name, dtype=dtype).str.lower()``
+def _lowered(values, index, name) -> Texts:
+    """The lowercased strings, standing for ``pd.Series(values, index, name=name).str.lower()``
     (rebuilt from the strings read now, whatever later code does to where they came from)."""
-    if not (dtype == object or getattr(dtype, "storage", None) == "python"):
+    lowered, dtype = lowercase_strings(values), values.dtype
+    return Texts(lowered, lambda: pd.Series(lowered, index=index, name=name, dtype=dtype))
+
+
+def lowercase_strings(values) -> list:
+    """The strings of ``values`` (an array or Series) as pandas' ``.str.lower()`` lowercases them."""
+    dtype = values.dtype
+    if not (dtype is _OBJECT or dtype == object or getattr(dtype, "storage", None) == "python"):
         raise Unsupported(f"strings stored as {dtype!r} (pandas may lowercase them another way)")
+    return [t.lower() for t in strings(values)]
+
+
+def strings(values) -> list:
+    """The values of an array or Series as a list, all ``str``; Unsupported otherwise."""
     texts = values.tolist()
     if not all(type(v) is str for v in texts):
         raise Unsupported("a value that is not a str")
-    lowered = [t.lower() for t in texts]
-    return Texts(lowered, lambda: pd.Series(lowered, index=index, name=name, dtype=dtype))
+    return texts
+
+
+def column_array(frame, column):
+    """The array of the one column named ``column`` of a DataFrame (no Series built); Unsupported otherwise."""
+    if type(frame) is not pd.DataFrame:
+        raise Unsupported(f"a column of a {type(frame).__name__}")
+    at = _column_position(frame.columns, column)
+    if at is None:
+        raise Unsupported(f"the frame has no single column {column!r}")
+    return frame._get_column_array(at)
+
+
+_OBJECT = np.dtype(object)
+_positions = {}  # column name -> (the labels of the columns Index, position) last found
+
+
+def _column_position(columns: pd.Index, column) -> int | None:
+    """The position of the one column named ``column``, or None (absent, or several).
+
+    Row selections of one frame (``df.iloc[[i]]``) have new column Index objects
+    sharing the same array of labels, which an Index never changes: a position found
+    for those labels holds for all of them."""
+    labels = columns._data if type(columns) is pd.Index else None
+    known = _positions.get(column)
+    if known is not None and known[0] is labels:
+        return known[1]
+    if column not in columns:
+        return None
+    at = columns.get_loc(column)
+    if type(at) is not int:
+        return None
+    if labels is not None:
+        if len(_positions) >= 64:
+            _positions.clear()
+        _positions[column] = (labels, at)
+    return at
 
 
 def column_str_method(frame, column, name: str):
@@ -65,12 +113,9 @@ class CompiledColumnLower:
 
     @staticmethod
     def defer(frame, column, name) -> Texts:
-        if type(frame) is not pd.DataFrame or name != "lower":
-            raise Unsupported(f"a column of a {type(frame).__name__}")
-        position = frame.columns.get_loc(column) if column in frame.columns else None
-        if type(position) is not int:
-            raise Unsupported(f"the frame has no single column {column!r}")
+        if name != "lower":
+            raise Unsupported(f".str.{name}()")
+        values = column_array(frame, column)
         if frame.attrs:
             raise Unsupported("a frame with attrs (pandas passes them on to the column)")
-        values = frame._get_column_array(position)
-        return _lowered(values, values.dtype, frame.index, column)
+        return _lowered(values, frame.index, column)

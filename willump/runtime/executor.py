@@ -143,13 +143,13 @@ class GraphExecutor:
             result = self._whole(*bound, *self._whole_sites)
         finally:
             end_call(outer)
-        if self._chain is not None and (program is None or not program.current()):
+        if self._chain is not None:
             self._update_program()
         return result
 
     def _update_program(self) -> None:
-        """Build the program for the kernels the sites found, unless they are those of the last attempt."""
-        kernels = [site.found()[2] for site in self.sites]
+        """Build the program for the kernels the chain's sites found, unless the last attempt had them."""
+        kernels = self._chain.kernels()
         if self._program_kernels is not None and all(map(operator.is_, kernels, self._program_kernels)):
             return
         self._program_kernels = kernels
