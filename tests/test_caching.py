@@ -14,6 +14,7 @@ from sklearn.linear_model import LogisticRegression
 
 import willump
 from willump.runtime.caches import MISSING, LRUCache
+from answers import in_threads
 
 pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
 
@@ -213,11 +214,7 @@ def test_calls_from_many_threads_share_the_cache(remote_tables):
             except Exception as error:  # noqa: BLE001 - reported below
                 failures.append(error)
 
-    threads = [threading.Thread(target=work, args=(p,)) for p in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(work, range(4))
     assert not failures
     stats = optimized.stats
     assert stats["cache_hits"] + stats["cache_misses"] > 0 and stats["remote_keys"] == stats["cache_misses"]

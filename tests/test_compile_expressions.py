@@ -4,7 +4,6 @@ whenever every Series is int64 or float64 with equal indexes and the other value
 """
 
 import itertools
-import linecache
 import re
 import traceback
 import types
@@ -20,6 +19,7 @@ from sklearn.linear_model import LogisticRegression
 
 import willump
 from test_compile_kernels import hypothesis_settings
+from answers import define
 from willump.compile import expressions
 
 pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
@@ -39,11 +39,8 @@ _numbering = itertools.count()
 def pipeline_of(expression: str, **namespace):
     """``value = <expression>`` in a pipeline as a user writes it, compiled from source kept in linecache."""
     source = f"def pipeline(a, b, frame, n, m):\n    value = {expression}\n    return IDENTITY.predict(value)\n"
-    filename = f"<expression pipeline {next(_numbering)}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace = {"np": np, "numpy": np, "IDENTITY": IDENTITY, **namespace}
-    exec(compile(source, filename, "exec"), namespace)
-    return namespace["pipeline"]
+    return define(source, namespace, f"<expression pipeline {next(_numbering)}>")
 
 
 def run(function, arguments) -> tuple:

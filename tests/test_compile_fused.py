@@ -5,7 +5,6 @@ with itself undecorated, for batches and single rows, and the fused kernel must 
 answered whenever every vectorizer computes in float64.
 """
 
-import linecache
 import threading
 import warnings
 
@@ -24,6 +23,7 @@ from willump.compile import fused
 from willump.compile.forms import Unsupported
 from willump.compile.parallel import SERIAL, Workers
 from willump.compile.text import CompiledVectorizer
+from answers import define
 from test_compile_kernels import (
     BASE_CORPUS, GRID_DOCUMENTS, assert_same_outcome, document_lists, hypothesis_settings, make_vectorizer, outcome,
     vectorizer_configs,
@@ -84,10 +84,7 @@ def _pipeline(n_vectorizers: int, lower: bool, method: str, namespace: dict):
         lines.append(f"    X = sp.hstack([{blocks}], format='csr')")
     lines.append(f"    return MODEL.{method}(X)")
     source = "\n".join(lines) + "\n"
-    filename = f"<fused pipeline {n_vectorizers} {lower} {method} {id(namespace)}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), namespace)
-    return namespace["pipeline"]
+    return define(source, namespace, f"<fused pipeline {n_vectorizers} {lower} {method} {id(namespace)}>")
 
 
 def _fused_calls(optimized) -> int:

@@ -2,7 +2,6 @@
 columns, index and name, or the same exception."""
 
 import gc
-import threading
 import warnings
 
 import numpy as np
@@ -12,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import willump
-from answers import answers, identity
+from answers import answers, identity, in_threads
 from willump.compile import maps, registry
 
 pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
@@ -386,9 +385,5 @@ def test_concurrent_lookups():
             if LOC(table, keys)["n"].tolist() != table.loc[keys, "n"].tolist():
                 failures.append(keys)
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in tables]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_threads(work, tables)
     assert not failures

@@ -7,9 +7,6 @@ a user can change them (refit in place, rebinding, patching the class or the
 instance), and the answers must follow.
 """
 
-import linecache
-import threading
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -21,6 +18,7 @@ from sklearn.linear_model import LogisticRegression, Ridge
 
 import willump
 from willump.compile.programs import chain_of
+from answers import define, in_threads
 from test_compile_kernels import BASE_CORPUS, GRID_DOCUMENTS, assert_same_outcome, document_lists, hypothesis_settings, outcome
 
 pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
@@ -66,11 +64,7 @@ def _fitted():
 
 
 def _define(source: str, namespace: dict):
-    """The function ``source`` defines, with its source kept in linecache (as IPython keeps cells)."""
-    filename = f"<program pipeline {id(namespace)} {abs(hash(source))}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), namespace)
-    return namespace["pipeline"]
+    return define(source, namespace, f"<program pipeline {id(namespace)} {abs(hash(source))}>")
 
 
 def _whole_calls(optimized) -> int:
@@ -242,11 +236,7 @@ def test_concurrent_calls_get_their_own_answers():
             if not np.array_equal(optimized(rows[k]), expected[k]):
                 failures.append(k)
 
-    threads = [threading.Thread(target=serve, args=(n,)) for n in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_threads(serve, range(4))
     assert not failures
 
 

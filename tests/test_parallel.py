@@ -9,6 +9,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
 import willump
+from answers import in_threads
 
 rng = np.random.default_rng(0)
 WORDS = ["spam", "ham", "Émile", "naïve", "🙂", "straße", "data", "x1", "ok", "ΣΟΦΙΑ"]
@@ -66,11 +67,7 @@ def test_calls_from_several_threads_at_once():
         except Exception as error:  # reported below, with the thread's chunk
             errors.append((i, error))
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(chunks))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
+    threads = in_threads(work, range(len(chunks)), timeout=120)
     assert not errors and not any(t.is_alive() for t in threads), errors
     for got, want in zip(results, expected):
         np.testing.assert_array_equal(got, want)
