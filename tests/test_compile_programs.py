@@ -147,6 +147,22 @@ def _same_answers(optimized, pipeline, rows):
         assert_same_outcome(outcome(lambda: optimized(row)), outcome(lambda: pipeline(row)))
 
 
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_a_program_built_at_decoration_answers_the_first_call(shape):
+    """Callees that are globals are known at decoration: the program answers from the first call
+    on, as the call sites would."""
+    namespace = _fitted()
+    pipeline = _define(SHAPES[shape], namespace)
+    optimized = willump.optimize(pipeline)
+    rows = _rows(shape, BASE_CORPUS)
+    assert_same_outcome(outcome(lambda: optimized(rows[0])), outcome(lambda: pipeline(rows[0])))
+    table = optimized.explain_compilation()
+    called = table[table["calls"] > 0]  # (the others are the sites of block runs, used after fit)
+    assert len(called) >= 2 and (called["whole_calls"] == 1).all(), table.to_string()
+    assert (called["status"] == "compiled").all(), table.to_string()
+    _same_answers(optimized, pipeline, rows)
+
+
 def test_refitting_in_place_is_followed():
     namespace, pipeline, optimized, rows = _answering()
     before = _whole_calls(optimized)

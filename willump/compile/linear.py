@@ -106,11 +106,15 @@ class CompiledLinearModel:
     def from_texts(self, plan: fused.Plan, texts: list):
         """The answer for the vectorizers of ``plan`` (together the model's input) reading ``texts``
         (a list of ``str`` per vectorizer), computed without their rows (see ``fused``)."""
+        return self.finish(self.text_product(plan, texts))
+
+    def text_product(self, plan: fused.Plan, texts: list) -> np.ndarray:
+        """``X @ _weights()`` for ``X`` the vectorizers of ``plan`` reading ``texts``: what ``finish`` takes."""
         self._refuse_named_features()
         weights = self._weights()
         matrix = weights if weights.ndim == 2 else weights[:, None]
         scores = self._text_scores(plan, texts, matrix)
-        return self.finish(scores[:, 0] if weights.ndim == 1 else scores)
+        return scores[:, 0] if weights.ndim == 1 else scores
 
     def _refuse_named_features(self) -> None:
         if hasattr(self.model, "feature_names_in_"):

@@ -189,6 +189,7 @@ class TextLinearProgram:
             blocks = self._stacked(steps[value])
         else:
             blocks = [(kind, value)]
+        self.stacked = type(kernels[value]) is CompiledHstack
         self.texts, vectorizers = [], []  # per vectorizer: where its documents come from
         for kind, index in blocks:
             if kind != STEP or type(kernels[index]) is not CompiledVectorizer or steps[index].keywords:
@@ -245,6 +246,18 @@ class TextLinearProgram:
     def __call__(self, arguments: tuple, callees: tuple):
         """The function's result for ``arguments`` (its parameters, in order), given its callees
         and subscript (``Chain.callees``) as they are now; ``MISS`` when the sites must answer."""
+        texts = self.documents(arguments, callees)
+        if texts is MISS:
+            return MISS
+        try:
+            result = self.model.from_texts(self.plan, texts)
+        except Unsupported:
+            return MISS
+        return self.answered(result, callees)
+
+    def documents(self, arguments: tuple, callees: tuple):
+        """Each vectorizer's documents (lists of ``str``), or ``MISS`` when the callees are not the
+        ones the program was built for or the kernels would not read these arguments exactly."""
         for position, kernel, owner, function in self.methods:
             method = callees[position]
             if type(method) is not MethodType or method.__self__ is not owner or method.__func__ is not function:
@@ -261,12 +274,15 @@ class TextLinearProgram:
                 if documents is None:
                     documents = read[source] = _read_documents(source, arguments)
                 texts.append(documents)
-            result = self.model.from_texts(self.plan, texts)
         except Unsupported:
             return MISS
+        return texts
+
+    def answered(self, output, callees: tuple):
+        """The function's result when the model's method returned ``output``; the call is counted."""
         for site in self.sites:
             site.whole_calls += 1
-        return result[callees[-1]] if self.subscripted else result
+        return output[callees[-1]] if self.subscripted else output
 
 
 def _read_documents(source: tuple, arguments: tuple) -> list:

@@ -16,6 +16,7 @@ import copy
 import operator
 import threading
 import time
+from types import ModuleType
 
 from willump.compile import registry
 from willump.compile.parallel import SERIAL, WORTH_A_THREAD
@@ -39,6 +40,7 @@ class CallSite:
         self.cost = 0.0  # seconds per compiled call, a moving average
         self.overlaps = False  # deferred, and other calls run before its result is read: a worker may compute it
         self.callee = getattr(call, "func", None)  # the callee expression, as written
+        self.helper = None  # the function the rewritten call goes through instead, if any
         self.operator = None  # e.g. "TfidfVectorizer.transform", once the callee was seen
         self.reason = "not called yet"  # why the last call ran as written, or None
         self.calls = 0
@@ -136,7 +138,8 @@ class CallSite:
     def summary(self) -> dict:
         kernel = self.found()[2]
         compiled = kernel is not None
-        status = "compiled" if compiled and self.reason is None else f"plain Python: {self.reason}"
+        answered = self.reason is None or (self.whole_calls and not self.calls)  # (only by programs)
+        status = "compiled" if compiled and answered else f"plain Python: {self.reason}"
         if compiled and self.reason and self.compiled_calls:
             status = f"compiled, some calls plain Python ({self.reason})"
         return {
@@ -245,6 +248,7 @@ class _Rewriter(ast.NodeTransformer):
         column = _column_str_call(node)
         if column is not None:  # frame["column"].str.lower() -> site(column_str_method, frame, "column", "lower")
             site = self.make_site(node, written)
+            site.helper = column_str_method
             self.sites.append(site)
             callee = ast.Name(COLUMN_STR, ast.Load())
             call = ast.Call(ast.Name(site.name, ast.Load()), [callee, *column, ast.Constant(node.func.attr)], [])
@@ -334,19 +338,18 @@ def rewrite_calls(nodes: list, sites: list, workers=SERIAL, filename: str = "<un
 
 
 def prepare_kernel(site: CallSite, resolver) -> None:
-    """Build the kernel at decoration when the callee's object is already known (``obj.method``
-    with ``obj`` a global or closure variable of a compiled class): the first call is then fast."""
+    """Build the kernel at decoration when the callee is already known: ``obj.method`` with ``obj``
+    a global or closure variable of a compiled class, or a compiled function (``sp.hstack``, the
+    helpers rewritten calls go through). The first call is then fast, and a whole-call program
+    (see ``programs``) can be built before it."""
     callee = site.callee
-    if not isinstance(callee, ast.Attribute):
-        function = resolver.resolve(callee)
+    owner = resolver.resolve(callee.value) if isinstance(callee, ast.Attribute) else None
+    if owner is None or isinstance(owner, (ModuleType, type)):
+        function = site.helper if site.helper is not None else resolver.resolve(callee)
         if registry.function_kernel(function) is not None:
             site.kernel(function)
-        return
-    owner = resolver.resolve(callee.value)
-    if (type(owner), callee.attr) in registry.METHOD_KERNELS:
+    elif (type(owner), callee.attr) in registry.METHOD_KERNELS:
         site.kernel(getattr(owner, callee.attr))
-
-
 
 
 # Expression nodes that run no user code by themselves (names, literals, slices, keyword arguments).

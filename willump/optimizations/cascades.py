@@ -6,12 +6,19 @@ order, and the user's own statements after the model call turn it into the
 function's result, so type, dtype, shape and index are those of the original.
 """
 
+import weakref
+
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from sklearn.metrics import accuracy_score, roc_auc_score
 
+from willump.compile import fused
+from willump.compile.forms import Unsupported
+from willump.compile.linear import CompiledLinearModel
+from willump.compile.programs import MISS, TextLinearProgram
 from willump.optimizations.models import call, confidence
+from willump.runtime.executor import GraphExecutor
 from willump.runtime.features import feature_matrix
 from willump.runtime.rows import take_rows
 
@@ -150,7 +157,18 @@ def full_model_input(executor, fitted, arguments: dict, computed: dict, rows) ->
 
 
 def serve(executor, fitted, arguments: dict, stats) -> object:
-    """The function's result for one call, cascaded."""
+    """The function's result for one call, cascaded: by the cascaded whole-call program when
+    there is one and it answers, else block by block."""
+    program = _program(executor, fitted)
+    if program is not None:
+        try:
+            answer = program(tuple(arguments[name] for name in executor.parameters), executor.callees(), fitted.threshold)
+        except Exception:  # (the blocks raise what the original raises)
+            answer = MISS
+        if answer is not MISS:
+            result, rows, small = answer
+            stats.count(rows=rows, small=small, full=rows - small)
+            return result
     env = executor.preprocess(arguments)
     efficient = executor.values(env, fitted.selected)
     small_input = feature_matrix([efficient[i] for i in fitted.selected])
@@ -163,3 +181,75 @@ def serve(executor, fitted, arguments: dict, stats) -> object:
         full_output = call(model, fitted.method, X)
     stats.count(rows=len(sure), small=len(sure) - len(unsure), full=len(unsure))
     return executor.finish(env, merged(small_output, full_output, unsure, fitted.output_dtype))
+
+
+_programs = weakref.WeakKeyDictionary()  # executor -> (its whole-call program, small model, that cascaded or None)
+
+
+def _program(executor, fitted):
+    """The cascaded program for the executor's whole-call program and the fitted small model as
+    they are now, or None."""
+    if type(executor) is not GraphExecutor or executor.program is None:
+        return None
+    known = _programs.get(executor)
+    if known is None or known[0] is not executor.program or known[1] is not fitted.small_model:
+        known = _programs[executor] = (executor.program, fitted.small_model, _cascaded(executor, fitted))
+    return known[2]
+
+
+def _cascaded(executor, fitted):
+    program = executor.program
+    graph = executor.graph
+    if "hstack" not in graph.combiner.kind or len(graph.ifvs) != len(program.texts):
+        return None  # (the program's vectorizers are the IFVs only when they are the hstack's blocks)
+    if program.model.method != fitted.method:
+        return None
+    try:
+        return CascadedTextProgram(program, fitted.selected, fitted.small_model, fitted.output_dtype)
+    except Unsupported:
+        return None
+
+
+class CascadedTextProgram:
+    """A ``TextLinearProgram`` (see ``willump.compile.programs``) cascaded: a small model
+    reads the vectorizers ``selected``; rows it is sure of (confidence at least the threshold)
+    take its answer, the others the full model's. The same kernels as the block by block
+    cascade, so the same answers: the small model's scores are the fused kernel's over the
+    selected vectorizers side by side, as its input is, and the full model's are computed
+    for the unsure rows only."""
+
+    def __init__(self, program: TextLinearProgram, selected: list, small_model, dtype):
+        if not program.stacked or not selected or max(selected) >= len(program.texts):
+            raise Unsupported("not vectorizers side by side")
+        model = program.model
+        self.program, self.selected, self.dtype = program, list(selected), dtype
+        self.small = CompiledLinearModel(small_model, model.method, model.workers)
+        # the small model's confidence: its probabilities, from the same scores
+        self.confident = self.small if model.method == "predict_proba" else CompiledLinearModel(small_model, "predict_proba")
+        vectorizers = [program.plan.kernels[i] for i in self.selected]
+        if not self.small.fuses(vectorizers):
+            raise Unsupported("the selected vectorizers are not an input the fused kernel answers exactly")
+        self.plan = fused.plan_for(vectorizers, [k.width for k in vectorizers])
+
+    def __call__(self, arguments: tuple, callees: tuple, threshold: float):
+        """(result, rows, rows answered by the small model), or ``MISS``."""
+        program = self.program
+        texts = program.documents(arguments, callees)
+        if texts is MISS:
+            return MISS
+        try:
+            product = self.small.text_product(self.plan, [texts[i] for i in self.selected])
+            small_output = self.small.finish(product)
+            probabilities = small_output if self.confident is self.small else self.confident.finish(product)
+            unsure = np.flatnonzero(probabilities.max(axis=1) < threshold)
+            full_output = []
+            if len(unsure):
+                taken = {}  # (vectorizers reading the same documents share them, as the program's do)
+                full_output = program.model.from_texts(
+                    program.plan, [taken.setdefault(id(t), [t[i] for i in unsure]) for t in texts]
+                )
+            output = merged(small_output, full_output, unsure, self.dtype)
+        except Unsupported:
+            return MISS
+        rows = len(texts[0])
+        return program.answered(output, callees), rows, rows - len(unsure)

@@ -106,7 +106,7 @@ class GraphExecutor:
         self._whole_sites = [self._helpers[name] for name in helper_names]
         # A body that is one chain of compiled calls may be answered by one program (see programs).
         self._chain = chain_of(body, self.sites, self.parameters) if compile else None
-        self._program = None  # built after a call the sites answered
+        self._program = None  # built from the kernels the sites found (at decoration, or after a call)
         self._program_kernels = None  # the kernels the last attempt to build it found
         if self._chain is not None:
             self._callees = compile_block(source.func, source.filename, [], [], self._chain.callees())
@@ -115,6 +115,8 @@ class GraphExecutor:
         if resolver is not None:
             for site in self.sites:
                 prepare_kernel(site, resolver)
+            if self._chain is not None:  # (kernels found at decoration may already make a program)
+                self._update_program()
 
     # --- running whole calls -------------------------------------------------------------
 
@@ -146,6 +148,16 @@ class GraphExecutor:
         if self._chain is not None:
             self._update_program()
         return result
+
+    @property
+    def program(self):
+        """The program answering whole calls (see ``programs``), or None: built at decoration when
+        the callees are globals already known, else after a call the call sites answered."""
+        return self._program
+
+    def callees(self) -> tuple:
+        """What the program reads at each call (``Chain.callees``), as it is now."""
+        return self._callees()
 
     def _update_program(self) -> None:
         """Build the program for the kernels the chain's sites found, unless the last attempt had them."""
