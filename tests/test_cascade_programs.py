@@ -22,17 +22,10 @@ import willump
 from willump.optimizations import cascades
 from answers import define
 from test_compile_kernels import GRID_DOCUMENTS, assert_same_outcome, document_lists, hypothesis_settings, outcome
+from test_compile_programs import TOXIC  # (the toxic workload's shape)
 
 pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
 
-SCORES = """
-def pipeline(df):
-    text = df["text"].str.lower()
-    words = WORDS.transform(text)
-    chars = CHARS.transform(text)
-    X = sp.hstack([words, chars], format="csr")
-    return MODEL.predict_proba(X)[:, 1]
-"""
 LABELS = """
 def pipeline(df):
     X = sp.hstack([WORDS.transform(df["text"]), CHARS.transform(df["text"])], format="csr")
@@ -49,7 +42,7 @@ def pipeline(df):
     text = df["text"].str.lower()
     return THREE.predict_proba(sp.hstack([WORDS.transform(text), CHARS.transform(text)], format="csr"))
 """
-SHAPES = {"scores": SCORES, "labels": LABELS, "margins": MARGINS, "three classes": THREE_CLASSES}
+SHAPES = {"scores": TOXIC, "labels": LABELS, "margins": MARGINS, "three classes": THREE_CLASSES}
 
 POSITIVE = ["good", "great", "lovely", "fine", "superb"]
 NEGATIVE = ["bad", "awful", "poor", "dreadful", "vile"]
