@@ -184,12 +184,12 @@ class TextLinearProgram:
         kind, value = steps[chain.last].inputs[0]
         if kind != STEP:
             raise Unsupported("the model reads something other than a compiled call")
-        if type(kernels[value]) is CompiledHstack:
+        self.stacked = type(kernels[value]) is CompiledHstack  # (the vectorizers side by side)
+        if self.stacked:
             used.add(value)
             blocks = self._stacked(steps[value])
         else:
             blocks = [(kind, value)]
-        self.stacked = type(kernels[value]) is CompiledHstack
         self.texts, vectorizers = [], []  # per vectorizer: where its documents come from
         for kind, index in blocks:
             if kind != STEP or type(kernels[index]) is not CompiledVectorizer or steps[index].keywords:

@@ -161,10 +161,7 @@ def serve(executor, fitted, arguments: dict, stats) -> object:
     there is one and it answers, else block by block."""
     program = _program(executor, fitted)
     if program is not None:
-        try:
-            answer = program(tuple(arguments[name] for name in executor.parameters), executor.callees(), fitted.threshold)
-        except Exception:  # (the blocks raise what the original raises)
-            answer = MISS
+        answer = executor.program_answer(program, executor.bound(arguments), fitted.threshold)
         if answer is not MISS:
             result, rows, small = answer
             stats.count(rows=rows, small=small, full=rows - small)
@@ -198,10 +195,10 @@ def _program(executor, fitted):
 
 
 def _cascaded(executor, fitted):
-    program = executor.program
-    graph = executor.graph
-    if "hstack" not in graph.combiner.kind or len(graph.ifvs) != len(program.texts):
-        return None  # (the program's vectorizers are the IFVs only when they are the hstack's blocks)
+    program, graph = executor.program, executor.graph
+    # The program's vectorizers are the IFVs only when they are the blocks of the hstack joining them.
+    if not program.stacked or "hstack" not in graph.combiner.kind or len(graph.ifvs) != len(program.texts):
+        return None
     if program.model.method != fitted.method:
         return None
     try:
@@ -219,8 +216,6 @@ class CascadedTextProgram:
     for the unsure rows only."""
 
     def __init__(self, program: TextLinearProgram, selected: list, small_model, dtype):
-        if not program.stacked or not selected or max(selected) >= len(program.texts):
-            raise Unsupported("not vectorizers side by side")
         model = program.model
         self.program, self.selected, self.dtype = program, list(selected), dtype
         self.small = CompiledLinearModel(small_model, model.method, model.workers)

@@ -126,7 +126,11 @@ class GraphExecutor:
 
     def run(self, arguments: dict):
         """As calling the executor, with the arguments already bound by name."""
-        return self._answer(tuple(arguments[name] for name in self.parameters))
+        return self._answer(self.bound(arguments))
+
+    def bound(self, arguments: dict) -> tuple:
+        """The parameters' values, in order, from the arguments bound by name."""
+        return tuple(arguments[name] for name in self.parameters)
 
     def _answer(self, bound: tuple):
         """The result for the parameters' values: from the program for the whole call when it
@@ -134,10 +138,7 @@ class GraphExecutor:
         built, or rebuilt for kernels the sites built anew)."""
         program = self._program
         if program is not None:
-            try:
-                result = program(bound, self._callees())
-            except Exception:  # the statements raise what the original raises, in its order (and a
-                result = MISS  # program must never change the answer)
+            result = self.program_answer(program, bound)
             if result is not MISS:
                 return result
         outer = begin_call()
@@ -155,9 +156,14 @@ class GraphExecutor:
         the callees are globals already known, else after a call the call sites answered."""
         return self._program
 
-    def callees(self) -> tuple:
-        """What the program reads at each call (``Chain.callees``), as it is now."""
-        return self._callees()
+    def program_answer(self, program, bound: tuple, *options):
+        """``program(bound, callees, *options)``, the callees (``Chain.callees``) read now; MISS when
+        it raises: the statements then raise what the original raises, in its order (and a
+        program must never change the answer)."""
+        try:
+            return program(bound, self._callees(), *options)
+        except Exception:
+            return MISS
 
     def _update_program(self) -> None:
         """Build the program for the kernels the chain's sites found, unless the last attempt had them."""
