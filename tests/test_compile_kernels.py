@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from scipy.special import expit
 from hypothesis import HealthCheck, given, note, reject, settings
 from hypothesis import strategies as st
 from sklearn.exceptions import NotFittedError
@@ -767,6 +768,23 @@ def test_linear_np_matrix_end_to_end_raises_as_written():
     optimized = willump.optimize(original)
     X = np.asmatrix(_X_TEST)
     assert_same_outcome(outcome(lambda: optimized(X)), outcome(lambda: original(X)))
+
+
+@pytest.mark.parametrize("total", [0.0, -0.0, 3.5, -3.5, 40.0, -40.0, 745.5, -745.5, 1e-300, 1e308, -1e308])
+def test_one_row_probabilities_are_the_array_computation(total):
+    """One row of a binary classifier's probabilities is finished on scalars; the bits, dtype and
+    shape are scikit-learn's array computation's, and a sum that overflows raises under numpy's
+    error state as scikit-learn's addition does."""
+    model = LogisticRegression().fit(_X_TRAIN, _Y2)
+    kernel = CompiledLinearModel(model, "predict_proba")
+    product = np.array([[total]])
+    scores = (product + model.intercept_).reshape(-1)
+    probability = expit(scores)
+    assert_same_array(kernel.finish(product), np.stack([1 - probability, probability], axis=1))
+    model.intercept_ = np.array([1e308])
+    with np.errstate(over="raise"):
+        with pytest.raises(FloatingPointError):
+            kernel.finish(np.array([[1e308]]))
 
 
 def test_linear_model_updated_in_place_is_not_served_stale():

@@ -13,6 +13,7 @@ Series or its ``.str`` accessor is built (each costs about 10 µs for one row).
 
 import numpy as np
 import pandas as pd
+from pandas.arrays import StringArray
 from pandas.core.strings.accessor import StringMethods
 
 from willump.compile.forms import ReceiverKernel, Texts, Unsupported
@@ -49,9 +50,11 @@ def lowercase_strings(values) -> list:
 
 def strings(values) -> list:
     """The values of an array or Series as a list, all ``str``; Unsupported otherwise."""
-    texts = values.tolist()
-    if not all(type(v) is str for v in texts):
-        raise Unsupported("a value that is not a str")
+    # (a string column's array lists its objects ten times faster from the ndarray holding them)
+    texts = values._ndarray.tolist() if type(values) is StringArray else values.tolist()
+    for value in texts:
+        if type(value) is not str:
+            raise Unsupported("a value that is not a str")
     return texts
 
 
