@@ -247,3 +247,15 @@ def test_a_truncated_str_row_names_table_and_key(tables, redis_client):
     redis_client.set("users:i:11", good[: numbers + 2])  # cut inside the length field
     with pytest.raises(willump.RemoteLookupError, match=r"'users'.*key '11'"):
         remote.lookup([11])
+
+
+def test_a_looked_up_frame_is_its_own(tables):
+    """Renaming or writing into one lookup's result leaves the table and later lookups as they were."""
+    frame, _, remote = tables
+    first = remote.lookup([10, 11])
+    first.columns.name = "features"
+    first.loc[0, "age"] = -1
+    first.loc[0, "city"] = "changed"
+    again = remote.lookup([10, 11])
+    assert again.columns.name is None
+    pd.testing.assert_frame_equal(again, expected(frame, "userId", [10, 11]))

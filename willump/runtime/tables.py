@@ -273,6 +273,7 @@ class _Codec:
         self.record = np.dtype([(f"f{i}", dtype.newbyteorder("<")) for i, (_, dtype) in enumerate(numeric)])
         self.numeric = [name for name, _ in numeric]
         self.strings = [(name, dtype) for name, dtype in columns if dtype in _TEXT]
+        self.column_index = pd.Index(self.names)
 
     def describe(self) -> list:
         return [[name, dtype if dtype in _TEXT else dtype.str] for name, dtype in self.columns]
@@ -303,9 +304,13 @@ class _Codec:
                     column.append(text)
                 if at != len(value):
                     raise ValueError("a row of the wrong length")
-            data.update({name: pd.Series(column, dtype=dtype) for (name, dtype), column in zip(self.strings, columns)})
-        # (built in the table's column order: selecting the columns afterwards costs more than building)
-        return pd.DataFrame({name: data[name] for name in self.names}, index=pd.RangeIndex(len(values)))
+            data.update({name: _text_array(column, dtype) for (name, dtype), column in zip(self.strings, columns)})
+        # (arrays of the right length and types, in the table's column order: pandas' checking
+        # constructor costs three times more, a large part of a single-row lookup)
+        return pd.DataFrame._from_arrays(
+            [data[name] for name in self.names], columns=self.column_index.copy(), index=pd.RangeIndex(len(values)),
+            verify_integrity=False,
+        )
 
     def valid(self, value: bytes) -> bool:
         try:
@@ -313,6 +318,15 @@ class _Codec:
         except (ValueError, struct.error):
             return False
         return True
+
+
+def _text_array(values: list, dtype: str):
+    """A str column's values as the array ``pd.Series(values, dtype=dtype)`` holds."""
+    if dtype == "object":
+        array = np.empty(len(values), dtype=object)
+        array[:] = values
+        return array
+    return pd.array(values, dtype=dtype)
 
 
 def _describe(frame: pd.DataFrame) -> list:
