@@ -77,3 +77,20 @@ def test_top_k_helpers():
     np.testing.assert_array_equal(top_k_positions(scores, 3), [1, 3, 2])
     assert average_precision(np.array([1, 3, 2]), np.array([1, 3, 2])) == 1.0
     assert average_precision(np.array([0, 1, 3]), np.array([1, 3, 2])) == pytest.approx((1 / 2 + 2 / 3) / 3)
+
+
+def test_music_stream_counts_keys_against_the_undecorated_pipeline(redis_client, datasets):
+    """Over KKBox's test plays, in order: every configuration answers as the undecorated
+    pipeline does, and the feature caches fetch each distinct key once (their lookups, hits
+    plus misses, are the undecorated pipeline's keys)."""
+    from benchmarks.remote import music_stream
+
+    result = music_stream(redis_client, rows=60)
+    configurations = result["configurations"]
+    assert result["rows"] == 60
+    assert all(c["same_answers"] for c in configurations.values())
+    python, features = configurations["python"], configurations["willump-features"]
+    stats = features["stats"]
+    assert python["remote_keys"] > 60  # several tables per play
+    assert stats["cache_hits"] + stats["cache_misses"] == python["remote_keys"]
+    assert features["remote_keys"] == stats["cache_misses"] < python["remote_keys"]
