@@ -216,20 +216,20 @@ def _side_by_side(configurations: dict, inputs: pd.DataFrame, warm_up: pd.DataFr
 
 def _report(configurations: dict, run: dict, y=None) -> dict:
     """Per configuration: remote keys and their reduction, latency and its ratio, same answers, ROC AUC."""
-    seconds, outputs, fetched, python = run["seconds"], run["outputs"], run["fetched"], "python"
-    exact = np.asarray(outputs[python])
+    seconds, outputs, fetched = run["seconds"], run["outputs"], run["fetched"]
+    exact = np.asarray(outputs["python"])
     report = {}
     for n, function in configurations.items():
         times = np.asarray(seconds[n]) * 1e3
         report[n] = {
             "remote_keys": int(fetched[n]),
-            "remote_keys_reduction": 1 - fetched[n] / fetched[python],
+            "remote_keys_reduction": 1 - fetched[n] / fetched["python"],
             "mean_ms": float(times.mean()), "p50_ms": float(np.median(times)), "p99_ms": float(np.percentile(times, 99)),
-            "mean_ratio": float(np.mean(seconds[python]) / np.mean(seconds[n])),
-            "p99_ratio": float(np.percentile(seconds[python], 99) / np.percentile(seconds[n], 99)),
+            "mean_ratio": float(np.mean(seconds["python"]) / np.mean(seconds[n])),
+            "p99_ratio": float(np.percentile(seconds["python"], 99) / np.percentile(seconds[n], 99)),
             "same_answers": bool(np.array_equal(np.asarray(outputs[n]), exact)),
             "test_roc_auc": float(roc_auc_score(y, outputs[n])) if y is not None else None,
-            "stats": function.stats if n != python else None,
+            "stats": function.stats if n != "python" else None,
         }
     return report
 
