@@ -100,7 +100,8 @@ def test_feature_caching_fetches_each_key_once(remote_tables):
         assert_same(optimized(row), predict(row))
     stats = optimized.stats
     assert stats["remote_keys"] == 6 and stats["remote_round_trips"] == 4
-    assert stats["cache_hits"] == 8
+    assert stats["feature_row_hits"] == 4  # the users' IFV keeps its rows: its table is not read again
+    assert stats["cache_hits"] == 4  # the songs' table rows
     assert optimized.explain_caching()["remote"].tolist() == [True, True]
 
 
@@ -108,18 +109,22 @@ def test_least_recently_used_rows_are_evicted(remote_tables):
     predict = make_pipeline(*remote_tables)
     optimized = willump.optimize(predict, cache_size=2)
 
-    def fetched_for(user):
+    def fetched_for(user, song):
         before = optimized.stats["remote_keys"]
-        df = inputs([user], ["s1"])
+        df = inputs([user], [song])
         assert_same(optimized(df), predict(df))
         return optimized.stats["remote_keys"] - before
 
-    assert fetched_for(1) == 2  # user 1 and song s1
-    assert fetched_for(2) == 1
-    assert fetched_for(1) == 0  # user 1 is now the most recently used
-    assert fetched_for(3) == 1  # evicts user 2, the least recently used
-    assert fetched_for(1) == 0
-    assert fetched_for(2) == 1
+    # The songs' IFV (``s.to_numpy()``) reads its table's rows, cached by song:
+    # s2 is evicted by s3, being the least recently used of the two held.
+    assert [fetched_for(1, s) for s in ["s1", "s2", "s1", "s3", "s1", "s2"]] == [2, 1, 0, 1, 0, 1]
+    # The users' IFV keeps its own rows, by user: 2 is evicted by 3, so 2 is computed again,
+    # from the users' table rows, where 2 is still held (the table was not read for user 1,
+    # whose rows the IFV had, so 1 was the least recently used row there).
+    optimized.clear_cache()
+    optimized.reset_stats()
+    assert [fetched_for(u, "s1") for u in [1, 2, 1, 3, 1, 2]] == [2, 1, 0, 1, 0, 0]
+    assert optimized.stats["feature_row_misses"] == 4 and optimized.stats["feature_row_hits"] == 2
 
 
 def test_lru_cache_keeps_the_most_recent_entries():

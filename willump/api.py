@@ -20,15 +20,16 @@ from willump.graph.build import build_plan
 from willump.graph.recognize import Resolver
 from willump.graph.source import read_function
 from willump.runtime.executor import GraphExecutor
-from willump.runtime.caches import LookupCaches, PredictionCache
+from willump.runtime.caches import MISSING, LookupCaches, PredictionCache
 from willump.runtime.calls import Stats, end_call, start_call
 from willump.runtime.concurrent import ConcurrentFeatures, reads_remote_tables
+from willump.runtime.feature_rows import FeatureRows, keyed_ifvs
 
 _DEFAULT_OPTIONS = {
     "strict": False,  # raise instead of warning when a line runs as plain Python
     "compile": True,  # answer supported calls with compiled kernels
     "workers": None,  # threads for compiled kernels; None: the machine's cores
-    "cache_size": None,  # rows each remote table's cache holds; None: no caching
+    "cache_size": None,  # rows each IFV's and each remote table's cache holds; None: no caching
     "cache": "features",  # what is cached: "features" (table rows by lookup key) or "prediction" (whole results)
 }
 
@@ -49,7 +50,10 @@ def optimize(func=None, /, **options):
         workers: threads compiled kernels may use (default: the cores this
             process may run on). Batches are split across rows; the answer is
             the same for any number of workers.
-        cache_size: keep up to this many rows of each remote table the IFVs
+        cache_size: keep up to this many rows of each IFV whose rows depend
+            only on a few input columns (table lookups, read from the function's
+            text), keyed by those columns' values, so a row seen before is not
+            computed again; and up to this many rows of each remote table the IFVs
             look up, keyed by the lookup key, so a lookup fetches only the keys
             it has not seen (answers stay exactly the undecorated ones).
             Default None: no cache. ``explain_caching()`` says what is cached per
@@ -107,6 +111,8 @@ class OptimizedFunction:
         size, kind = self.options["cache_size"], self.options["cache"]
         self._lookup_caches = LookupCaches(size) if size and kind == "features" else None
         self._predictions = PredictionCache(size) if size and kind == "prediction" else None
+        self._feature_rows = None  # with cache_size: the rows of the IFVs whose rows depend on a few columns
+        self._not_keyed = {}  # IFV index -> why its rows are not cached
         if self.graph.optimizable:
             resolver = Resolver(func, source.definition)
             workers = Workers(self.options["workers"] or default_workers())
@@ -116,6 +122,12 @@ class OptimizedFunction:
             self._remote = [reads_remote_tables(ifv, resolver) for ifv in self.graph.ifvs]
             if sum(self._remote) >= 2:
                 self._features = ConcurrentFeatures(self._executor, {i for i, r in enumerate(self._remote) if r})
+            if self._lookup_caches is not None:
+                keyed, self._not_keyed = keyed_ifvs(self.graph, self._executor.parameters, resolver)
+                if keyed:
+                    self._feature_rows = FeatureRows(keyed, self._executor.parameters[0], size, resolver)
+                    others = [i for i in range(len(self.graph.ifvs)) if i not in keyed]
+                    self._rows_need_preprocessing = self._executor.reads_preprocessed(others)
         self._fitted = None
 
     def _report(self, graph) -> None:
@@ -136,7 +148,8 @@ class OptimizedFunction:
         try:
             if self._executor is None:
                 return self.py_func(*args, **kwargs)
-            if self._fitted is None and self._features is None and self._predictions is None:
+            if (self._fitted is None and self._features is None and self._predictions is None
+                    and self._feature_rows is None):
                 return self._executor(*args, **kwargs)
             arguments = self._executor.arguments(args, kwargs)
             if self._predictions is not None:
@@ -150,6 +163,12 @@ class OptimizedFunction:
         try:
             if self._fitted is not None and self._fitted.cascading:
                 return cascades.serve(self._features or self._executor, self._fitted, arguments, self._stats)
+            if self._feature_rows is not None:
+                values = self._features.chosen_values if self._features is not None else self._executor.values
+                result = self._feature_rows.serve(self._executor, values, arguments, self._rows_need_preprocessing)
+                if result is not MISSING:
+                    self._count_exact(arguments)
+                    return result
             if self._features is not None:
                 result = self._features.run(arguments)
                 self._count_exact(arguments)
@@ -262,15 +281,24 @@ class OptimizedFunction:
 
     def explain_caching(self) -> pd.DataFrame:
         """One row per IFV: the columns it reads, whether its generator reads a table in Redis,
-        and what is cached for it (with ``cache_size``: that table's rows, by lookup key)."""
+        and what is cached for it (with ``cache_size``: its own rows, keyed by the columns they
+        depend on, when its text shows they depend on nothing else; the rows of its remote
+        tables, by lookup key; or why nothing is)."""
         rows = []
+        rows_cache = self._feature_rows
         for ifv, remote in zip(self.graph.ifvs, self._remote or [False] * len(self.graph.ifvs)):
-            if not remote:
-                cached = "nothing: it reads no remote table"
-            elif self._lookup_caches is not None:
-                cached = f"rows of its remote tables by lookup key (up to {self._lookup_caches.capacity} per table)"
-            else:
+            keyed = rows_cache.keyed.get(ifv.index) if rows_cache is not None else None
+            why_not = (rows_cache.stopped if rows_cache is not None else {}).get(ifv.index) or self._not_keyed.get(ifv.index)
+            if self._lookup_caches is None:
                 cached = "nothing: cache_size is None" if self._predictions is None else 'whole results (cache="prediction")'
+            elif keyed is not None:
+                cached = f"its rows by {', '.join(keyed.columns)} (up to {rows_cache.capacity})"
+                cached += ", and its remote tables' rows by lookup key" if remote else ""
+            elif remote:
+                cached = (f"rows of its remote tables by lookup key (up to {self._lookup_caches.capacity} per table); "
+                          f"not its own rows: {why_not}")
+            else:
+                cached = f"nothing: {why_not or 'it reads no table'}"
             rows.append([ifv.name, list(ifv.columns), remote, cached])
         return pd.DataFrame(rows, columns=["ifv", "reads", "remote", "cached"])
 
@@ -278,6 +306,8 @@ class OptimizedFunction:
         """Empty the feature (or prediction) caches; call it after the tables they read change."""
         if self._lookup_caches is not None:
             self._lookup_caches.clear()
+        if self._feature_rows is not None:
+            self._feature_rows.clear()
         if self._predictions is not None:
             self._predictions.clear()
 

@@ -109,7 +109,7 @@ class PredictionCache:
         if len(arguments) != 1:
             return compute(arguments)
         name, frame = next(iter(arguments.items()))
-        keys = _row_keys(frame) if type(frame) is pd.DataFrame else None
+        keys = row_keys(frame) if type(frame) is pd.DataFrame else None
         if not keys:
             return compute(arguments)
         found = self.cache.get_many(keys)
@@ -127,22 +127,34 @@ class PredictionCache:
         return np.stack(found)
 
 
-def _row_keys(frame: pd.DataFrame) -> list | None:
-    """One hashable key per row: the column names and dtypes, then the row's values."""
-    if not frame.columns.is_unique:
-        return None
-    head = (tuple(frame.columns), tuple(str(t) for t in frame.dtypes))
-    values = [_key_values(frame.iloc[:, j]) for j in range(frame.shape[1])]
-    return [(head, *row) for row in zip(*values)]
+def row_keys(frame: pd.DataFrame, columns=None) -> list | None:
+    """One hashable key per row of ``frame`` (of its ``columns``, default all): the column
+    names and dtypes, then the row's values. None when a name is not one column."""
+    if columns is None:
+        if not frame.columns.is_unique:
+            return None
+        series = [frame.iloc[:, j] for j in range(frame.shape[1])]
+    else:
+        series = [frame[c] for c in columns]  # (KeyError for a missing column)
+        if any(type(s) is not pd.Series for s in series):
+            return None
+    head = (tuple(s.name for s in series), tuple(str(s.dtype) for s in series))
+    return [(head, *row) for row in zip(*map(_key_values, series))]
 
 
 def _key_values(series: pd.Series) -> list:
     values = series.tolist()
-    if series.dtype.kind == "f":
+    kind = series.dtype.kind
+    if kind in "iub":
+        return values
+    if kind == "f":
         return [_NAN if math.isnan(v) else v for v in values]
-    if series.dtype == object:  # 1, 1.0 and True are equal keys, but not the same input
-        return [v if type(v) is str else (type(v).__name__, _NAN if v != v else v) for v in values]
-    return values
+    # Strings and objects: 1, 1.0 and True are equal keys, but not the same input.
+    return [v if type(v) is str else (type(v).__name__, _NAN if _missing(v) else v) for v in values]
+
+
+def _missing(value) -> bool:
+    return value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and math.isnan(value))
 
 
 def _result_rows(value, n: int) -> list | None:

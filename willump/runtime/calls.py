@@ -15,7 +15,8 @@ class Stats:
 
     FIELDS = (
         "rows_seen", "rows_small_model", "rows_full_model", "top_k_queries", "top_k_candidates",
-        "cache_hits", "cache_misses", "remote_keys", "remote_round_trips",
+        "cache_hits", "cache_misses", "feature_row_hits", "feature_row_misses", "remote_keys",
+        "remote_round_trips",
     )
 
     def __init__(self):
@@ -65,17 +66,25 @@ def end_call(token) -> None:
     _current.reset(token)
 
 
-def count_remote(keys: int, round_trips: int) -> None:
-    """Record keys fetched from a remote table, for the optimized call being served (if any)."""
+def _add(**counts: int) -> None:
     call = _current.get()
     if call is not None:
-        call[0].add(remote_keys=keys, remote_round_trips=round_trips)
+        call[0].add(**counts)
+
+
+def count_remote(keys: int, round_trips: int) -> None:
+    """Record keys fetched from a remote table, for the optimized call being served (if any)."""
+    _add(remote_keys=keys, remote_round_trips=round_trips)
 
 
 def count_cached(hits: int, misses: int) -> None:
-    call = _current.get()
-    if call is not None:
-        call[0].add(cache_hits=hits, cache_misses=misses)
+    """Record rows found in, and missing from, the table-row (or prediction) caches."""
+    _add(cache_hits=hits, cache_misses=misses)
+
+
+def count_rows_cached(hits: int, misses: int) -> None:
+    """Record IFV rows found in, and missing from, the feature-row caches."""
+    _add(feature_row_hits=hits, feature_row_misses=misses)
 
 
 def lookup_cache(table):

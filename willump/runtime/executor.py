@@ -223,6 +223,17 @@ class GraphExecutor:
                 _update(shared, run, self._run(run, shared, shared))
         return shared
 
+    def arguments_only(self, arguments: dict) -> dict:
+        """The namespace without preprocessing: enough for blocks that read no preprocessed name."""
+        return {**arguments, **self._helpers}
+
+    def reads_preprocessed(self, ifvs) -> bool:
+        """Do the generators of ``ifvs``, or the combine step, read a name preprocessing binds?"""
+        bound = set().union(*(run.assigned for run in self._runs if run.block == PREPROCESSING))
+        blocks = set(ifvs) | {COMBINE}
+        runs = [run for run in self._runs if run.block in blocks] + [self._roots[i] for i in ifvs]
+        return any(name in bound for run in runs for name in run.reads)
+
     def compute(self, env: dict, index: int):
         """The value of IFV ``index``, computed by its generator from ``env``."""
         own = {}

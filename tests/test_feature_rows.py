@@ -1,0 +1,215 @@
+"""Feature-row caches: which IFVs keep their rows (read from the function's text), and the
+answers and counters when they do, against tables in a real redis-server and in memory."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.linear_model import LinearRegression
+
+import willump
+from answers import define
+
+pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
+
+USERS = pd.DataFrame({"userId": np.arange(30), "age": np.arange(30) % 7 + 18, "score": np.linspace(-1, 1, 30)})
+SONGS = pd.DataFrame({
+    "songId": [f"s{i}" for i in range(20)],
+    "length": np.linspace(100, 400, 20),
+    "artist": [f"a{i % 6}" for i in range(20)],
+    "year": np.arange(20, dtype=np.int32) + 1990,
+})
+ARTISTS = pd.DataFrame({"artist": [f"a{i}" for i in range(5)], "fans": np.arange(5) * 10.0})
+SONG_NUMBERS = ["length", "year"]
+MODEL = HistGradientBoostingClassifier(max_iter=5, random_state=0).fit(
+    np.random.default_rng(0).normal(size=(80, 7)), np.arange(80) % 2
+)
+
+LINEAR = LinearRegression().fit(np.eye(3), [1.0, 2.0, 3.0])  # hour, age, score
+
+
+def music_like(users, songs, artists):
+    """Lookups keyed by the argument's columns and by a looked-up column, columns selected
+    by a closure list, and a column of the argument used as it is."""
+
+    def predict(df):
+        u = users.lookup(df["userId"])
+        s = songs.lookup(df["songId"])
+        a = artists.lookup(s["artist"])
+        X = np.hstack([
+            df[["hour"]].to_numpy(dtype=float),
+            u.to_numpy(dtype=float),
+            s[SONG_NUMBERS].to_numpy(dtype=float),
+            a.to_numpy(dtype=float),
+            users.lookup(df["userId"] * 2 + 1)[["age"]].to_numpy(dtype=float),
+        ])
+        return MODEL.predict_proba(X)[:, 1]
+
+    return predict
+
+
+@pytest.fixture(params=["redis", "memory"])
+def tables(request):
+    if request.param == "memory":
+        return [willump.MemoryTable(USERS, key="userId"), willump.MemoryTable(SONGS, key="songId"),
+                willump.MemoryTable(ARTISTS, key="artist")]
+    client = request.getfixturevalue("redis_client")
+    made = [willump.RedisTable(client, name, key=key) for name, key in
+            (("users", "userId"), ("songs", "songId"), ("artists", "artist"))]
+    for table, frame in zip(made, (USERS, SONGS, ARTISTS)):
+        table.put(frame)
+    return made
+
+
+def frame(users, songs, hours=None, index=None) -> pd.DataFrame:
+    hours = np.arange(len(users)) % 24 if hours is None else hours
+    return pd.DataFrame({"userId": users, "songId": songs, "hour": hours}, index=index)
+
+
+def same_outcome(optimized, predict, df) -> None:
+    """The optimized function returns what ``predict`` returns, or raises what it raises."""
+    try:
+        expected = predict(df)
+    except Exception as error:
+        with pytest.raises(type(error)) as raised:
+            optimized(df)
+        assert str(raised.value) == str(error)
+        return
+    assert_same(optimized(df), expected)
+
+
+def assert_same(actual, expected):
+    assert type(actual) is type(expected) and actual.dtype == expected.dtype and actual.shape == expected.shape
+    assert np.array_equal(actual, expected, equal_nan=True), (actual, expected)
+
+
+def test_ifvs_made_of_lookups_keep_their_rows_and_the_others_say_why(tables):
+    optimized = willump.optimize(music_like(*tables), cache_size=10)
+    cached = optimized.explain_caching().set_index("ifv")["cached"]
+    assert cached.iloc[0] == "nothing: it looks nothing up in a table (computing it is as cheap as caching it)"
+    assert cached.iloc[1].startswith("its rows by userId (up to 10)")
+    assert cached.iloc[2].startswith("its rows by songId (up to 10)")
+    assert cached.iloc[3].startswith("its rows by songId (up to 10)")  # (through the song's artist)
+    assert cached.iloc[4].startswith("its rows by userId (up to 10)")
+    remote = isinstance(tables[0], willump.RedisTable)
+    assert cached.iloc[1].endswith(", and its remote tables' rows by lookup key") == remote
+
+
+@pytest.mark.parametrize("line, reason", [
+    ("u.to_numpy()", "does not end in `.to_numpy(dtype=float)` or `.astype(float)`"),
+    ("(u - u.mean()).to_numpy(dtype=float)", "`u.mean()` is not a per-key operation"),
+    ("u.rolling(2).mean().to_numpy(dtype=float)", "is not a per-key operation"),
+    ("users.lookup(df.iloc[:, 0]).to_numpy(dtype=float)", "`df.iloc[:, 0]` is not a selection of columns by name"),
+])
+def test_ifvs_whose_rows_may_depend_on_other_rows_are_computed_as_before(tables, line, reason):
+    source = (
+        "def predict(df):\n"
+        "    u = users.lookup(df['userId'])\n"
+        f"    X = np.hstack([df[['hour']].to_numpy(dtype=float), {line}])\n"
+        "    return LINEAR.predict(np.nan_to_num(X))\n"
+    )
+    predict = define(source, {"np": np, "users": tables[0], "LINEAR": LINEAR}, f"<feature rows: {line}>", "predict")
+    optimized = willump.optimize(predict, cache_size=10)
+    cached = optimized.explain_caching()["cached"].iloc[1]
+    assert reason in cached
+    df = frame([1, 2, 2, 40], ["s1"] * 4)
+    for _ in range(2):
+        assert_same(optimized(df), predict(df))
+    assert optimized.stats["feature_row_hits"] == optimized.stats["feature_row_misses"] == 0
+
+
+USER_KEYS = st.one_of(st.integers(0, 34), st.sampled_from([np.nan, 3.0, 3.5, None, "7"]))
+SONG_KEYS = st.one_of(st.sampled_from([f"s{i}" for i in range(23)]), st.sampled_from([np.nan, None, "", "S1", "é🎵"]))
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(calls=st.lists(st.lists(st.tuples(USER_KEYS, SONG_KEYS, st.integers(0, 3)), min_size=1, max_size=6),
+                      min_size=1, max_size=6),
+       size=st.integers(1, 6), typed=st.booleans())
+def test_answers_from_cached_rows_are_the_undecorated_ones(tables, calls, size, typed):
+    """Known, unknown, NaN and wrongly typed keys, in batches that repeat rows, through caches
+    small enough to evict."""
+    predict = music_like(*tables)
+    optimized = willump.optimize(predict, cache_size=size)
+    for rows in calls:
+        users, songs, hours = zip(*rows)
+        if typed:  # int keys in an int column and str keys in a str column, the usual case
+            users = [u if isinstance(u, int) else 0 for u in users]
+            songs = [s if isinstance(s, str) else "s0" for s in songs]
+        df = frame(pd.Series(users, dtype=None if typed else object), list(songs), list(hours),
+                   index=np.arange(len(rows)) * 3 + 1)
+        same_outcome(optimized, predict, df)
+
+
+def test_rows_seen_before_are_neither_fetched_nor_computed(redis_client):
+    tables = [willump.RedisTable(redis_client, n, key=k) for n, k in (("u", "userId"), ("s", "songId"), ("a", "artist"))]
+    for table, data in zip(tables, (USERS, SONGS, ARTISTS)):
+        table.put(data)
+    predict = music_like(*tables)
+    optimized = willump.optimize(predict, cache_size=100)
+    first = frame([1, 2, 2], ["s1", "s2", "s2"])
+    assert_same(optimized(first), predict(first))
+    stats = optimized.stats
+    assert stats["feature_row_misses"] == 3 * 4 and stats["feature_row_hits"] == 0
+    fetched = stats["remote_keys"]
+    for i in [2, 0, 1]:  # the same rows, one at a time, at other hours
+        row = frame([first["userId"].iloc[i]], [first["songId"].iloc[i]], [7])
+        assert_same(optimized(row), predict(row))
+    stats = optimized.stats
+    assert stats["feature_row_hits"] == 3 * 4 and stats["feature_row_misses"] == 3 * 4
+    assert stats["remote_keys"] == fetched and stats["cache_hits"] == 0  # no table was read again
+    mixed = frame([1, 5], ["s9", "s1"])  # a new song for a known user, a new user for a known song
+    assert_same(optimized(mixed), predict(mixed))
+    stats = optimized.stats
+    assert stats["feature_row_hits"] == 3 * 4 + 4 and stats["feature_row_misses"] == 3 * 4 + 4
+
+
+def test_a_put_or_another_table_starts_the_rows_again(tables):
+    users, songs, artists = tables
+    predict = music_like(users, songs, artists)
+    optimized = willump.optimize(predict, cache_size=100)
+    df = frame([1, 2], ["s1", "s2"])
+    optimized(df)
+
+    def misses_after(change) -> int:
+        change()
+        before = optimized.stats["feature_row_misses"]
+        same_outcome(optimized, predict, df)
+        return optimized.stats["feature_row_misses"] - before
+
+    assert misses_after(lambda: None) == 0
+    assert misses_after(lambda: users.put(USERS.assign(score=USERS["score"] + 5))) == 2 * 2  # u and age
+    other = willump.MemoryTable(ARTISTS.assign(fans=-1.0), key="artist")
+    cell = predict.__closure__[predict.__code__.co_freevars.index("artists")]
+    assert misses_after(lambda: setattr(cell, "cell_contents", other)) == 2  # the artist IFV
+    assert misses_after(optimized.clear_cache) == 2 * 4
+
+
+def test_an_ifv_that_is_not_float_rows_after_all_is_computed_as_before(tables):
+    users = tables[0]
+
+    def predict(df):
+        u = users.lookup(df["userId"])
+        X = np.hstack([df[["hour"]].to_numpy(dtype=float), u.astype(float)])  # a DataFrame, not an array
+        return LINEAR.predict(np.nan_to_num(X))
+
+    optimized = willump.optimize(predict, cache_size=10)
+    assert optimized.explain_caching()["cached"].iloc[1].startswith("its rows by userId")
+    df = frame([1, 2, 99], ["s1"] * 3)
+    for _ in range(2):
+        assert_same(optimized(df), predict(df))
+    assert "its value was a DataFrame, not float rows" in optimized.explain_caching()["cached"].iloc[1]
+
+
+def test_bad_input_raises_what_the_undecorated_function_raises(tables):
+    predict = music_like(*tables)
+    optimized = willump.optimize(predict, cache_size=10)
+    optimized(frame([1], ["s1"]))
+    for bad in (frame([1], ["s1"]).drop(columns="userId"), frame([], []), frame([1], ["s1"]).drop(columns="hour"),
+                frame(pd.Series(["7"], dtype=object), ["s1"])):  # ("7" * 2 + 1)
+        with pytest.raises(Exception):
+            predict(bad)
+        same_outcome(optimized, predict, bad)
