@@ -286,9 +286,10 @@ class OptimizedFunction:
         tables, by lookup key; or why nothing is)."""
         rows = []
         rows_cache = self._feature_rows
+        stopped = rows_cache.stopped if rows_cache is not None else {}
         for ifv, remote in zip(self.graph.ifvs, self._remote or [False] * len(self.graph.ifvs)):
             keyed = rows_cache.keyed.get(ifv.index) if rows_cache is not None else None
-            why_not = (rows_cache.stopped if rows_cache is not None else {}).get(ifv.index) or self._not_keyed.get(ifv.index)
+            why_not = stopped.get(ifv.index) or self._not_keyed.get(ifv.index)
             if self._lookup_caches is None:
                 cached = "nothing: cache_size is None" if self._predictions is None else 'whole results (cache="prediction")'
             elif keyed is not None:
