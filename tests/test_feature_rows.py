@@ -213,3 +213,23 @@ def test_bad_input_raises_what_the_undecorated_function_raises(tables):
         with pytest.raises(Exception):
             predict(bad)
         same_outcome(optimized, predict, bad)
+
+
+def test_a_name_bound_again_is_read_where_it_is_read(tables):
+    """``s = s[...]`` in one IFV's statements reads the ``s`` bound before it, which another
+    IFV reads too (so it is preprocessing)."""
+    users = tables[0]
+
+    def predict(df):
+        s = users.lookup(df["userId"])
+        t = s[["age"]].to_numpy(dtype=float)
+        s = s[["score"]]
+        X = np.hstack([df[["hour"]].to_numpy(dtype=float), t, s.to_numpy(dtype=float)])
+        return LINEAR.predict(np.nan_to_num(X))
+
+    optimized = willump.optimize(predict, cache_size=10)
+    assert optimized.explain_caching()["cached"].iloc[2].startswith("its rows by userId (up to 10)")
+    df = frame([1, 2, 99], ["s1"] * 3)
+    for _ in range(2):
+        same_outcome(optimized, predict, df)
+    assert optimized.stats["feature_row_hits"] == optimized.stats["feature_row_misses"] == 3

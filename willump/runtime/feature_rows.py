@@ -10,14 +10,14 @@ is neither fetched, nor turned into a DataFrame, nor converted again. The
 tables' row caches (``caches.LookupCaches``) still serve the rows computed.
 
 That an IFV is per-key is read from its text, not guessed from samples. Its
-generator, and the preprocessing, may only bind names (once each) to: columns
+generator, and the preprocessing, may only bind names to: columns
 of the argument selected by name; arithmetic of those with each other and with
 numbers; a table's ``lookup`` of such keys or of a column looked up before;
 columns of a looked-up frame selected by name; ``to_numpy``, ``astype``,
 ``fillna`` or ``.values`` of these. The IFV itself must end in a conversion to
 float, so a cached row has the dtype and values the whole batch would give it.
 Anything else (another call, a statement that is not such a binding) and the
-function's IFVs are computed as before; ``reasons`` says why, per IFV.
+IFV is computed as before; ``keyed_ifvs`` says why.
 
 Memory: per IFV at most ``capacity`` rows, each its width x 8 bytes plus about
 300 bytes (key tuple, array header, LRU entry).
@@ -57,14 +57,11 @@ def keyed_ifvs(graph, parameters, resolver) -> tuple[dict, dict]:
     if len(parameters) != 1:
         return {}, dict.fromkeys(range(len(graph.ifvs)), "the function takes more than one argument")
     parameter = parameters[0]
-    try:
-        shared = _bindings(graph.preprocessing, parameter)
-    except _NotPerKey as reason:
-        return {}, dict.fromkeys(range(len(graph.ifvs)), f"preprocessing: {reason}")
     keyed = {}
     for ifv in graph.ifvs:
         try:
-            proof = _Proof(parameter, resolver, {**shared, **_bindings(ifv.generator, parameter)})
+            # The order the executor runs them in: the preprocessing, then the IFV's generator.
+            proof = _Proof(parameter, resolver, _bindings([*graph.preprocessing, *ifv.generator], parameter))
             proof.ends_in_floats(ifv.expression)
             if not proof.tables:
                 raise _NotPerKey("it looks nothing up in a table (computing it is as cheap as caching it)")
@@ -74,26 +71,31 @@ def keyed_ifvs(graph, parameters, resolver) -> tuple[dict, dict]:
     return keyed, reasons
 
 
-def _bindings(statements, parameter) -> dict:
-    """{name: expression} of statements that each bind one name once."""
-    bound = {}
+def _bindings(statements, parameter) -> list:
+    """[(name, expression)] of statements that each bind one name, in the order they run."""
+    bound = []
     for statement in statements:
         node = statement.node
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
             raise _NotPerKey(f"line {node.lineno}: `{ast.unparse(node)}` is not `name = expression`")
-        name = node.targets[0].id
-        if name == parameter or name in bound:
-            raise _NotPerKey(f"line {node.lineno}: {name!r} is bound again")
-        bound[name] = node.value
+        if node.targets[0].id == parameter:
+            raise _NotPerKey(f"line {node.lineno}: the argument {parameter!r} is bound again")
+        bound.append((node.targets[0].id, node.value))
     return bound
 
 
 class _Proof:
     """Shows expressions to be per key, collecting the argument's columns and the tables they read."""
 
-    def __init__(self, parameter, resolver, bindings):
+    def __init__(self, parameter, resolver, bindings: list):
         self.parameter, self.resolver, self.bindings = parameter, resolver, bindings
         self.columns, self.tables = {}, {}  # (ordered sets)
+        self._before = len(bindings)  # a name read now is the one bound by the last of bindings[:_before]
+
+    def _bound(self, name: str):
+        """(position, expression) of the binding of ``name`` a read at this point sees, or None."""
+        return next(((i, self.bindings[i][1]) for i in reversed(range(self._before)) if self.bindings[i][0] == name),
+                    None)
 
     def ends_in_floats(self, node) -> None:
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
@@ -105,8 +107,13 @@ class _Proof:
         """"input" (made of the argument's columns), "table" (looked up) or "number"."""
         if isinstance(node, ast.Constant) and type(node.value) in (int, float):
             return "number"
-        if isinstance(node, ast.Name) and node.id in self.bindings:
-            return self.kind(self.bindings[node.id])
+        bound = self._bound(node.id) if isinstance(node, ast.Name) else None
+        if bound is not None:  # (read where that binding is, so `s = s * 2` reads the `s` before it)
+            outer, self._before = self._before, bound[0]
+            try:
+                return self.kind(bound[1])
+            finally:
+                self._before = outer
         if isinstance(node, ast.Subscript):
             names = self._column_names(node)
             if isinstance(node.value, ast.Name) and node.value.id == self.parameter:
@@ -147,7 +154,7 @@ class _Proof:
             names = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
             if len(names) == len(node.elts):
                 return names
-        if isinstance(node, ast.Name) and node.id not in self.bindings:
+        if isinstance(node, ast.Name) and self._bound(node.id) is None:
             value = self.resolver.resolve(node)
             if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
                 return list(value)
