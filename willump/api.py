@@ -125,9 +125,10 @@ class OptimizedFunction:
             if self._lookup_caches is not None:
                 keyed, self._not_keyed = keyed_ifvs(self.graph, self._executor.parameters, resolver)
                 if keyed:
-                    self._feature_rows = FeatureRows(keyed, self._executor.parameters[0], size, resolver)
                     others = [i for i in range(len(self.graph.ifvs)) if i not in keyed]
-                    self._rows_need_preprocessing = self._executor.reads_preprocessed(others)
+                    self._feature_rows = FeatureRows(
+                        keyed, self._executor.parameters[0], size, resolver, self._executor.reads_preprocessed(others)
+                    )
         self._fitted = None
 
     def _report(self, graph) -> None:
@@ -165,7 +166,7 @@ class OptimizedFunction:
                 return cascades.serve(self._features or self._executor, self._fitted, arguments, self._stats)
             if self._feature_rows is not None:
                 values = self._features.chosen_values if self._features is not None else self._executor.values
-                result = self._feature_rows.serve(self._executor, values, arguments, self._rows_need_preprocessing)
+                result = self._feature_rows.serve(self._executor, values, arguments)
                 if result is not MISSING:
                     self._count_exact(arguments)
                     return result

@@ -46,17 +46,13 @@ class ConcurrentFeatures:
     def run(self, arguments: dict):
         """The function's result: its remote IFVs side by side, or the function as written,
         whichever measured faster."""
-        side_by_side = self.side_by_side.choose()
-        started = time.perf_counter()
-        if side_by_side:
+
+        def side_by_side():
             env = self._executor.preprocess(arguments)
             values = self._on_threads(env, range(len(self._executor.graph.ifvs)))
-            result = self._executor.combine(env, list(values.values()))
-        else:
-            result = self._executor.run(arguments)
-        seconds = (time.perf_counter() - started) / max(1, batch_length(arguments) or 1)
-        self.side_by_side.record(side_by_side, seconds)
-        return result
+            return self._executor.combine(env, list(values.values()))
+
+        return _faster(self.side_by_side, batch_length(arguments), side_by_side, lambda: self._executor.run(arguments))
 
     def evaluate(self, arguments: dict, ifvs=None, rows=None, batch_names=None) -> tuple[dict, dict]:
         """As the executor's ``evaluate``, the remote IFVs side by side when that measured faster."""
@@ -74,12 +70,8 @@ class ConcurrentFeatures:
     def chosen_values(self, env: dict, indices) -> dict:
         """As ``values``, side by side or not as measured faster for such calls (timed apart from
         whole calls: the feature-row caches compute only some IFVs, on only some rows)."""
-        way = self._values_side_by_side.choose()
-        started = time.perf_counter()
-        result = self._on_threads(env, indices) if way else self._executor.values(env, indices)
-        seconds = (time.perf_counter() - started) / max(1, batch_length(env) or 1)
-        self._values_side_by_side.record(way, seconds)
-        return result
+        return _faster(self._values_side_by_side, batch_length(env), lambda: self._on_threads(env, indices),
+                       lambda: self._executor.values(env, indices))
 
     def _on_threads(self, env: dict, indices) -> dict:
         indices = list(indices)
@@ -105,3 +97,12 @@ class ConcurrentFeatures:
                     max_workers=len(self.remote), thread_name_prefix="willump-lookup"
                 )
             return self._pool
+
+
+def _faster(ways: Faster, rows, side_by_side, one_after_the_other):
+    """The result of the way ``ways`` chooses, timed per row (of ``rows``) for its next choice."""
+    way = ways.choose()
+    started = time.perf_counter()
+    result = side_by_side() if way else one_after_the_other()
+    ways.record(way, (time.perf_counter() - started) / max(1, rows or 1))
+    return result

@@ -178,8 +178,9 @@ class _Proof:
 class FeatureRows:
     """The feature-row caches of one optimized function."""
 
-    def __init__(self, keyed: dict, parameter: str, capacity: int, resolver):
+    def __init__(self, keyed: dict, parameter: str, capacity: int, resolver, needs_preprocessing: bool):
         self.keyed_ifvs = keyed  # (all, including those stopped: ``keyed`` are those still cached)
+        self._needs_preprocessing = needs_preprocessing  # the other IFVs or the combine step read what it binds
         self.capacity = capacity
         self._parameter = parameter
         self._resolver = resolver
@@ -196,12 +197,11 @@ class FeatureRows:
         for cache in self._caches.values():
             cache.clear()
 
-    def serve(self, executor, values, arguments: dict, needs_preprocessing: bool):
+    def serve(self, executor, values, arguments: dict):
         """The function's result, its keyed IFVs' rows from the caches where held; ``MISSING``
         when this call is not one the caches can serve (then the caller runs it as before).
 
-        ``values(env, indices)`` computes IFVs (side by side or not); ``needs_preprocessing``:
-        the other IFVs or the combine step read what preprocessing binds."""
+        ``values(env, indices)`` computes IFVs (side by side or not)."""
         frame = arguments[self._parameter]
         if type(frame) is not pd.DataFrame or not len(frame) or not self._caches:
             return MISSING
@@ -226,7 +226,7 @@ class FeatureRows:
         try:
             if misses and not self._compute(executor, values, arguments, len(frame), keys, found, missing):
                 return MISSING
-            env = executor.environment(arguments) if needs_preprocessing else executor.arguments_only(arguments)
+            env = executor.environment(arguments) if self._needs_preprocessing else executor.arguments_only(arguments)
             others = [i for i in range(len(executor.graph.ifvs)) if i not in found]
             computed = values(env, others) if others else {}
         except RemoteLookupError:
