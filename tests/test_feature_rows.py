@@ -154,13 +154,14 @@ def test_rows_seen_before_are_neither_fetched_nor_computed(redis_client):
     assert_same(optimized(first), predict(first))
     stats = optimized.stats
     assert stats["feature_row_misses"] == 3 * 4 and stats["feature_row_hits"] == 0
-    fetched = stats["remote_keys"]
+    fetched, read = stats["remote_keys"], stats["cache_hits"] + stats["cache_misses"]
     for i in [2, 0, 1]:  # the same rows, one at a time, at other hours
         row = frame([first["userId"].iloc[i]], [first["songId"].iloc[i]], [7])
         assert_same(optimized(row), predict(row))
     stats = optimized.stats
     assert stats["feature_row_hits"] == 3 * 4 and stats["feature_row_misses"] == 3 * 4
-    assert stats["remote_keys"] == fetched and stats["cache_hits"] == 0  # no table was read again
+    assert stats["remote_keys"] == fetched  # no table was read again, not even its cached rows:
+    assert stats["cache_hits"] + stats["cache_misses"] == read
     mixed = frame([1, 5], ["s9", "s1"])  # a new song for a known user, a new user for a known song
     assert_same(optimized(mixed), predict(mixed))
     stats = optimized.stats
@@ -233,3 +234,62 @@ def test_a_name_bound_again_is_read_where_it_is_read(tables):
     for _ in range(2):
         same_outcome(optimized, predict, df)
     assert optimized.stats["feature_row_hits"] == optimized.stats["feature_row_misses"] == 3
+
+
+FIVE = HistGradientBoostingClassifier(max_iter=5, random_state=0).fit(
+    np.random.default_rng(1).normal(size=(80, 5)), np.arange(80) % 2
+)
+
+
+def test_new_rows_of_lookup_ifvs_come_from_stored_rows_a_round_trip_a_depth(redis_client):
+    """``table.lookup(keys)[columns].to_numpy(dtype=float)`` IFVs compute missed rows from the
+    tables' stored rows: the lookups of one depth (users and songs; then artists, keyed by the
+    song's artist) each in one round trip, not one per table."""
+    users, songs, artists = [willump.RedisTable(redis_client, n, key=k) for n, k in
+                             (("u", "userId"), ("s", "songId"), ("a", "artist"))]
+    for table, data in zip((users, songs, artists), (USERS, SONGS, ARTISTS)):
+        table.put(data)
+
+    def predict(df):
+        u = users.lookup(df["userId"])
+        s = songs.lookup(df["songId"])
+        X = np.column_stack([
+            u.to_numpy(dtype=float),
+            s["length"].to_numpy(dtype=float),  # (one column by name: 1-d rows)
+            artists.lookup(s["artist"]).to_numpy(dtype=float),
+            df[["hour"]].to_numpy(dtype=float),
+        ])
+        return FIVE.predict_proba(X)[:, 1]
+
+    optimized = willump.optimize(predict, cache_size=100)
+    assert optimized.explain_caching()["new rows"].tolist() == ["from its tables' stored rows"] * 3 + [
+        "by its statements"]
+    predict(frame([0], ["s0"]))  # (each table reads its schema once)
+    for users_, songs_ in (([1, 2, 2, 50], ["s1", "s5", "nope", "s1"]), ([1, 3], ["s4", None])):
+        df = frame(users_, songs_)
+        trips = optimized.stats["remote_round_trips"]
+        assert_same(optimized(df), predict(df))
+        assert optimized.stats["remote_round_trips"] - trips == 2
+    assert optimized.stats["feature_row_misses"] == 3 * 4 + 5 and optimized.stats["feature_row_hits"] == 1
+
+
+def test_a_str_column_that_converts_to_floats_is_computed_as_written(tables):
+    """pandas turns str "1.5" into 1.5 in ``to_numpy(dtype=float)``: a table's str column is left
+    to the IFV's statements (and its rows still cached), with the same answers."""
+    frame_ = pd.DataFrame({"userId": [1, 2], "text": ["1.5", "-2e3"], "n": [1, 2]})
+    users = (willump.MemoryTable(frame_, key="userId") if isinstance(tables[0], willump.MemoryTable)
+             else willump.RedisTable(tables[0].client, "texts", key="userId"))
+    if isinstance(users, willump.RedisTable):
+        users.put(frame_)
+
+    def predict(df):
+        u = users.lookup(df["userId"])
+        X = np.hstack([df[["hour"]].to_numpy(dtype=float), u[["text", "n"]].to_numpy(dtype=float)])
+        return LINEAR.predict(np.nan_to_num(X))
+
+    optimized = willump.optimize(predict, cache_size=10)
+    assert optimized.explain_caching()["new rows"].iloc[1] == "from its tables' stored rows"
+    for users_ in ([1, 2, 7], [2, 1]):
+        same_outcome(optimized, predict, frame(users_, ["s1"] * len(users_)))
+    assert optimized.explain_caching()["new rows"].iloc[1] == "by its statements"
+    assert optimized.stats["feature_row_hits"] == 2 and optimized.stats["feature_row_misses"] == 3

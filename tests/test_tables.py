@@ -259,3 +259,69 @@ def test_a_looked_up_frame_is_its_own(tables):
     again = remote.lookup([10, 11])
     assert again.columns.name is None
     pd.testing.assert_frame_equal(again, expected(frame, "userId", [10, 11]))
+
+
+NUMBERS = ["age", "score", "small", "count", "ratio", "active"]
+LOOKED_UP_KEYS = st.lists(st.one_of(st.sampled_from([10, 11, 12, 13, 99, -1]), st.floats(allow_nan=True),
+                                    st.sampled_from([None, "10", "東京", "🙂", "", 12.0, True])), max_size=8)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(keys=LOOKED_UP_KEYS, columns=st.one_of(st.none(), st.lists(st.sampled_from(NUMBERS), min_size=1, max_size=4)))
+def test_float_rows_are_the_lookups_floats(tables, keys, columns):
+    """``float_rows`` gives ``lookup(keys)[columns].to_numpy(dtype=float)`` without the frame:
+    duplicate, unknown, NaN and wrongly typed keys; int, bool and float32 columns."""
+    _, memory, remote = tables
+    canonical = [canonical_key(k) for k in keys]
+    for table in (memory, remote):
+        if columns is None:  # (every column: the city is a str column, which float rows refuse)
+            with pytest.raises(TypeError, match="'city'"):
+                table.float_rows(canonical)
+            continue
+        got = table.float_rows(canonical, columns)
+        want = table.lookup(keys)[columns].to_numpy(dtype=float)
+        assert got.dtype == np.float64 and got.shape == want.shape
+        assert np.array_equal(got, want, equal_nan=True), (table, keys, columns)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(keys=LOOKED_UP_KEYS, column=st.sampled_from(["age", "city", "active", "score"]))
+def test_column_keys_are_what_a_lookup_by_that_column_matches(tables, keys, column):
+    _, memory, remote = tables
+    for table in (memory, remote):
+        looked_up = table.lookup(keys)[column]
+        got = table.column_keys([canonical_key(k) for k in keys], column)
+        assert got == [canonical_key(v) for v in looked_up.tolist()]
+
+
+def test_float_rows_name_a_column_the_table_lacks(tables, redis_client):
+    _, memory, remote = tables
+    some = willump.RedisTable(redis_client, "users", key="userId", columns=["age"])
+    for table in (memory, remote, some):
+        with pytest.raises(KeyError, match="'nope'"):
+            table.float_rows(["i:10"], ["age", "nope"])
+        with pytest.raises(KeyError, match="'nope'"):
+            table.column_keys(["i:10"], "nope")
+    with pytest.raises(KeyError, match="'score'"):  # (not among the columns it was given)
+        some.float_rows(["i:10"], ["score"])
+
+
+def test_tables_of_one_server_are_fetched_in_one_round_trip(tables, redis_client):
+    """``fetch_together``: one MGET each, in one pipeline, counted once; as each table's own fetch."""
+    from willump.runtime.tables import fetch_together
+
+    frame, memory, remote = tables
+    songs = willump.RedisTable(redis_client, "songs", key="songId")
+    songs.put(pd.DataFrame({"songId": ["a", "b"], "plays": [1.0, 2.0]}))
+    remote.lookup([10]), songs.lookup(["a"])  # (the schemas are read once)
+    trips = remote.round_trips + songs.round_trips
+    mgets = redis_client.info("commandstats")["cmdstat_mget"]["calls"]
+    fetched = fetch_together({remote: ["i:10", "i:99", "i:13"], songs: ["s:b"], memory: ["i:12"]})
+    assert remote.round_trips + songs.round_trips - trips == 1
+    assert redis_client.info("commandstats")["cmdstat_mget"]["calls"] - mgets == 2
+    assert fetched[remote][0] == ["i:10", "i:13"] and fetched[songs][0] == ["s:b"] and fetched[memory][0] == ["i:12"]
+    np.testing.assert_array_equal(remote.float_rows(["i:13", "i:10"], ["age"], fetched[remote]), [[60.0], [31.0]])
+    assert songs.float_rows(["s:b"], ["plays"], fetched[songs]).tolist() == [[2.0]]
+    trips = remote.round_trips + songs.round_trips
+    nothing = fetch_together({remote: [], songs: []})  # (no keys: no request)
+    assert nothing[remote][0] == nothing[songs][0] == [] and remote.round_trips + songs.round_trips == trips

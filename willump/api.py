@@ -282,12 +282,15 @@ class OptimizedFunction:
 
     def explain_caching(self) -> pd.DataFrame:
         """One row per IFV: the columns it reads, whether its generator reads a table in Redis,
-        and what is cached for it (with ``cache_size``: its own rows, keyed by the columns they
+        what is cached for it (with ``cache_size``: its own rows, keyed by the columns they
         depend on, when its text shows they depend on nothing else; the rows of its remote
-        tables, by lookup key; or why nothing is)."""
+        tables, by lookup key; or why nothing is), and how rows not cached are computed: by its
+        statements, or for ``table.lookup(keys)[columns].to_numpy(dtype=float)`` from the
+        tables' stored rows, with no DataFrame built."""
         rows = []
         rows_cache = self._feature_rows
         stopped = rows_cache.stopped if rows_cache is not None else {}
+        planned = rows_cache.planned if rows_cache is not None else set()
         for ifv, remote in zip(self.graph.ifvs, self._remote or [False] * len(self.graph.ifvs)):
             keyed = rows_cache.keyed.get(ifv.index) if rows_cache is not None else None
             why_not = stopped.get(ifv.index) or self._not_keyed.get(ifv.index)
@@ -301,8 +304,9 @@ class OptimizedFunction:
                           f"not its own rows: {why_not}")
             else:
                 cached = f"nothing: {why_not or 'it reads no table'}"
-            rows.append([ifv.name, list(ifv.columns), remote, cached])
-        return pd.DataFrame(rows, columns=["ifv", "reads", "remote", "cached"])
+            computed = "from its tables' stored rows" if ifv.index in planned else "by its statements"
+            rows.append([ifv.name, list(ifv.columns), remote, cached, computed])
+        return pd.DataFrame(rows, columns=["ifv", "reads", "remote", "cached", "new rows"])
 
     def clear_cache(self) -> None:
         """Empty the feature (or prediction) caches; call it after the tables they read change."""

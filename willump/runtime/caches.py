@@ -153,6 +153,17 @@ def _key_values(series: pd.Series) -> list:
     return [v if type(v) is str else (type(v).__name__, _NAN if _missing(v) else v) for v in values]
 
 
+def key_values(keys: list, position: int) -> list:
+    """The values of column ``position`` that ``row_keys`` made ``keys`` of (None for a missing one)."""
+    if not keys:
+        return []
+    floats = keys[0][0][1][position].lower().startswith("float")  # (there, and only there, _NAN is NaN)
+    values = [key[position + 1] for key in keys]
+    if floats:
+        return [None if v is _NAN else v for v in values]
+    return [(None if v[1] is _NAN else v[1]) if type(v) is tuple else v for v in values]
+
+
 def _missing(value) -> bool:
     return value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and math.isnan(value))
 

@@ -19,6 +19,13 @@ float, so a cached row has the dtype and values the whole batch would give it.
 Anything else (another call, a statement that is not such a binding) and the
 IFV is computed as before; ``keyed_ifvs`` says why.
 
+The commonest such IFV, ``table.lookup(keys)[columns].to_numpy(dtype=float)`` (keys a
+column of the argument or of another lookup), has a ``RowPlan``: its missed rows are made
+from the tables' stored rows (``Table.float_rows``), with no DataFrame built, and the
+lookups of all plans at one depth are fetched together (``fetch_together``). A plan that
+meets a column it cannot turn into floats the way pandas does (a str column) leaves its
+IFV to its statements from then on.
+
 Memory: per IFV at most ``capacity`` rows, each its width x 8 bytes plus about
 300 bytes (key tuple, array header, LRU entry).
 """
@@ -29,9 +36,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from willump.runtime.caches import MISSING, LRUCache, row_keys
+from willump.runtime.caches import MISSING, LRUCache, key_values, row_keys
 from willump.runtime.calls import count_rows_cached
-from willump.runtime.tables import RemoteLookupError, Table
+from willump.runtime.tables import RemoteLookupError, Table, canonical_key, fetch_together
 
 _CONVERSIONS = {"to_numpy", "astype", "fillna"}
 _ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod)
@@ -45,6 +52,7 @@ class KeyedIFV:
     index: int
     columns: tuple[str, ...]
     tables: tuple[str, ...]  # names (globals or closure variables) of the tables it looks up
+    plan: "RowPlan | None" = None  # its rows from the tables' stored rows, when its text is that simple
 
 
 class _NotPerKey(Exception):
@@ -61,14 +69,23 @@ def keyed_ifvs(graph, parameters, resolver) -> tuple[dict, dict]:
     for ifv in graph.ifvs:
         try:
             # The order the executor runs them in: the preprocessing, then the IFV's generator.
-            proof = _Proof(parameter, resolver, _bindings([*graph.preprocessing, *ifv.generator], parameter))
+            bindings = _bindings([*graph.preprocessing, *ifv.generator], parameter)
+            proof = _Proof(parameter, resolver, bindings)
             proof.ends_in_floats(ifv.expression)
             if not proof.tables:
                 raise _NotPerKey("it looks nothing up in a table (computing it is as cheap as caching it)")
-            keyed[ifv.index] = KeyedIFV(ifv.index, tuple(proof.columns), tuple(proof.tables))
+            keyed[ifv.index] = KeyedIFV(ifv.index, tuple(proof.columns), tuple(proof.tables),
+                                        _plan(parameter, resolver, bindings, ifv.expression))
         except _NotPerKey as reason:
             reasons[ifv.index] = str(reason)
     return keyed, reasons
+
+
+def _plan(parameter, resolver, bindings, expression) -> "RowPlan | None":
+    try:
+        return _Planner(parameter, resolver, bindings).plan(expression)
+    except _NotPerKey:
+        return None  # (its missed rows are computed by its statements)
 
 
 def _bindings(statements, parameter) -> list:
@@ -103,17 +120,25 @@ class _Proof:
             raise _NotPerKey(f"`{ast.unparse(node)}` does not end in `.to_numpy(dtype=float)` or `.astype(float)`")
         self.kind(node)
 
+    def _through(self, node, read):
+        """``read`` of the expression ``node`` stands for: a bound name's expression, read where
+        that binding is (so `s = s * 2` reads the `s` before it)."""
+        bound = self._bound(node.id) if isinstance(node, ast.Name) else None
+        if bound is None:
+            return read(node)
+        outer, self._before = self._before, bound[0]
+        try:
+            return self._through(bound[1], read)
+        finally:
+            self._before = outer
+
     def kind(self, node) -> str:
         """"input" (made of the argument's columns), "table" (looked up) or "number"."""
+        return self._through(node, self._kind)
+
+    def _kind(self, node) -> str:
         if isinstance(node, ast.Constant) and type(node.value) in (int, float):
             return "number"
-        bound = self._bound(node.id) if isinstance(node, ast.Name) else None
-        if bound is not None:  # (read where that binding is, so `s = s * 2` reads the `s` before it)
-            outer, self._before = self._before, bound[0]
-            try:
-                return self.kind(bound[1])
-            finally:
-                self._before = outer
         if isinstance(node, ast.Subscript):
             names = self._column_names(node)
             if isinstance(node.value, ast.Name) and node.value.id == self.parameter:
@@ -175,6 +200,118 @@ class _Proof:
         return self.resolver.resolve(dtype[0]) in (float, np.float64)
 
 
+class _Planner(_Proof):
+    """The commonest per-key IFV, ``table.lookup(keys)[columns].to_numpy(dtype=float)`` with
+    keys a column of the argument or of a looked-up frame, as a ``RowPlan``: its rows
+    computed from the tables' stored rows, with no DataFrame built."""
+
+    def plan(self, node) -> "RowPlan":
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to_numpy"
+                and len(node.args) + len(node.keywords) == 1 and self._floats(node)):
+            raise _NotPerKey(f"`{ast.unparse(node)}` is not `.to_numpy(dtype=float)` alone")
+        return self._through(node.func.value, self._selection)
+
+    def _selection(self, node) -> "RowPlan":
+        if isinstance(node, ast.Subscript):
+            names = self._column_names(node)
+            single = isinstance(node.slice, ast.Constant)  # (a Series: rows of one value)
+            return RowPlan(self._through(node.value, self._lookup), tuple(names), single)
+        return RowPlan(self._lookup(node), None, False)
+
+    def _lookup(self, node) -> "_Lookup":
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "lookup"
+                and isinstance(node.func.value, ast.Name) and len(node.args) == 1 and not node.keywords
+                and isinstance(self.resolver.resolve(node.func.value), Table)):
+            raise _NotPerKey(f"`{ast.unparse(node)}` is not a table's lookup")
+        return _Lookup(node.func.value, self._through(node.args[0], self._keys))
+
+    def _keys(self, node):
+        if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
+                and isinstance(node.slice.value, str)):
+            raise _NotPerKey(f"`{ast.unparse(node)}` is not one column")
+        if isinstance(node.value, ast.Name) and node.value.id == self.parameter:
+            return _InputKeys(node.slice.value)
+        return _LookedUpKeys(self._through(node.value, self._lookup), node.slice.value)
+
+
+@dataclass(frozen=True)
+class _InputKeys:
+    """A column of the argument, as lookup keys."""
+
+    column: str
+
+
+@dataclass(frozen=True)
+class _Lookup:
+    table: ast.Name
+    keys: "_InputKeys | _LookedUpKeys"
+
+    def resolved(self, resolver) -> Table:
+        table = resolver.resolve(self.table)
+        if not isinstance(table, Table):
+            raise TypeError(f"{self.table.id} is no longer a table")
+        return table
+
+
+@dataclass(frozen=True)
+class _LookedUpKeys:
+    """A column of a looked-up frame, as lookup keys (``artists.lookup(song["artist"])``)."""
+
+    lookup: _Lookup
+    column: str
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """``lookup[columns].to_numpy(dtype=float)`` (all columns for None; 1-D for one by name)."""
+
+    lookup: _Lookup
+    columns: tuple | None
+    single: bool
+
+    def chain(self) -> list:
+        """Its lookups, the one keyed by the argument first, each keyed by the one before."""
+        chain = [self.lookup]
+        while isinstance(chain[0].keys, _LookedUpKeys):
+            chain.insert(0, chain[0].keys.lookup)
+        return chain
+
+
+def planned_rows(work: dict, resolver) -> dict:
+    """{IFV: its rows, or the TypeError or KeyError that stopped them} for {IFV: (RowPlan, the
+    ``row_keys`` of its rows, the argument's columns they are of)}. The lookups of all plans at
+    one depth are fetched together: the Redis tables of one server in one round trip."""
+    chains = {i: plan.chain() for i, (plan, _, _) in work.items()}
+    canonical = {}
+    for i, (_, keys, columns) in work.items():
+        position = columns.index(chains[i][0].keys.column)
+        canonical[i] = [canonical_key(v) for v in key_values(keys, position)]
+    results, depth = {}, 0
+    while len(results) < len(work):
+        tables, requests = {}, {}
+        for i in canonical.keys() - results.keys():
+            try:
+                tables[i] = table = chains[i][depth].resolved(resolver)
+            except TypeError as error:
+                results[i] = error
+                continue
+            requests.setdefault(table, {}).update(dict.fromkeys(k for k in canonical[i] if k is not None))
+        fetched = fetch_together({t: list(k) for t, k in requests.items()})
+        for i, table in tables.items():
+            chain = chains[i]
+            try:
+                if depth + 1 < len(chain):
+                    canonical[i] = table.column_keys(canonical[i], chain[depth + 1].keys.column, fetched[table])
+                    continue
+                plan = work[i][0]
+                rows = table.float_rows(canonical[i], plan.columns, fetched[table])
+                results[i] = rows[:, 0] if plan.single else rows
+            except (TypeError, KeyError) as error:
+                results[i] = error
+        depth += 1
+    return results
+
+
 class FeatureRows:
     """The feature-row caches of one optimized function."""
 
@@ -185,6 +322,7 @@ class FeatureRows:
         self._parameter = parameter
         self._resolver = resolver
         self._caches = {i: LRUCache(capacity) for i in keyed}
+        self._plans = {i: k.plan for i, k in keyed.items() if k.plan is not None}
         self._table_names = {i: [ast.Name(n, ast.Load()) for n in k.tables] for i, k in keyed.items()}
         self.stopped = {}  # IFV index -> why its rows stopped being cached
 
@@ -192,6 +330,11 @@ class FeatureRows:
     def keyed(self) -> dict:
         """{index: KeyedIFV} of the IFVs whose rows are cached."""
         return {i: self.keyed_ifvs[i] for i in self._caches}
+
+    @property
+    def planned(self) -> set:
+        """Indices of the IFVs whose missed rows are computed from their tables' stored rows."""
+        return set(self._plans) & set(self._caches)
 
     def clear(self) -> None:
         for cache in self._caches.values():
@@ -224,8 +367,11 @@ class FeatureRows:
         misses = sum(map(len, missing.values()))
         count_rows_cached(len(frame) * len(found) - misses, misses)
         try:
-            if misses and not self._compute(executor, values, arguments, len(frame), keys, found, missing):
-                return MISSING
+            if misses:
+                planned = self._planned(keys, found, missing)
+                rest = {i: m for i, m in missing.items() if m and i not in planned}
+                if rest and not self._compute(executor, values, arguments, len(frame), keys, found, rest):
+                    return MISSING
             env = executor.environment(arguments) if self._needs_preprocessing else executor.arguments_only(arguments)
             others = [i for i in range(len(executor.graph.ifvs)) if i not in found]
             computed = values(env, others) if others else {}
@@ -236,26 +382,48 @@ class FeatureRows:
         computed.update((i, np.stack(rows)) for i, rows in found.items())
         return executor.combine(env, [computed[i] for i in range(len(computed))])
 
+    def _planned(self, keys, found, missing) -> set:
+        """Compute the missing rows of the IFVs with a ``RowPlan`` from the tables' stored rows,
+        fill them in and cache them; the indices of those IFVs."""
+        plans = self._plans
+        work = {}
+        for i, rows in missing.items():
+            if rows and i in plans:
+                columns = self.keyed_ifvs[i].columns
+                work[i] = (plans[i], [keys[columns][r] for r in rows], columns)
+        done = set()
+        if not work:
+            return done
+        for i, value in planned_rows(work, self._resolver).items():
+            if isinstance(value, Exception):  # (a str column, one the table lacks: computed as written from now on)
+                self._plans = {j: p for j, p in self._plans.items() if j != i}
+                continue
+            self._fill(i, keys[self.keyed_ifvs[i].columns], found, zip(missing[i], value))
+            done.add(i)
+        return done
+
     def _compute(self, executor, values, arguments, n, keys, found, missing) -> bool:
         """Compute the missing rows of each keyed IFV (on the rows any of them misses), fill
         them in and cache them; False if an IFV's value is not float rows after all."""
         rows = sorted(set().union(*missing.values()))
-        wanted = [i for i, m in missing.items() if m]
         env = executor.environment(arguments, rows if len(rows) < n else None, [self._parameter])
-        computed = values(env, wanted)
+        computed = values(env, list(missing))
         at = {r: j for j, r in enumerate(rows)}
-        for i in wanted:
+        for i, wanted in missing.items():
             value = computed[i]
             if not (type(value) is np.ndarray and value.dtype == np.float64 and value.ndim in (1, 2)
                     and value.shape[0] == len(rows)):
                 self._stop(i, f"its value was a {_described(value)}, not float rows")
                 return False
-            column_keys = keys[self.keyed_ifvs[i].columns]
-            fresh = [(r, value[at[r]].copy()) for r in missing[i]]
-            self._caches[i].put_many((column_keys[r], row) for r, row in fresh)
-            for r, row in fresh:
-                found[i][r] = row
+            self._fill(i, keys[self.keyed_ifvs[i].columns], found, ((r, value[at[r]]) for r in wanted))
         return True
+
+    def _fill(self, index: int, column_keys: list, found: dict, fresh) -> None:
+        """Cache the computed rows ``fresh`` ((row, its features)) of IFV ``index`` and fill them in."""
+        fresh = [(r, row.copy()) for r, row in fresh]
+        self._caches[index].put_many((column_keys[r], row) for r, row in fresh)
+        for r, row in fresh:
+            found[index][r] = row
 
     def _check_tables(self, index: int, cache: LRUCache) -> None:
         """Empty the cache when a table it read is another object, or had rows put since."""

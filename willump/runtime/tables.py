@@ -65,11 +65,9 @@ class Table:
     def lookup(self, keys) -> pd.DataFrame:
         """Rows for ``keys`` (a Series, Index, array or list), aligned with them."""
         index, canonical = _keys(keys)
-        wanted = list(dict.fromkeys(k for k in canonical if k is not None))
-        rows, found = self._fetch(wanted)  # rows: a frame of the found keys, in `found` order
-        position = {k: i for i, k in enumerate(found)}
-        positions = np.fromiter((position.get(k, -1) for k in canonical), dtype=np.intp, count=len(canonical))
-        if len(found) == len(canonical) and (positions == np.arange(len(canonical))).all():
+        positions, stored = self._stored_rows(canonical)
+        rows = self._frame(stored)  # the found keys' rows, in the order ``positions`` counts them
+        if len(rows) == len(canonical) and (positions == np.arange(len(canonical))).all():
             frame = rows
         elif (positions >= 0).all():
             frame = rows.take(positions)
@@ -79,6 +77,41 @@ class Table:
             frame = rows.reindex(positions)  # -1 is no label: a NaN row, with pandas' dtypes
         frame.index = index
         return frame
+
+    def float_rows(self, canonical: list, columns: list | None = None, fetched=None) -> np.ndarray:
+        """``lookup(keys)[columns].to_numpy(dtype=float)`` (all columns for None), given the
+        keys' ``canonical_key``, without building the frame: the same values, a row of NaN for
+        a key the table does not hold. TypeError for a str column, KeyError for one it lacks.
+        ``fetched``: what ``fetch_together`` gave this table for these keys (or more)."""
+        names = self.columns if columns is None else list(columns)
+        missing = [c for c in names if c not in self.columns]
+        if missing:
+            raise KeyError(f"{missing} not among the columns of table {self.name!r}")
+        positions, stored = self._stored_rows(canonical, fetched)
+        found = self._floats(stored, names)
+        rows = np.full((len(canonical), len(names)), np.nan)
+        present = positions >= 0
+        rows[present] = found[positions[present]]
+        return rows
+
+    def column_keys(self, canonical: list, column: str, fetched=None) -> list:
+        """The ``canonical_key`` of each value of ``lookup(keys)[column]``: what a lookup keyed by
+        that column matches (None where the table does not hold the key)."""
+        if column not in self.columns:
+            raise KeyError(f"{column!r} is not a column of table {self.name!r}")
+        positions, stored = self._stored_rows(canonical, fetched)
+        values = self._values(stored, column)
+        return [None if p < 0 else canonical_key(values[p]) for p in positions.tolist()]
+
+    def _stored_rows(self, canonical: list, fetched=None):
+        """(for each key, the position of its row among the found rows or -1; the found rows as
+        this table holds them), each distinct key read once (or taken from ``fetched``)."""
+        if fetched is None:
+            fetched = self._fetch(list(dict.fromkeys(k for k in canonical if k is not None)))
+        found, stored = fetched
+        position = {k: i for i, k in enumerate(found)}
+        positions = np.fromiter((position.get(k, -1) for k in canonical), dtype=np.intp, count=len(canonical))
+        return positions, stored
 
     _missing = None  # (version, the frame of one missing row)
 
@@ -91,7 +124,9 @@ class Table:
             held = self._missing = (self.version, rows.reindex(np.array([-1], dtype=np.intp)))
         return held[1].copy()
 
-    def _fetch(self, wanted: list) -> tuple[pd.DataFrame, list]:
+    # What each kind of table provides: ``_fetch(wanted)`` -> (the keys found, their rows as the
+    # table holds them); ``_frame``, ``_floats`` and ``_values`` read those rows.
+    def _fetch(self, wanted: list) -> tuple[list, object]:
         raise NotImplementedError
 
     def _count(self, keys: int, round_trips: int) -> None:
@@ -108,28 +143,51 @@ class MemoryTable(Table):
     def __init__(self, frame: pd.DataFrame, key: str, columns=None, name: str = "table"):
         super().__init__()
         self.name, self.key = name, key
-        self._frame, self._positions = _prepared(frame, key, columns)
-        self.columns = list(self._frame.columns)
+        self._rows, self._positions = _prepared(frame, key, columns)
+        self.columns = list(self._rows.columns)
+        self._arrays = (self.version, {})  # (version, {(column, as floats): its values}) for float_rows
 
     def put(self, frame: pd.DataFrame) -> None:
         """Add or replace the rows of ``frame`` (keyed by its ``key`` column)."""
         new, positions = _prepared(frame, self.key, self.columns)
-        held, given = _describe(self._frame), _describe(new)
+        held, given = _describe(self._rows), _describe(new)
         if held != given:
             raise ValueError(
                 f"MemoryTable {self.name!r} holds columns {held} (name, dtype); the frame has {given}: "
                 "put rows with the same columns and dtypes"
             )
         kept = [k for k in self._positions if k not in positions]
-        old = self._frame.take([self._positions[k] for k in kept])
-        self._frame = pd.concat([old, new], ignore_index=True) if kept else new
+        old = self._rows.take([self._positions[k] for k in kept])
+        self._rows = pd.concat([old, new], ignore_index=True) if kept else new
         self._positions = {k: i for i, k in enumerate(kept + list(positions))}
         self.version += 1
 
-    def _fetch(self, wanted: list) -> tuple[pd.DataFrame, list]:
+    def _fetch(self, wanted: list) -> tuple[list, np.ndarray]:
         found = [k for k in wanted if k in self._positions]
-        rows = self._frame.take([self._positions[k] for k in found]).reset_index(drop=True)
-        return rows, found
+        return found, np.array([self._positions[k] for k in found], dtype=np.intp)
+
+    def _frame(self, positions: np.ndarray) -> pd.DataFrame:
+        return self._rows.take(positions).reset_index(drop=True)
+
+    def _floats(self, positions: np.ndarray, names: list) -> np.ndarray:
+        return np.column_stack([self._column(name, floats=True)[positions] for name in names]) if names \
+            else np.empty((len(positions), 0))
+
+    def _values(self, positions: np.ndarray, column: str) -> list:
+        return self._column(column)[positions].tolist()
+
+    def _column(self, name: str, floats: bool = False) -> np.ndarray:
+        """A column's values as an array (as float64 with ``floats``), kept until the next ``put``."""
+        held = self._arrays
+        if held[0] != self.version:
+            held = self._arrays = (self.version, {})
+        key = (name, floats)
+        if key not in held[1]:
+            column = self._rows[name]
+            if floats and column.dtype.kind not in "biuf":
+                raise TypeError(f"column {name!r} of table {self.name!r} holds {column.dtype}, not numbers")
+            held[1][key] = column.to_numpy(dtype=float) if floats else column.to_numpy()
+        return held[1][key]
 
     def __repr__(self):
         return f"MemoryTable({self.name!r}, key={self.key!r}, {len(self._positions)} rows, columns={self.columns})"
@@ -151,6 +209,8 @@ class RedisTable(Table):
         self.name, self.key = name, key
         self.client = _own_client(client, timeout)
         self.address = _address(client)
+        settings = self.client.connection_pool.connection_kwargs
+        self._server = (self.address, *(settings.get(k) for k in ("db", "username", "password", "socket_timeout")))
         self._wanted_columns = None if columns is None else list(columns)
         self._schema = None
 
@@ -185,40 +245,65 @@ class RedisTable(Table):
         self._schema = None
         self.version += 1
 
-    def _fetch(self, wanted: list) -> tuple[pd.DataFrame, list]:
-        codec = self._codec()
-        if not wanted:
-            return self._selected(codec.decode([])), []
+    def _fetch(self, wanted: list) -> tuple[list, tuple]:
+        return fetch_together({self: wanted})[self]
+
+    def _cached(self, wanted: list) -> tuple[list, list]:
+        """(each wanted key's stored row from this call's cache, or MISSING; the keys missing)."""
         cache = lookup_cache(self)  # the rows an optimized function fetched before, as stored
-        values = cache.get_many(wanted) if cache is not None else [MISSING] * len(wanted)
+        if cache is None:
+            return [MISSING] * len(wanted), list(wanted)
+        values = cache.get_many(wanted)
         missing = [k for k, v in zip(wanted, values) if v is MISSING]
-        if cache is not None:
-            count_cached(len(wanted) - len(missing), len(missing))
-        if missing:
-            fetched = self._request(lambda: self.client.mget([f"{self.name}:{k}" for k in missing]), "look up keys in")
-            self._count(len(missing), 1)
-            if len(missing) == len(wanted):
-                values = fetched
-            else:
-                fresh = iter(fetched)
-                values = [next(fresh) if v is MISSING else v for v in values]
+        count_cached(len(wanted) - len(missing), len(missing))
+        return values, missing
+
+    def _mget(self, client, keys: list):
+        """Queue (on a pipeline) or send the request for the stored rows of ``keys``."""
+        return client.mget([f"{self.name}:{k}" for k in keys])
+
+    def _finish(self, wanted: list, values: list, missing: list, fetched: list) -> tuple[list, tuple]:
+        """(the keys found, their rows decoded to parts) from cached ``values`` and the rows
+        ``fetched`` for ``missing``, which then go to the cache."""
+        codec = self._codec()
+        if len(missing) == len(wanted):
+            values = fetched
+        elif missing:
+            fresh = iter(fetched)
+            values = [next(fresh) if v is MISSING else v for v in values]
         found = [k for k, v in zip(wanted, values) if v is not None]
         present = [v for v in values if v is not None]
         try:
-            rows = codec.decode(present)
+            parts = codec.parts(present)
         except (ValueError, struct.error):  # (UnicodeDecodeError is a ValueError)
             bad = next(k for k, v in zip(found, present) if not codec.valid(v))
             raise RemoteLookupError(
                 f"RedisTable {self.name!r} at {self.address}: the value stored for key {bad[2:]!r} "
                 f"cannot be decoded as a row of columns {self.columns}; write it again with put()"
             ) from None
+        cache = lookup_cache(self)
         if cache is not None and missing:  # (only rows that decoded: a bad value is fetched again)
             cache.put_many(zip(missing, fetched))
-        return self._selected(rows), found
+        return found, parts
 
-    def _selected(self, rows: pd.DataFrame) -> pd.DataFrame:
+    def _frame(self, parts: tuple) -> pd.DataFrame:
         """The decoded rows with only the ``columns=`` asked for (all of them without it)."""
+        rows = self._codec().frame(parts)
         return rows if self._wanted_columns is None else rows[self.columns]
+
+    def _floats(self, parts: tuple, names: list) -> np.ndarray:
+        packed, texts = parts
+        codec = self._codec()
+        rows = np.empty((len(packed), len(names)))
+        for j, name in enumerate(names):
+            if name in texts:
+                raise TypeError(f"column {name!r} of table {self.name!r} holds str, not numbers")
+            rows[:, j] = packed[codec.field[name]]  # (numpy's cast, as to_numpy(dtype=float) makes it)
+        return rows
+
+    def _values(self, parts: tuple, column: str) -> list:
+        packed, texts = parts
+        return texts[column] if column in texts else packed[self._codec().field[column]].tolist()
 
     def _codec(self) -> "_Codec":
         if self._schema is None:
@@ -263,6 +348,41 @@ class RedisTable(Table):
         return f"RedisTable({self.name!r}, key={self.key!r}, at {self.address})"
 
 
+def fetch_together(requests: dict) -> dict:
+    """{table: (the keys found, their stored rows)} for {table: wanted canonical keys}: what each
+    table's own fetch gives, with the rows that Redis tables of one server lack from the call's
+    caches fetched in one round trip (a pipeline of one ``MGET`` per table), counted on the
+    first of them."""
+    results, pending, servers = {}, {}, {}
+    for table, wanted in requests.items():
+        if not isinstance(table, RedisTable):
+            results[table] = table._fetch(wanted)
+            continue
+        table._codec()  # (the schema first: a table without rows says so)
+        pending[table] = (wanted, *table._cached(wanted))
+        if pending[table][2]:
+            servers.setdefault(table._server, []).append(table)
+    fetched = {}
+    for tables in servers.values():
+        first = tables[0]
+        if len(tables) == 1:
+            answers = [first._request(lambda: first._mget(first.client, pending[first][2]), "look up keys in")]
+        else:
+            def request():
+                pipe = first.client.pipeline(transaction=False)
+                for table in tables:
+                    table._mget(pipe, pending[table][2])
+                return pipe.execute()
+
+            answers = first._request(request, "look up keys in")
+        for table, answer in zip(tables, answers):
+            fetched[table] = answer
+            table._count(len(pending[table][2]), 1 if table is first else 0)
+    for table, (wanted, values, missing) in pending.items():
+        results[table] = table._finish(wanted, values, missing, fetched.get(table, []))
+    return results
+
+
 class _Codec:
     """Rows as bytes: the numeric columns packed in their dtypes, then each str column."""
 
@@ -272,6 +392,7 @@ class _Codec:
         numeric = [(name, dtype) for name, dtype in columns if dtype not in _TEXT]
         self.record = np.dtype([(f"f{i}", dtype.newbyteorder("<")) for i, (_, dtype) in enumerate(numeric)])
         self.numeric = [name for name, _ in numeric]
+        self.field = {name: f"f{i}" for i, name in enumerate(self.numeric)}
         self.strings = [(name, dtype) for name, dtype in columns if dtype in _TEXT]
         self.column_index = pd.Index(self.names)
 
@@ -287,14 +408,16 @@ class _Codec:
             rows = [row + _string_bytes(value, name) for row, value in zip(rows, frame[name].tolist())]
         return rows
 
-    def decode(self, values: list) -> pd.DataFrame:
+    def parts(self, values: list) -> tuple:
+        """(the numeric columns as one record array, {str column: its values}), checked:
+        ValueError or struct.error for a value that is not a row of these columns."""
         size = self.record.itemsize
         if not self.strings and any(len(v) != size for v in values):
             raise ValueError("a row of the wrong length")
         packed = np.frombuffer(b"".join(v[:size] for v in values), self.record) if size else np.empty(len(values), self.record)
         if len(packed) != len(values):
             raise ValueError("a row of the wrong length")
-        data = {name: packed[f"f{i}"].astype(self.record[i].newbyteorder("="), copy=True) for i, name in enumerate(self.numeric)}
+        texts = {}
         if self.strings:
             columns = [[] for _ in self.strings]
             for value in values:
@@ -304,17 +427,24 @@ class _Codec:
                     column.append(text)
                 if at != len(value):
                     raise ValueError("a row of the wrong length")
-            data.update({name: _text_array(column, dtype) for (name, dtype), column in zip(self.strings, columns)})
+            texts = {name: column for (name, _), column in zip(self.strings, columns)}
+        return packed, texts
+
+    def frame(self, parts: tuple) -> pd.DataFrame:
+        packed, texts = parts
+        data = {name: packed[self.field[name]].astype(self.record[i].newbyteorder("="), copy=True)
+                for i, name in enumerate(self.numeric)}
+        data.update({name: _text_array(texts[name], dtype) for name, dtype in self.strings})
         # (arrays of the right length and types, in the table's column order: pandas' checking
         # constructor costs three times more, a large part of a single-row lookup)
         return pd.DataFrame._from_arrays(
-            [data[name] for name in self.names], columns=self.column_index.copy(), index=pd.RangeIndex(len(values)),
+            [data[name] for name in self.names], columns=self.column_index.copy(), index=pd.RangeIndex(len(packed)),
             verify_integrity=False,
         )
 
     def valid(self, value: bytes) -> bool:
         try:
-            self.decode([value])
+            self.parts([value])
         except (ValueError, struct.error):
             return False
         return True
