@@ -293,3 +293,49 @@ def test_a_str_column_that_converts_to_floats_is_computed_as_written(tables):
         same_outcome(optimized, predict, frame(users_, ["s1"] * len(users_)))
     assert optimized.explain_caching()["new rows"].iloc[1] == "by its statements"
     assert optimized.stats["feature_row_hits"] == 2 and optimized.stats["feature_row_misses"] == 3
+
+
+class _Features:
+    """A 'model' that returns its features: the answers show every value the IFVs computed."""
+
+    def predict(self, X):
+        return X
+
+
+KT = willump.MemoryTable(pd.DataFrame({"k": [1, 2, 3], "a": [1.5, 2.5, 3.5], "b": [10, 20, 30]}), key="k")
+KU = willump.MemoryTable(pd.DataFrame({"k": [1, 2, 3], "a": [100.0, 200.0, 300.0], "b": [1, 2, 3]}), key="k")
+BIG = 2**53 + 1  # (float64 rounds it to 2**53)
+KS = willump.MemoryTable(pd.DataFrame({"s": [1, 2], "art": np.array([BIG, 7], dtype=np.int64)}), key="s")
+KA = willump.MemoryTable(pd.DataFrame({"art": np.array([BIG, BIG - 1, 7], dtype=np.int64), "fans": [1.0, 2.0, 3.0]}),
+                         key="art")
+
+
+@pytest.mark.parametrize("setup, ifv", [
+    ("", "KT.lookup(df['k'])['a', 'b']"),  # (a tuple is one label to pandas: KeyError)
+    ("", "KT.lookup(df['k'])[PAIR]"),
+    ("s = KS.lookup(df['k'])", "KA.lookup(s['art'])[['fans']]"),  # (a missed key makes `art` float)
+    ("KT = KU", "KT.lookup(df['k'])[['a']]"),  # (the local name, not the global table)
+])
+def test_what_pandas_would_do_otherwise_is_not_planned_or_not_cached(setup, ifv):
+    source = (f"def predict(df):\n    {setup}\n"
+              f"    return MODEL.predict(np.hstack([df[['h']].to_numpy(dtype=float), {ifv}.to_numpy(dtype=float)]))\n")
+    names = {"np": np, "KT": KT, "KU": KU, "KS": KS, "KA": KA, "PAIR": ("a", "b"), "MODEL": _Features()}
+    predict = define(source, names, f"<feature rows: {ifv}>", "predict")
+    optimized = willump.optimize(predict, cache_size=10)
+    for keys in ([1, 9], [1, 2, 5], [1]):
+        same_outcome(optimized, predict, pd.DataFrame({"k": keys, "h": np.arange(len(keys), dtype=float)}))
+
+
+def test_a_global_list_of_columns_is_read_on_each_call():
+    names = {"np": np, "KT": KT, "COLUMNS": ["a"], "MODEL": _Features()}
+    source = ("def predict(df):\n"
+              "    return MODEL.predict(np.hstack([df[['h']].to_numpy(dtype=float),"
+              " KT.lookup(df['k'])[COLUMNS].to_numpy(dtype=float)]))\n")
+    predict = define(source, names, "<feature rows: a global list>", "predict")
+    optimized = willump.optimize(predict, cache_size=10)
+    df = pd.DataFrame({"k": [1, 2, 5], "h": [0.0, 1.0, 2.0]})
+    same_outcome(optimized, predict, df)
+    predict.__globals__["COLUMNS"] = ["b", "a"]
+    optimized.clear_cache()  # (cached rows are those of the columns named before)
+    same_outcome(optimized, predict, df)
+    assert optimized.explain_caching()["new rows"].iloc[1] == "from its tables' stored rows"

@@ -142,6 +142,8 @@ class _Proof:
         if isinstance(node, ast.Subscript):
             names = self._column_names(node)
             if isinstance(node.value, ast.Name) and node.value.id == self.parameter:
+                if isinstance(names, ast.Name):  # (the rows would be kept by the columns it names now)
+                    raise _NotPerKey(f"`{ast.unparse(node)}`: key columns named by a variable, which may change")
                 self.columns.update(dict.fromkeys(names))
                 return "input"
             return self.kind(node.value)
@@ -160,6 +162,8 @@ class _Proof:
     def _call(self, node) -> str:
         owner, method = node.func.value, node.func.attr
         if method == "lookup" and isinstance(owner, ast.Name) and len(node.args) == 1 and not node.keywords:
+            if self._bound(owner.id) is not None:
+                raise _NotPerKey(f"`{owner.id}` is bound in the function, so which table it is may vary")
             if isinstance(self.resolver.resolve(owner), Table):
                 if self.kind(node.args[0]) not in ("input", "table"):
                     raise _NotPerKey(f"`{ast.unparse(node.args[0])}` is not a column of keys")
@@ -171,18 +175,20 @@ class _Proof:
                 return kind
         raise _NotPerKey(f"`{ast.unparse(node)}` is not a per-key operation")
 
-    def _column_names(self, subscript) -> list:
+    def _column_names(self, subscript) -> "list | ast.Name":
+        """The names a subscript selects: a str or a list of them written out, or the name of a
+        global or closure list of str (which the caller reads again on each call)."""
         node = subscript.slice
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return [node.value]
-        if isinstance(node, (ast.List, ast.Tuple)):
+        if isinstance(node, ast.List):  # (not a tuple: pandas takes a tuple for one label)
             names = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
             if len(names) == len(node.elts):
                 return names
         if isinstance(node, ast.Name) and self._bound(node.id) is None:
             value = self.resolver.resolve(node)
-            if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-                return list(value)
+            if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                return node
         raise _NotPerKey(f"`{ast.unparse(subscript)}` is not a selection of columns by name")
 
     def _plain(self, node) -> bool:
@@ -215,7 +221,8 @@ class _Planner(_Proof):
         if isinstance(node, ast.Subscript):
             names = self._column_names(node)
             single = isinstance(node.slice, ast.Constant)  # (a Series: rows of one value)
-            return RowPlan(self._through(node.value, self._lookup), tuple(names), single)
+            return RowPlan(self._through(node.value, self._lookup),
+                           names if isinstance(names, ast.Name) else tuple(names), single)
         return RowPlan(self._lookup(node), None, False)
 
     def _lookup(self, node) -> "_Lookup":
@@ -266,8 +273,16 @@ class RowPlan:
     """``lookup[columns].to_numpy(dtype=float)`` (all columns for None; 1-D for one by name)."""
 
     lookup: _Lookup
-    columns: tuple | None
+    columns: "tuple | ast.Name | None"  # (a name is read on each call: a list of str, or no plan)
     single: bool
+
+    def names(self, resolver) -> "tuple | None":
+        if not isinstance(self.columns, ast.Name):
+            return self.columns
+        names = resolver.resolve(self.columns)
+        if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+            raise TypeError(f"{self.columns.id} is no longer a list of column names")
+        return tuple(names)
 
     def chain(self) -> list:
         """Its lookups, the one keyed by the argument first, each keyed by the one before."""
@@ -304,7 +319,7 @@ def planned_rows(work: dict, resolver) -> dict:
                     canonical[i] = table.column_keys(canonical[i], chain[depth + 1].keys.column, fetched[table])
                     continue
                 plan = work[i][0]
-                rows = table.float_rows(canonical[i], plan.columns, fetched[table])
+                rows = table.float_rows(canonical[i], plan.names(resolver), fetched[table])
                 results[i] = rows[:, 0] if plan.single else rows
             except (TypeError, KeyError) as error:
                 results[i] = error

@@ -32,6 +32,7 @@ _FORMAT = 1
 _TEXT = ("str", "string", "object")  # dtypes of str columns, by name (str values, or missing)
 _MISSING = {0xFFFFFFFF: np.nan, 0xFFFFFFFE: None, 0xFFFFFFFD: pd.NA}  # lengths that mark a missing str
 _LENGTH = struct.Struct("<I")
+_EXACT = 2**53  # ints up to this size are exact in float64
 
 
 def canonical_key(key) -> str | None:
@@ -101,6 +102,10 @@ class Table:
             raise KeyError(f"{column!r} is not a column of table {self.name!r}")
         positions, stored = self._stored_rows(canonical, fetched)
         values = self._values(stored, column)
+        if any(type(v) is int and not -_EXACT <= v <= _EXACT for v in values):
+            # (a lookup that misses a key turns an int column to float64, which rounds these: the
+            # keys they match would depend on the other keys looked up with them)
+            raise ValueError(f"column {column!r} of table {self.name!r} holds ints that float64 rounds")
         return [None if p < 0 else canonical_key(values[p]) for p in positions.tolist()]
 
     def _stored_rows(self, canonical: list, fetched=None):
