@@ -18,6 +18,7 @@ result's bytes plus about 250 bytes and the key's values.
 """
 
 import collections
+import functools
 import math
 import threading
 
@@ -157,11 +158,20 @@ def key_values(keys: list, position: int) -> list:
     """The values of column ``position`` that ``row_keys`` made ``keys`` of (None for a missing one)."""
     if not keys:
         return []
-    floats = keys[0][0][1][position].lower().startswith("float")  # (there, and only there, _NAN is NaN)
+    floats = _float_kind(keys[0][0][1][position])  # (there, and only there, _NAN is NaN)
     values = [key[position + 1] for key in keys]
     if floats:
         return [None if v is _NAN else v for v in values]
     return [(None if v[1] is _NAN else v[1]) if type(v) is tuple else v for v in values]
+
+
+@functools.lru_cache(maxsize=256)
+def _float_kind(dtype: str) -> bool:
+    """Whether the dtype named ``dtype`` is of kind "f", as ``_key_values`` reads it."""
+    try:
+        return pd.api.types.pandas_dtype(dtype).kind == "f"
+    except Exception:  # (a name pandas cannot read back here)
+        return dtype.lower().startswith("float")
 
 
 def _missing(value) -> bool:

@@ -304,7 +304,7 @@ def planned_rows(work: dict, resolver) -> dict:
     results, depth = {}, 0
     while len(results) < len(work):
         tables, requests = {}, {}
-        for i in canonical.keys() - results.keys():
+        for i in [i for i in work if i not in results]:  # (in IFV order: the first table's request goes first)
             try:
                 tables[i] = table = chains[i][depth].resolved(resolver)
             except TypeError as error:

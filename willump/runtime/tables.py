@@ -148,54 +148,63 @@ class MemoryTable(Table):
     def __init__(self, frame: pd.DataFrame, key: str, columns=None, name: str = "table"):
         super().__init__()
         self.name, self.key = name, key
-        self._rows, self._positions = _prepared(frame, key, columns)
-        self.columns = list(self._rows.columns)
-        self._arrays = (self.version, {})  # (version, {(column, as floats): its values}) for float_rows
+        self._held = _Held(*_prepared(frame, key, columns))
+        self.columns = list(self._held.rows.columns)
 
     def put(self, frame: pd.DataFrame) -> None:
         """Add or replace the rows of ``frame`` (keyed by its ``key`` column)."""
         new, positions = _prepared(frame, self.key, self.columns)
-        held, given = _describe(self._rows), _describe(new)
-        if held != given:
+        held = self._held
+        before, given = _describe(held.rows), _describe(new)
+        if before != given:
             raise ValueError(
-                f"MemoryTable {self.name!r} holds columns {held} (name, dtype); the frame has {given}: "
+                f"MemoryTable {self.name!r} holds columns {before} (name, dtype); the frame has {given}: "
                 "put rows with the same columns and dtypes"
             )
-        kept = [k for k in self._positions if k not in positions]
-        old = self._rows.take([self._positions[k] for k in kept])
-        self._rows = pd.concat([old, new], ignore_index=True) if kept else new
-        self._positions = {k: i for i, k in enumerate(kept + list(positions))}
-        self.version += 1
+        kept = [k for k in held.positions if k not in positions]
+        old = held.rows.take([held.positions[k] for k in kept])
+        rows = pd.concat([old, new], ignore_index=True) if kept else new
+        self._held = _Held(rows, {k: i for i, k in enumerate(kept + list(positions))})  # (one assignment:
+        self.version += 1  # a lookup running meanwhile reads the rows before or after, not a mix)
 
-    def _fetch(self, wanted: list) -> tuple[list, np.ndarray]:
-        found = [k for k in wanted if k in self._positions]
-        return found, np.array([self._positions[k] for k in found], dtype=np.intp)
+    def _fetch(self, wanted: list) -> tuple[list, tuple]:
+        held = self._held
+        found = [k for k in wanted if k in held.positions]
+        return found, (held, np.array([held.positions[k] for k in found], dtype=np.intp))
 
-    def _frame(self, positions: np.ndarray) -> pd.DataFrame:
-        return self._rows.take(positions).reset_index(drop=True)
+    def _frame(self, stored: tuple) -> pd.DataFrame:
+        held, positions = stored
+        return held.rows.take(positions).reset_index(drop=True)
 
-    def _floats(self, positions: np.ndarray, names: list) -> np.ndarray:
-        return np.column_stack([self._column(name, floats=True)[positions] for name in names]) if names \
-            else np.empty((len(positions), 0))
+    def _floats(self, stored: tuple, names: list) -> np.ndarray:
+        held, positions = stored
+        if not names:
+            return np.empty((len(positions), 0))
+        return np.column_stack([held.column(name, self.name, floats=True)[positions] for name in names])
 
-    def _values(self, positions: np.ndarray, column: str) -> list:
-        return self._column(column)[positions].tolist()
-
-    def _column(self, name: str, floats: bool = False) -> np.ndarray:
-        """A column's values as an array (as float64 with ``floats``), kept until the next ``put``."""
-        held = self._arrays
-        if held[0] != self.version:
-            held = self._arrays = (self.version, {})
-        key = (name, floats)
-        if key not in held[1]:
-            column = self._rows[name]
-            if floats and column.dtype.kind not in "biuf":
-                raise TypeError(f"column {name!r} of table {self.name!r} holds {column.dtype}, not numbers")
-            held[1][key] = column.to_numpy(dtype=float) if floats else column.to_numpy()
-        return held[1][key]
+    def _values(self, stored: tuple, column: str) -> list:
+        held, positions = stored
+        return held.column(column, self.name)[positions].tolist()
 
     def __repr__(self):
-        return f"MemoryTable({self.name!r}, key={self.key!r}, {len(self._positions)} rows, columns={self.columns})"
+        return f"MemoryTable({self.name!r}, key={self.key!r}, {len(self._held.positions)} rows, columns={self.columns})"
+
+
+class _Held:
+    """A MemoryTable's rows, the position of each key's row, and the columns read as arrays."""
+
+    def __init__(self, rows: pd.DataFrame, positions: dict):
+        self.rows, self.positions = rows, positions
+        self._arrays = {}  # (column, as floats) -> its values, for float_rows and column_keys
+
+    def column(self, name: str, table: str, floats: bool = False) -> np.ndarray:
+        key = (name, floats)
+        if key not in self._arrays:
+            column = self.rows[name]
+            if floats and column.dtype.kind not in "biuf":
+                raise TypeError(f"column {name!r} of table {table!r} holds {column.dtype}, not numbers")
+            self._arrays[key] = column.to_numpy(dtype=float) if floats else column.to_numpy()
+        return self._arrays[key]
 
 
 class RedisTable(Table):
