@@ -159,16 +159,22 @@ class _Proof:
             return "input"
         raise _NotPerKey(f"`{ast.unparse(node)}` is not a per-key operation")
 
+    def _is_lookup(self, node) -> bool:
+        """``name.lookup(keys)`` with ``name`` a table among the function's globals or closure."""
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "lookup"
+                and isinstance(node.func.value, ast.Name) and len(node.args) == 1 and not node.keywords):
+            return False
+        if self._bound(node.func.value.id) is not None:
+            raise _NotPerKey(f"`{node.func.value.id}` is bound in the function, so which table it is may vary")
+        return isinstance(self.resolver.resolve(node.func.value), Table)
+
     def _call(self, node) -> str:
         owner, method = node.func.value, node.func.attr
-        if method == "lookup" and isinstance(owner, ast.Name) and len(node.args) == 1 and not node.keywords:
-            if self._bound(owner.id) is not None:
-                raise _NotPerKey(f"`{owner.id}` is bound in the function, so which table it is may vary")
-            if isinstance(self.resolver.resolve(owner), Table):
-                if self.kind(node.args[0]) not in ("input", "table"):
-                    raise _NotPerKey(f"`{ast.unparse(node.args[0])}` is not a column of keys")
-                self.tables[owner.id] = None
-                return "table"
+        if self._is_lookup(node):
+            if self.kind(node.args[0]) not in ("input", "table"):
+                raise _NotPerKey(f"`{ast.unparse(node.args[0])}` is not a column of keys")
+            self.tables[owner.id] = None
+            return "table"
         if method in _CONVERSIONS and all(self._plain(a) for a in [*node.args, *(k.value for k in node.keywords)]):
             kind = self.kind(owner)
             if kind != "number":
@@ -226,9 +232,7 @@ class _Planner(_Proof):
         return RowPlan(self._lookup(node), None, False)
 
     def _lookup(self, node) -> "_Lookup":
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "lookup"
-                and isinstance(node.func.value, ast.Name) and len(node.args) == 1 and not node.keywords
-                and isinstance(self.resolver.resolve(node.func.value), Table)):
+        if not self._is_lookup(node):
             raise _NotPerKey(f"`{ast.unparse(node)}` is not a table's lookup")
         return _Lookup(node.func.value, self._through(node.args[0], self._keys))
 

@@ -262,23 +262,24 @@ class RedisTable(Table):
     def _fetch(self, wanted: list) -> tuple[list, tuple]:
         return fetch_together({self: wanted})[self]
 
-    def _cached(self, wanted: list) -> tuple[list, list]:
-        """(each wanted key's stored row from this call's cache, or MISSING; the keys missing)."""
+    def _cached(self, wanted: list) -> tuple:
+        """(this call's cache of the table's stored rows or None; each wanted key's row from it,
+        or MISSING; the keys missing)."""
         cache = lookup_cache(self)  # the rows an optimized function fetched before, as stored
         if cache is None:
-            return [MISSING] * len(wanted), list(wanted)
+            return None, [MISSING] * len(wanted), list(wanted)
         values = cache.get_many(wanted)
         missing = [k for k, v in zip(wanted, values) if v is MISSING]
         count_cached(len(wanted) - len(missing), len(missing))
-        return values, missing
+        return cache, values, missing
 
     def _mget(self, client, keys: list):
         """Queue (on a pipeline) or send the request for the stored rows of ``keys``."""
         return client.mget([f"{self.name}:{k}" for k in keys])
 
-    def _finish(self, wanted: list, values: list, missing: list, fetched: list) -> tuple[list, tuple]:
+    def _finish(self, wanted: list, cache, values: list, missing: list, fetched: list) -> tuple[list, tuple]:
         """(the keys found, their rows decoded to parts) from cached ``values`` and the rows
-        ``fetched`` for ``missing``, which then go to the cache."""
+        ``fetched`` for ``missing``, which then go to ``cache``."""
         codec = self._codec()
         if len(missing) == len(wanted):
             values = fetched
@@ -295,7 +296,6 @@ class RedisTable(Table):
                 f"RedisTable {self.name!r} at {self.address}: the value stored for key {bad[2:]!r} "
                 f"cannot be decoded as a row of columns {self.columns}; write it again with put()"
             ) from None
-        cache = lookup_cache(self)
         if cache is not None and missing:  # (only rows that decoded: a bad value is fetched again)
             cache.put_many(zip(missing, fetched))
         return found, parts
@@ -374,26 +374,25 @@ def fetch_together(requests: dict) -> dict:
             continue
         table._codec()  # (the schema first: a table without rows says so)
         pending[table] = (wanted, *table._cached(wanted))
-        if pending[table][2]:
+        if pending[table][3]:
             servers.setdefault(table._server, []).append(table)
     fetched = {}
     for tables in servers.values():
         first = tables[0]
-        if len(tables) == 1:
-            answers = [first._request(lambda: first._mget(first.client, pending[first][2]), "look up keys in")]
-        else:
-            def request():
-                pipe = first.client.pipeline(transaction=False)
-                for table in tables:
-                    table._mget(pipe, pending[table][2])
-                return pipe.execute()
 
-            answers = first._request(request, "look up keys in")
-        for table, answer in zip(tables, answers):
+        def request(tables=tables, first=first):
+            if len(tables) == 1:  # (a pipeline of one costs more than the command)
+                return [first._mget(first.client, pending[first][3])]
+            pipe = first.client.pipeline(transaction=False)
+            for table in tables:
+                table._mget(pipe, pending[table][3])
+            return pipe.execute()
+
+        for table, answer in zip(tables, first._request(request, "look up keys in")):
             fetched[table] = answer
-            table._count(len(pending[table][2]), 1 if table is first else 0)
-    for table, (wanted, values, missing) in pending.items():
-        results[table] = table._finish(wanted, values, missing, fetched.get(table, []))
+            table._count(len(pending[table][3]), 1 if table is first else 0)
+    for table, (wanted, cache, values, missing) in pending.items():
+        results[table] = table._finish(wanted, cache, values, missing, fetched.get(table, []))
     return results
 
 
