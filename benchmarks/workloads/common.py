@@ -127,8 +127,13 @@ def fit_workload(
 
 
 def gbdt_classifier(random_state: int) -> LGBMClassifier:
-    """The gradient-boosted trees of the join workloads (music, credit, tracking)."""
-    return LGBMClassifier(n_estimators=100, random_state=random_state, verbose=-1)
+    """The gradient-boosted trees of the join workloads (music, credit, tracking).
+
+    Deterministic: by default LightGBM picks its histogram layout (row- or column-wise) by
+    timing both, and the trees, so the cascade thresholds, changed from run to run.
+    """
+    return LGBMClassifier(n_estimators=100, random_state=random_state, verbose=-1,
+                          deterministic=True, force_row_wise=True)
 
 
 def encode_categories(frame: pd.DataFrame, columns=None) -> pd.DataFrame:
