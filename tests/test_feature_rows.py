@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.ensemble import HistGradientBoostingClassifier
-from sklearn.linear_model import LinearRegression
+from sklearn.linear_model import LinearRegression, LogisticRegression
 
 import willump
 from answers import define
@@ -339,3 +339,58 @@ def test_a_global_list_of_columns_is_read_on_each_call():
     optimized.clear_cache()  # (cached rows are those of the columns named before)
     same_outcome(optimized, predict, df)
     assert optimized.explain_caching()["new rows"].iloc[1] == "from its tables' stored rows"
+
+
+def test_cascades_read_their_ifvs_from_the_feature_row_caches(redis_client):
+    """After fit, the small model's IFVs and, for the rows it is unsure of, the others come
+    from the feature-row caches: the answers are the cascade's without caches, and rows seen
+    before fetch nothing."""
+    rng = np.random.default_rng(0)
+    n = 3000
+    user_rows = pd.DataFrame({"userId": np.arange(300), "strong": rng.normal(size=300)})
+    song_rows = pd.DataFrame({"songId": np.arange(500), "a": rng.normal(size=500), "b": rng.normal(size=500)})
+    users = willump.MemoryTable(user_rows, key="userId")  # (cheap and telling: the small model's)
+    songs = willump.RedisTable(redis_client, "songs", key="songId")
+    songs.put(song_rows)
+    df = pd.DataFrame({"userId": rng.integers(0, 300, n), "songId": rng.integers(0, 500, n)})
+    X = np.column_stack([users.lookup(df["userId"]).to_numpy(), songs.lookup(df["songId"]).to_numpy()])
+    y = (3 * X[:, 0] + 0.3 * X[:, 1] > 0).astype(int)
+    model = LogisticRegression().fit(X, y)
+
+    def predict(df):
+        u = users.lookup(df["userId"])
+        s = songs.lookup(df["songId"])
+        return model.predict(np.hstack([u.to_numpy(dtype=float), s.to_numpy(dtype=float)]))
+
+    cached = willump.optimize(predict, cache_size=10_000).fit(df.iloc[:2000], y=y[:2000], progress=False)
+    plain = willump.optimize(predict).fit(df.iloc[:2000], y=y[:2000], progress=False)
+    assert cached.explain()["selected"].tolist() == [True, False]
+    assert cached.explain().attrs["summary"]["cascades"] == "on"
+    assert cached.explain().attrs["summary"]["threshold"] == plain.explain().attrs["summary"]["threshold"]
+    cached.reset_stats()
+    test = df.iloc[2000:2300]
+    assert_same(cached(test), plain(test))
+    stats = cached.stats
+    unsure = stats["rows_full_model"]
+    assert 0 < unsure < len(test)
+    assert stats["feature_row_misses"] == len(test) + unsure and stats["feature_row_hits"] == 0
+    assert stats["remote_keys"] <= unsure  # (the rows the small model answered fetched no song)
+    fetched = stats["remote_keys"]
+    for i in [5, 0, 299]:  # rows seen before, one at a time
+        assert_same(cached(test.iloc[[i]]), plain(test.iloc[[i]]))
+    assert_same(cached(test), plain(test))
+    stats = cached.stats
+    assert stats["remote_keys"] == fetched
+    # every row since the first call is a hit, in the small model's IFV and, when unsure, in the other
+    assert stats["feature_row_hits"] == stats["rows_seen"] - len(test) + stats["rows_full_model"] - unsure
+    assert stats["feature_row_misses"] == len(test) + unsure
+    for repeat in range(2):  # top-K reads the same caches: the second query fetches nothing
+        np.testing.assert_array_equal(cached.top_k(test, k=5), plain.top_k(test, k=5))
+        assert cached.stats["top_k_queries"] == repeat + 1
+        assert (cached.stats["remote_keys"] == fetched) if repeat else (cached.stats["remote_keys"] > fetched)
+        fetched = cached.stats["remote_keys"]
+    with pytest.raises(KeyError) as raised:
+        cached(test.drop(columns="userId"))
+    with pytest.raises(KeyError) as expected:
+        predict(test.drop(columns="userId"))
+    assert str(raised.value) == str(expected.value)

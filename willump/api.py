@@ -125,10 +125,8 @@ class OptimizedFunction:
             if self._lookup_caches is not None:
                 keyed, self._not_keyed = keyed_ifvs(self.graph, self._executor.parameters, resolver)
                 if keyed:
-                    others = [i for i in range(len(self.graph.ifvs)) if i not in keyed]
-                    self._feature_rows = FeatureRows(
-                        keyed, self._executor.parameters[0], size, resolver, self._executor.reads_preprocessed(others)
-                    )
+                    values = self._features.chosen_values if self._features is not None else self._executor.values
+                    self._feature_rows = FeatureRows(keyed, self._executor, values, size, resolver)
         self._fitted = None
 
     def _report(self, graph) -> None:
@@ -163,10 +161,10 @@ class OptimizedFunction:
         """The result for bound arguments: cascaded after fit; remote IFVs side by side when there are two."""
         try:
             if self._fitted is not None and self._fitted.cascading:
-                return cascades.serve(self._features or self._executor, self._fitted, arguments, self._stats)
+                return cascades.serve(self._features or self._executor, self._fitted, arguments, self._stats,
+                                      self._feature_rows)
             if self._feature_rows is not None:
-                values = self._features.chosen_values if self._features is not None else self._executor.values
-                result = self._feature_rows.serve(self._executor, values, arguments)
+                result = self._feature_rows.serve(arguments)
                 if result is not MISSING:
                     self._count_exact(arguments)
                     return result
@@ -231,12 +229,16 @@ class OptimizedFunction:
         k = min(int(k), n)
         if k == 0:
             return np.array([], dtype=np.intp)
+        call = start_call(self._stats, self._lookup_caches)  # (its lookups count, and use the caches, as a call's)
         try:
             if self._fitted is None or self._fitted.filter_model is None:
-                return topk.exact(self._executor, arguments, k)
-            return topk.filtered(self._executor, self._fitted, arguments, k, n, c_k, min_fraction, self._stats)
+                return topk.exact(self._executor, arguments, k, self._feature_rows)
+            return topk.filtered(self._executor, self._fitted, arguments, k, n, c_k, min_fraction, self._stats,
+                                 self._feature_rows)
         except NotSeparable as reason:
             raise ValueError(f"top_k cannot compute the IFVs of these inputs separately ({reason})") from None
+        finally:
+            end_call(call)
 
     def explain(self) -> pd.DataFrame:
         """Per IFV: cost per row, importance, cost-effectiveness, selected; ``.attrs["summary"]`` has the rest."""

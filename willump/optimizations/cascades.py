@@ -18,9 +18,10 @@ from willump.compile.forms import Unsupported
 from willump.compile.linear import CompiledLinearModel
 from willump.compile.programs import MISS, TextLinearProgram
 from willump.optimizations.models import call, confidence
+from willump.runtime.caches import MISSING
 from willump.runtime.executor import GraphExecutor
 from willump.runtime.features import feature_matrix
-from willump.runtime.rows import take_rows
+from willump.runtime.rows import take_argument_rows, take_rows
 
 THRESHOLDS = tuple(round(0.1 * i, 1) for i in range(1, 11))
 
@@ -146,19 +147,38 @@ def small_confidence(fitted, small_output: np.ndarray, small_input) -> np.ndarra
     return confidence(fitted.small_model, small_input)
 
 
-def full_model_input(executor, fitted, arguments: dict, computed: dict, rows) -> tuple:
-    """(model, X) for the rows ``rows``: IFVs already in ``computed`` are reused, the others computed."""
+def full_model_input(executor, fitted, arguments: dict, computed: dict, rows, feature_rows=None) -> tuple:
+    """(model, X) for the rows ``rows``: IFVs already in ``computed`` are reused, the others
+    computed (those ``feature_rows`` caches from its caches)."""
     kept = reusable(fitted, computed)
     count = len(executor.graph.ifvs)
     rest = [i for i in range(count) if i not in kept]
-    env, fresh = executor.evaluate(arguments, ifvs=rest, rows=rows, batch_names=fitted.batch_names)
+    part = take_argument_rows(arguments, rows, fitted.batch_names)
+    env = executor.preprocess(part)
+    if feature_rows is not None and feature_rows.parameter not in fitted.batch_names:
+        feature_rows = None  # (its argument is not cut to the rows: its keys would not be theirs)
+    fresh = ifv_values(executor, env, part, rest, feature_rows)
     values = [take_reused(fitted, i, kept[i], rows) if i in kept else fresh[i] for i in range(count)]
     return executor.model_input(env, values)
 
 
-def serve(executor, fitted, arguments: dict, stats) -> object:
+def ifv_values(executor, env: dict, arguments: dict, indices, feature_rows=None) -> dict:
+    """{index: value} of the IFVs ``indices`` for the rows of ``arguments`` (``env`` their
+    namespace): those ``feature_rows`` caches from its caches, the others by their generators."""
+    cached = {}
+    if feature_rows is not None and indices:
+        cached = feature_rows.cached_values(arguments, indices)
+        if cached is MISSING:  # (computed as written: the same values, or the function's own error)
+            cached = {}
+    rest = [i for i in indices if i not in cached]
+    computed = executor.values(env, rest) if rest else {}
+    return {i: cached[i] if i in cached else computed[i] for i in indices}
+
+
+def serve(executor, fitted, arguments: dict, stats, feature_rows=None) -> object:
     """The function's result for one call, cascaded: by the cascaded whole-call program when
-    there is one and it answers, else block by block."""
+    there is one and it answers, else block by block, the IFVs ``feature_rows`` caches from
+    its caches."""
     program = _program(executor, fitted)
     if program is not None:
         answer = executor.program_answer(program, executor.bound(arguments), fitted.threshold)
@@ -167,14 +187,14 @@ def serve(executor, fitted, arguments: dict, stats) -> object:
             stats.count(rows=rows, small=small, full=rows - small)
             return result
     env = executor.preprocess(arguments)
-    efficient = executor.values(env, fitted.selected)
+    efficient = ifv_values(executor, env, arguments, fitted.selected, feature_rows)
     small_input = feature_matrix([efficient[i] for i in fitted.selected])
     small_output = np.asarray(call(fitted.small_model, fitted.method, small_input))
     sure = small_confidence(fitted, small_output, small_input)
     unsure = np.flatnonzero(sure < fitted.threshold)
     full_output = []
     if len(unsure):
-        model, X = full_model_input(executor, fitted, arguments, efficient, unsure)
+        model, X = full_model_input(executor, fitted, arguments, efficient, unsure, feature_rows)
         full_output = call(model, fitted.method, X)
     stats.count(rows=len(sure), small=len(sure) - len(unsure), full=len(unsure))
     return executor.finish(env, merged(small_output, full_output, unsure, fitted.output_dtype))

@@ -334,11 +334,14 @@ def planned_rows(work: dict, resolver) -> dict:
 class FeatureRows:
     """The feature-row caches of one optimized function."""
 
-    def __init__(self, keyed: dict, parameter: str, capacity: int, resolver, needs_preprocessing: bool):
+    def __init__(self, keyed: dict, executor, values, capacity: int, resolver):
+        """``values(env, indices)`` computes the executor's IFVs (side by side or not)."""
         self.keyed_ifvs = keyed  # (all, including those stopped: ``keyed`` are those still cached)
-        self._needs_preprocessing = needs_preprocessing  # the other IFVs or the combine step read what it binds
+        self._executor, self._values = executor, values
+        others = [i for i in range(len(executor.graph.ifvs)) if i not in keyed]
+        self._needs_preprocessing = executor.reads_preprocessed(others)  # (what the others or the combine step read)
         self.capacity = capacity
-        self._parameter = parameter
+        self.parameter = executor.parameters[0]
         self._resolver = resolver
         self._caches = {i: LRUCache(capacity) for i in keyed}
         self._plans = {i: k.plan for i, k in keyed.items() if k.plan is not None}
@@ -359,38 +362,16 @@ class FeatureRows:
         for cache in self._caches.values():
             cache.clear()
 
-    def serve(self, executor, values, arguments: dict):
+    def serve(self, arguments: dict):
         """The function's result, its keyed IFVs' rows from the caches where held; ``MISSING``
-        when this call is not one the caches can serve (then the caller runs it as before).
-
-        ``values(env, indices)`` computes IFVs (side by side or not)."""
-        frame = arguments[self._parameter]
-        if type(frame) is not pd.DataFrame or not len(frame) or not self._caches:
+        when this call is not one the caches can serve (then the caller runs it as before)."""
+        if not self._caches:
+            return MISSING
+        executor, values = self._executor, self._values
+        found = self.cached_values(arguments, range(len(executor.graph.ifvs)))
+        if found is MISSING:
             return MISSING
         try:
-            keys = {}
-            for keyed in self.keyed_ifvs.values():
-                if keyed.columns not in keys:
-                    keys[keyed.columns] = row_keys(frame, keyed.columns)
-        except Exception:  # (a missing column: the function as written raises what it raises)
-            return MISSING
-        if any(k is None for k in keys.values()):
-            return MISSING
-        found, missing = {}, {}
-        caches = self._caches  # (as they are now: another thread may stop caching an IFV)
-        for i, cache in caches.items():
-            keyed = self.keyed_ifvs[i]
-            self._check_tables(i, cache)
-            found[i] = cache.get_many(keys[keyed.columns])
-            missing[i] = [r for r, row in enumerate(found[i]) if row is MISSING]
-        misses = sum(map(len, missing.values()))
-        count_rows_cached(len(frame) * len(found) - misses, misses)
-        try:
-            if misses:
-                planned = self._planned(keys, found, missing)
-                rest = {i: m for i, m in missing.items() if m and i not in planned}
-                if rest and not self._compute(executor, values, arguments, len(frame), keys, found, rest):
-                    return MISSING
             env = executor.environment(arguments) if self._needs_preprocessing else executor.arguments_only(arguments)
             others = [i for i in range(len(executor.graph.ifvs)) if i not in found]
             computed = values(env, others) if others else {}
@@ -398,8 +379,45 @@ class FeatureRows:
             raise
         except Exception:  # the function as written raises it, with its own message
             return MISSING
-        computed.update((i, np.stack(rows)) for i, rows in found.items())
+        computed.update(found)
         return executor.combine(env, [computed[i] for i in range(len(computed))])
+
+    def cached_values(self, arguments: dict, indices):
+        """{index: its rows} for the IFVs among ``indices`` whose rows are cached, every row of
+        the argument, from the caches where held, the others computed and cached; ``MISSING``
+        when this call is not one the caches can serve (the caller computes them as written)."""
+        frame = arguments[self.parameter]
+        if type(frame) is not pd.DataFrame or not len(frame):
+            return MISSING
+        caches = {i: self._caches[i] for i in indices if i in self._caches}  # (as they are now: another
+        try:  # thread may stop caching an IFV)
+            keys = {}
+            for i in caches:
+                columns = self.keyed_ifvs[i].columns
+                if columns not in keys:
+                    keys[columns] = row_keys(frame, columns)
+        except Exception:  # (a missing column: the function as written raises what it raises)
+            return MISSING
+        if any(k is None for k in keys.values()):
+            return MISSING
+        found, missing = {}, {}
+        for i, cache in caches.items():
+            self._check_tables(i, cache)
+            found[i] = cache.get_many(keys[self.keyed_ifvs[i].columns])
+            missing[i] = [r for r, row in enumerate(found[i]) if row is MISSING]
+        misses = sum(map(len, missing.values()))
+        count_rows_cached(len(frame) * len(found) - misses, misses)
+        if misses:
+            try:
+                planned = self._planned(keys, found, missing)
+                rest = {i: m for i, m in missing.items() if m and i not in planned}
+                if rest and not self._compute(arguments, len(frame), keys, found, rest):
+                    return MISSING
+            except RemoteLookupError:
+                raise
+            except Exception:  # the function as written raises it, with its own message
+                return MISSING
+        return {i: np.stack(rows) for i, rows in found.items()}
 
     def _planned(self, keys, found, missing) -> set:
         """Compute the missing rows of the IFVs with a ``RowPlan`` from the tables' stored rows,
@@ -421,12 +439,12 @@ class FeatureRows:
             done.add(i)
         return done
 
-    def _compute(self, executor, values, arguments, n, keys, found, missing) -> bool:
+    def _compute(self, arguments, n, keys, found, missing) -> bool:
         """Compute the missing rows of each keyed IFV (on the rows any of them misses), fill
         them in and cache them; False if an IFV's value is not float rows after all."""
         rows = sorted(set().union(*missing.values()))
-        env = executor.environment(arguments, rows if len(rows) < n else None, [self._parameter])
-        computed = values(env, list(missing))
+        env = self._executor.environment(arguments, rows if len(rows) < n else None, [self.parameter])
+        computed = self._values(env, list(missing))
         at = {r: j for j, r in enumerate(rows)}
         for i, wanted in missing.items():
             value = computed[i]
