@@ -54,11 +54,6 @@ class ConcurrentFeatures:
 
         return _faster(self.side_by_side, batch_length(arguments), side_by_side, lambda: self._executor.run(arguments))
 
-    def evaluate(self, arguments: dict, ifvs=None, rows=None, batch_names=None) -> tuple[dict, dict]:
-        """As the executor's ``evaluate``, the remote IFVs side by side when that measured faster."""
-        env = self._executor.environment(arguments, rows, batch_names)
-        return env, self.values(env, ifvs)
-
     def values(self, env: dict, indices=None) -> dict:
         """{index: value} of the IFVs ``indices`` (default all), in that order; side by side
         when that measured faster."""

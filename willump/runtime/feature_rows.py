@@ -389,8 +389,9 @@ class FeatureRows:
         frame = arguments[self.parameter]
         if type(frame) is not pd.DataFrame or not len(frame):
             return MISSING
-        caches = {i: self._caches[i] for i in indices if i in self._caches}  # (as they are now: another
-        try:  # thread may stop caching an IFV)
+        current = self._caches  # (as they are now: another thread may stop caching an IFV)
+        caches = {i: current[i] for i in indices if i in current}
+        try:
             keys = {}
             for i in caches:
                 columns = self.keyed_ifvs[i].columns
