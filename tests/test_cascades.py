@@ -459,3 +459,66 @@ def test_cascades_are_one_decision_for_every_query_size():
     for i in range(5):  # a row's answer does not depend on the rows queried with it
         assert f(TEST.iloc[[i]]).iloc[0] == pytest.approx(batch.iloc[i], abs=1e-12)
     assert f.stats["rows_small_model"] > 0
+
+
+def with_noise(df):
+    cheap = df[["x"]].to_numpy()
+    noise = df[["w"]].to_numpy()
+    costly = df["z"].apply(slower_feature).to_numpy().reshape(-1, 1)
+    return pd.Series(model.predict_proba(np.hstack([cheap, noise, costly]))[:, 1], index=df.index, name="p")
+
+
+def slower_feature(value):
+    """Costly enough that a nearest-neighbour small model pays for itself."""
+    return sum(math.cos(value * i) for i in range(400)) * 1e-3
+
+
+def noisy(frame, random_state):
+    return frame.assign(w=np.random.default_rng(random_state).normal(scale=1000.0, size=len(frame)))
+
+
+def test_a_shorter_prefix_of_the_efficient_ifvs_cascades_when_the_whole_set_cannot():
+    # gamma=0 takes the noise column w into the efficient set after x. A nearest-neighbour
+    # small model on (x, w) measures distance by the noise and is sure of no row; on x alone,
+    # with labels that x decides, it is sure of most rows.
+    from sklearn.neighbors import KNeighborsClassifier
+
+    train, valid, test = noisy(TRAIN, 10), noisy(VALID, 11), noisy(TEST, 12)
+    y_train, y_valid = (train["x"] > 0).astype(int).to_numpy(), (valid["x"] > 0).astype(int).to_numpy()
+    train_model(with_noise, train, y_train, LogisticRegression())
+    f = willump.optimize(with_noise).fit(
+        train, y=y_train, validation=(valid, y_valid), gamma=0.0, small_model=KNeighborsClassifier(n_neighbors=50),
+        progress=False,
+    )
+    summary = f.explain().attrs["summary"]
+    attempts = summary["cascade_attempts"]
+    assert [a["ifvs"] for a in attempts] == [["cheap", "noise"], ["cheap"]]
+    assert attempts[0]["outcome"] != "cascades on"
+    assert attempts[1]["outcome"] == "cascades on" and summary["cascades"] == "on"
+    assert summary["efficient_ifvs"] == ["cheap"] and list(f.explain()["selected"]) == [True, False, False]
+    assert summary["cascade_validation_score"] >= summary["full_model_validation_score"] - 0.001
+    f.reset_stats()
+    result = f(test)
+    assert f.stats["rows_small_model"] > 0
+    assert isinstance(result, pd.Series) and result.index.equals(test.index)
+    exact = with_noise(test)
+    sure = np.maximum(result, 1 - result) >= summary["threshold"]
+    # a row that differs from the exact answer is one the small model was sure of
+    assert (sure | (result == exact)).all() and not result.equals(exact)
+
+
+def test_when_no_prefix_cascades_fit_reports_the_whole_set_and_every_attempt():
+    from sklearn.dummy import DummyClassifier
+
+    train, valid, test = noisy(TRAIN, 10), noisy(VALID, 11), noisy(TEST, 12)
+    train_model(with_noise, train, Y_TRAIN, LogisticRegression())
+    f = willump.optimize(with_noise).fit(
+        train, y=Y_TRAIN, validation=(valid, Y_VALID), gamma=0.0, small_model=DummyClassifier(), progress=False
+    )
+    summary = f.explain().attrs["summary"]
+    assert [a["ifvs"] for a in summary["cascade_attempts"]] == [["cheap", "noise"], ["cheap"]]
+    assert all(a["outcome"] != "cascades on" for a in summary["cascade_attempts"])
+    assert summary["cascades"].endswith("nor did any shorter prefix of the efficient IFVs cascade")
+    assert summary["efficient_ifvs"] == ["cheap", "noise"] and list(f.explain()["selected"]) == [True, True, False]
+    assert "threshold" not in summary
+    pd.testing.assert_series_equal(f(test), with_noise(test))

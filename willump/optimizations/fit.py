@@ -198,8 +198,10 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
         stages.close()
         return fitted
 
-    small_X = feature_matrix([values[i] for i in fitted.selected])
-    small_valid_X = feature_matrix([valid_values[i] for i in fitted.selected])
+    def small_inputs(selected):
+        return feature_matrix([values[i] for i in selected]), feature_matrix([valid_values[i] for i in selected])
+
+    small_X, small_valid_X = small_inputs(fitted.selected)
     if fitted.classification:
         fitted.small_model = train_like(model, small_X, y, random_state, small_model)
     stage("small model trained")
@@ -207,30 +209,23 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
     if not cascades_wanted:
         fitted.cascade_reason = "not requested (cascades=False)" if fitted.classification else "regression: cascades need classes"
     else:
-        _fit_threshold(
-            executor, fitted, valid_env, model, valid_X, small_valid_X, y_valid, metric, accuracy_loss, random_state
-        )
-        if fitted.cascading:
-            started = time.perf_counter()
-            call(fitted.small_model, fitted.method, small_valid_X)
-            small_cost = (time.perf_counter() - started) / len(y_valid)
-            rest = sum(c for i, c in enumerate(fitted.costs) if i not in fitted.selected)
-            chosen = sum(fitted.costs[i] for i in fitted.selected)
-            answered = summary["small_model_fraction"]
-            full = pre_cost + chosen + rest + model_cost
-            cascade = pre_cost + chosen + small_cost + (1 - answered) * (pre_cost + rest + model_cost)
-            summary["expected_speedup"] = full / cascade
-            if full <= cascade:
-                fitted.threshold = None
-                fitted.cascade_reason = (
-                    f"the small model would answer {answered:.0%} of the validation rows at threshold "
-                    f"{summary['threshold']}, too few to pay for computing its features first "
-                    f"(expected speedup {full / cascade:.2f}x)"
-                )
-                for key in ("threshold", "cascade_validation_score", "small_model_fraction", "expected_speedup"):
-                    summary.pop(key)
-        if fitted.cascading:
-            _measure_serving(executor, fitted, valid, summary)
+        def small_on(selected):
+            train_X, valid_X_small = small_inputs(selected)
+            return train_like(model, train_X, y, random_state, small_model), train_X, valid_X_small
+
+        def attempt(small_valid_X) -> dict:
+            found = {}
+            _fit_threshold(
+                executor, fitted, valid_env, model, valid_X, small_valid_X, y_valid, metric, accuracy_loss,
+                random_state, found,
+            )
+            if fitted.cascading:
+                _check_expected_speedup(fitted, small_valid_X, pre_cost, model_cost, found)
+            if fitted.cascading:
+                _measure_serving(executor, fitted, valid, found)
+            return found
+
+        small_X, small_valid_X = _choose_cascade(fitted, (fitted.small_model, small_X, small_valid_X), small_on, attempt)
     stage("threshold chosen")
 
     if not top_k_wanted:
@@ -254,6 +249,63 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
     stages.close()
     logger.info("fit: done: %s", summary)
     return fitted
+
+
+def _choose_cascade(fitted, first, small_on, attempt):
+    """Cascade on Algorithm 1's efficient IFVs or, when they give none, on their greedy prefixes, longest first.
+
+    The last IFV Algorithm 1 takes can sit at the gamma cut, where timing noise
+    decides whether it is in; with it the small model may meet no threshold that
+    the IFVs before it meet. ``first`` is (small model, train input, validation
+    input) on the whole set, ``small_on(selected)`` the same for a prefix, and
+    ``attempt(validation input)`` sets the threshold for ``fitted``'s current
+    small model and returns what it found for the summary. Returns the chosen
+    small model's train and validation inputs; when no prefix cascades, the
+    state of the whole set is kept.
+    """
+    chosen, tried = fitted.selected, []
+    for size in range(len(chosen), 0, -1):
+        fitted.selected = chosen[:size]
+        fitted.small_model, small_X, small_valid_X = first if size == len(chosen) else small_on(fitted.selected)
+        fitted.threshold = fitted.cascade_reason = None
+        found = attempt(small_valid_X)
+        tried.append((fitted.selected, fitted.small_model, small_X, small_valid_X, fitted.cascade_reason, found))
+        if fitted.cascading:
+            break
+    else:
+        fitted.selected, fitted.small_model, small_X, small_valid_X, fitted.cascade_reason, found = tried[0]
+        if len(tried) > 1:
+            fitted.cascade_reason += "; nor did any shorter prefix of the efficient IFVs cascade"
+    names = fitted.names
+    fitted.summary.update(found)
+    fitted.summary["efficient_ifvs"] = [names[i] for i in fitted.selected]
+    fitted.summary["cascade_attempts"] = [
+        {"ifvs": [names[i] for i in selected], "outcome": reason or "cascades on"}
+        for selected, _, _, _, reason, _ in tried
+    ]
+    return small_X, small_valid_X
+
+
+def _check_expected_speedup(fitted, small_valid_X, pre_cost, model_cost, summary) -> None:
+    """Turn the cascade off when the measured costs say it cannot pay for computing the small model's IFVs first."""
+    started = time.perf_counter()
+    call(fitted.small_model, fitted.method, small_valid_X)
+    small_cost = (time.perf_counter() - started) / small_valid_X.shape[0]
+    rest = sum(c for i, c in enumerate(fitted.costs) if i not in fitted.selected)
+    chosen = sum(fitted.costs[i] for i in fitted.selected)
+    answered = summary["small_model_fraction"]
+    full = pre_cost + chosen + rest + model_cost
+    cascade = pre_cost + chosen + small_cost + (1 - answered) * (pre_cost + rest + model_cost)
+    summary["expected_speedup"] = full / cascade
+    if full <= cascade:
+        fitted.threshold = None
+        fitted.cascade_reason = (
+            f"the small model would answer {answered:.0%} of the validation rows at threshold "
+            f"{summary['threshold']}, too few to pay for computing its features first "
+            f"(expected speedup {full / cascade:.2f}x)"
+        )
+        for key in ("threshold", "cascade_validation_score", "small_model_fraction", "expected_speedup"):
+            summary.pop(key)
 
 
 def _probe_rows(executor, fitted, train, values, n, random_state) -> str | None:
@@ -302,7 +354,7 @@ def _model_score(model, y, classification):
     return score
 
 
-def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy_loss, random_state) -> None:
+def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy_loss, random_state, summary) -> None:
     full_output = np.asarray(call(model, fitted.method, X))
     fitted.output_dtype = full_output.dtype
     labels = fitted.method == "predict" and not np.issubdtype(full_output.dtype, np.floating)
@@ -317,7 +369,7 @@ def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy
         executor, env, small_output, confidences, full_output, y, score, accuracy_loss,
         bootstrap=BOOTSTRAP_SAMPLES, random_state=random_state,
     )
-    fitted.summary.update(
+    summary.update(
         {
             "metric": name,
             "accuracy_loss": accuracy_loss,
@@ -330,7 +382,7 @@ def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy
         fitted.cascade_reason = f"no threshold keeps the validation {name} within {accuracy_loss} of the full model's {full_score:.4f}"
         return
     fitted.threshold, cascade_score, answered = choice
-    fitted.summary.update(
+    summary.update(
         {"threshold": fitted.threshold, "cascade_validation_score": cascade_score, "small_model_fraction": answered}
     )
 
