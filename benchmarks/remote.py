@@ -247,8 +247,10 @@ def measure(name: str, build, client, rows) -> dict:
         "willump-features-fit": fitted,
     }
     run = _side_by_side(configurations, workload.test_inputs, workload.train_inputs, tables)
+    summary = fitted.explain().attrs["summary"]
     return {"workload": name, "rows": len(workload.test_inputs),
-            "cascades": fitted.explain().attrs["summary"]["cascades"],
+            "cascades": summary["cascades"],
+            "cascade_attempts": summary.get("cascade_attempts"),
             "positives": {"train": int(np.sum(workload.y_train)), "validation": int(np.sum(workload.y_valid)),
                           "test": int(np.sum(workload.y_test))},
             "configurations": _report(configurations, run, workload.y_test)}
@@ -298,6 +300,8 @@ def table(result: dict) -> str:
                      f"{c['p50_ms']:>7.3f} {c['p99_ms']:>7.3f} {c['mean_ratio']:>6.2f}x {c['p99_ratio']:>5.2f}x "
                      f"{'-' if c['test_roc_auc'] is None else format(c['test_roc_auc'], '.4f'):>8} {c['same_answers']}")
     lines.append(f"positives (label 1): {result['positives']}")
+    for attempt in result.get("cascade_attempts") or []:
+        lines.append(f"cascade tried on {attempt['ifvs']}: {attempt['outcome']}")
     return "\n".join(lines)
 
 
