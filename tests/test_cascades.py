@@ -470,7 +470,7 @@ def with_noise(df):
 
 def slower_feature(value):
     """Costly enough that a nearest-neighbour small model pays for itself."""
-    return sum(math.cos(value * i) for i in range(400)) * 1e-3
+    return sum(math.cos(value * i) for i in range(1500)) * 1e-3
 
 
 def noisy(frame, random_state):
@@ -522,3 +522,49 @@ def test_when_no_prefix_cascades_fit_reports_the_whole_set_and_every_attempt():
     assert summary["efficient_ifvs"] == ["cheap", "noise"] and list(f.explain()["selected"]) == [True, True, False]
     assert "threshold" not in summary
     pd.testing.assert_series_equal(f(test), with_noise(test))
+
+
+def test_the_prefix_search_tries_longest_first_under_a_stricter_bootstrap_and_restores_the_whole_set():
+    from willump.optimizations.fit import Fitted, _choose_cascade
+
+    fitted = Fitted(["a", "b", "c", "d"], selected=[2, 0, 3], small_model="whole")
+    calls = []
+
+    def small_on(selected):
+        return f"model on {selected}", f"input on {selected}"
+
+    def attempt(small_valid_X, confidence):
+        calls.append((list(fitted.selected), fitted.small_model, small_valid_X, confidence))
+        if len(calls) == 1:  # a threshold, then too slow: the real helpers set and clear these
+            fitted.threshold, fitted.cascade_reason = None, "slower"
+            return {"metric": "roc_auc", "expected_speedup_seen": 0.8}
+        fitted.cascade_reason = f"no threshold {len(calls)}"
+        return {"metric": "roc_auc", "attempt": len(calls)}
+
+    assert _choose_cascade(fitted, "whole input", small_on, attempt) == "whole input"
+    assert calls == [
+        ([2, 0, 3], "whole", "whole input", 0.95),
+        ([2, 0], "model on [2, 0]", "input on [2, 0]", 1 - 0.05 / 2),
+        ([2], "model on [2]", "input on [2]", 1 - 0.05 / 2),
+    ]
+    assert fitted.selected == [2, 0, 3] and fitted.small_model == "whole" and fitted.threshold is None
+    assert fitted.cascade_reason == "slower; nor did any shorter prefix of the efficient IFVs cascade"
+    assert fitted.summary["expected_speedup_seen"] == 0.8 and "attempt" not in fitted.summary
+    assert [a["ifvs"] for a in fitted.summary["cascade_attempts"]] == [["c", "a", "d"], ["c", "a"], ["c"]]
+    assert fitted.summary["efficient_ifvs"] == ["c", "a", "d"]
+
+    calls.clear()
+    fitted = Fitted(["a", "b", "c", "d"], selected=[2, 0, 3], small_model="whole")
+
+    def second_cascades(small_valid_X, confidence):
+        calls.append(confidence)
+        if len(calls) == 2:
+            fitted.threshold = 0.7
+            return {"threshold": 0.7}
+        fitted.cascade_reason = "no threshold"
+        return {"metric": "roc_auc"}
+
+    assert _choose_cascade(fitted, "whole input", small_on, second_cascades) == "input on [2, 0]"
+    assert fitted.cascading and fitted.small_model == "model on [2, 0]" and fitted.cascade_reason is None
+    assert fitted.summary["threshold"] == 0.7 and fitted.summary["efficient_ifvs"] == ["c", "a"]
+    assert [a["outcome"] for a in fitted.summary["cascade_attempts"]] == ["no threshold", "cascades on"]

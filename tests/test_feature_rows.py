@@ -11,6 +11,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 
 import willump
 from answers import define
+from willump.runtime.concurrent import ConcurrentFeatures
 
 pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
 
@@ -394,3 +395,52 @@ def test_cascades_read_their_ifvs_from_the_feature_row_caches(redis_client):
     with pytest.raises(KeyError) as expected:
         predict(test.drop(columns="userId"))
     assert str(raised.value) == str(expected.value)
+
+
+def test_cascaded_rows_fetch_two_remote_tables_side_by_side_and_cache_them(redis_client):
+    """With two Redis tables the unsure rows' IFVs are fetched side by side (``ConcurrentFeatures``);
+    they are cached as one table's are: the cascade's answers, and rows seen before fetch nothing."""
+    rng = np.random.default_rng(1)
+    n = 3000
+    user_rows = pd.DataFrame({"userId": np.arange(300), "strong": rng.normal(size=300)})
+    song_rows = pd.DataFrame({"songId": np.arange(500), "a": rng.normal(size=500)})
+    artist_rows = pd.DataFrame({"artistId": np.arange(200), "c": rng.normal(size=200)})
+    users = willump.MemoryTable(user_rows, key="userId")
+    songs = willump.RedisTable(redis_client, "songs2", key="songId")
+    artists = willump.RedisTable(redis_client, "artists2", key="artistId")
+    songs.put(song_rows)
+    artists.put(artist_rows)
+    df = pd.DataFrame({"userId": rng.integers(0, 300, n), "songId": rng.integers(0, 500, n),
+                       "artistId": rng.integers(0, 200, n)})
+    X = np.column_stack([users.lookup(df["userId"]).to_numpy(), songs.lookup(df["songId"]).to_numpy(),
+                         artists.lookup(df["artistId"]).to_numpy()])
+    y = (3 * X[:, 0] + 0.2 * X[:, 1] + 0.2 * X[:, 2] > 0).astype(int)
+    model = LogisticRegression().fit(X, y)
+
+    def predict(df):
+        u = users.lookup(df["userId"])
+        s = songs.lookup(df["songId"])
+        a = artists.lookup(df["artistId"])
+        return model.predict(np.hstack([u.to_numpy(dtype=float), s.to_numpy(dtype=float), a.to_numpy(dtype=float)]))
+
+    cached = willump.optimize(predict, cache_size=10_000).fit(df.iloc[:2000], y=y[:2000], progress=False)
+    plain = willump.optimize(predict).fit(df.iloc[:2000], y=y[:2000], progress=False)
+    assert cached.explain()["selected"].tolist() == [True, False, False]
+    assert cached.explain().attrs["summary"]["cascades"] == "on"
+    assert isinstance(cached._features, ConcurrentFeatures) and cached._features.remote == {1, 2}
+    cached.reset_stats()
+    test = df.iloc[2000:2400]
+    assert_same(cached(test), plain(test))
+    stats = cached.stats
+    unsure = stats["rows_full_model"]
+    assert 0 < unsure < len(test)
+    assert stats["feature_row_misses"] == len(test) + 2 * unsure and stats["feature_row_hits"] == 0
+    assert stats["remote_keys"] <= 2 * unsure  # (the rows the small model answered fetched nothing)
+    fetched = stats["remote_keys"]
+    for i in [7, 0, 399]:
+        assert_same(cached(test.iloc[[i]]), plain(test.iloc[[i]]))
+    assert_same(cached(test), plain(test))
+    stats = cached.stats
+    assert stats["remote_keys"] == fetched
+    assert stats["feature_row_misses"] == len(test) + 2 * unsure
+    assert stats["feature_row_hits"] == stats["rows_seen"] - len(test) + 2 * (stats["rows_full_model"] - unsure)

@@ -27,7 +27,7 @@ from willump.runtime.rows import batch_length, row_count, take_argument_rows
 from willump.runtime.calls import Stats
 
 logger = logging.getLogger("willump")
-BOOTSTRAP_SAMPLES = 200  # resamples of the validation rows the threshold must hold in (95%)
+BOOTSTRAP_SAMPLES = 200  # resamples of the validation rows the threshold must hold in (95% of them)
 
 
 @dataclass
@@ -211,13 +211,13 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
     else:
         def small_on(selected):
             train_X, valid_X_small = small_inputs(selected)
-            return train_like(model, train_X, y, random_state, small_model), train_X, valid_X_small
+            return train_like(model, train_X, y, random_state, small_model), valid_X_small
 
-        def attempt(small_valid_X) -> dict:
+        def attempt(small_valid_X, confidence) -> dict:
             found = {}
             _fit_threshold(
                 executor, fitted, valid_env, model, valid_X, small_valid_X, y_valid, metric, accuracy_loss,
-                random_state, found,
+                random_state, confidence, found,
             )
             if fitted.cascading:
                 _check_expected_speedup(fitted, small_valid_X, pre_cost, model_cost, found)
@@ -225,7 +225,7 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
                 _measure_serving(executor, fitted, valid, found)
             return found
 
-        small_X, small_valid_X = _choose_cascade(fitted, (fitted.small_model, small_X, small_valid_X), small_on, attempt)
+        small_valid_X = _choose_cascade(fitted, small_valid_X, small_on, attempt)
     stage("threshold chosen")
 
     if not top_k_wanted:
@@ -251,39 +251,45 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
     return fitted
 
 
-def _choose_cascade(fitted, first, small_on, attempt):
+def _choose_cascade(fitted, small_valid_X, small_on, attempt):
     """Cascade on Algorithm 1's efficient IFVs or, when they give none, on their greedy prefixes, longest first.
 
-    The last IFV Algorithm 1 takes can sit at the gamma cut, where timing noise
-    decides whether it is in; with it the small model may meet no threshold that
-    the IFVs before it meet. ``first`` is (small model, train input, validation
-    input) on the whole set, ``small_on(selected)`` the same for a prefix, and
-    ``attempt(validation input)`` sets the threshold for ``fitted``'s current
-    small model and returns what it found for the summary. Returns the chosen
-    small model's train and validation inputs; when no prefix cascades, the
-    state of the whole set is kept.
+    The last IFVs Algorithm 1 takes can sit at the gamma cut, where timing noise
+    decides whether they are in; with them the small model may meet no threshold
+    that the IFVs before them meet. ``small_valid_X`` is the small model's
+    validation input on the whole set (``fitted.small_model`` is trained on it),
+    ``small_on(selected)`` gives (small model, validation input) for a prefix, and
+    ``attempt(validation input, confidence)`` sets the threshold for ``fitted``'s
+    current small model and returns what it found for the summary. Each prefix
+    tried is another test on the same validation rows, so the prefixes' thresholds
+    must hold in 1 - 0.05/m of the bootstrap resamples (Bonferroni over the m
+    prefixes). Returns the kept small model's validation input; when no prefix
+    cascades, the whole set's state is kept.
     """
-    chosen, tried = fitted.selected, []
+    chosen, first = fitted.selected, (fitted.small_model, small_valid_X)
+    prefixes = len(chosen) - 1
+    tried = []
     for size in range(len(chosen), 0, -1):
         fitted.selected = chosen[:size]
-        fitted.small_model, small_X, small_valid_X = first if size == len(chosen) else small_on(fitted.selected)
+        if size < len(chosen):
+            fitted.small_model, small_valid_X = small_on(fitted.selected)
         fitted.threshold = fitted.cascade_reason = None
-        found = attempt(small_valid_X)
-        tried.append((fitted.selected, fitted.small_model, small_X, small_valid_X, fitted.cascade_reason, found))
+        found = attempt(small_valid_X, 0.95 if size == len(chosen) else 1 - 0.05 / prefixes)
+        tried.append((fitted.selected, fitted.cascade_reason, found))
         if fitted.cascading:
             break
     else:
-        fitted.selected, fitted.small_model, small_X, small_valid_X, fitted.cascade_reason, found = tried[0]
+        fitted.selected, (fitted.small_model, small_valid_X) = chosen, first
+        _, fitted.cascade_reason, found = tried[0]
         if len(tried) > 1:
             fitted.cascade_reason += "; nor did any shorter prefix of the efficient IFVs cascade"
     names = fitted.names
     fitted.summary.update(found)
     fitted.summary["efficient_ifvs"] = [names[i] for i in fitted.selected]
     fitted.summary["cascade_attempts"] = [
-        {"ifvs": [names[i] for i in selected], "outcome": reason or "cascades on"}
-        for selected, _, _, _, reason, _ in tried
+        {"ifvs": [names[i] for i in selected], "outcome": reason or "cascades on"} for selected, reason, _ in tried
     ]
-    return small_X, small_valid_X
+    return small_valid_X
 
 
 def _check_expected_speedup(fitted, small_valid_X, pre_cost, model_cost, summary) -> None:
@@ -354,7 +360,8 @@ def _model_score(model, y, classification):
     return score
 
 
-def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy_loss, random_state, summary) -> None:
+def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy_loss, random_state, confidence,
+                   summary) -> None:
     full_output = np.asarray(call(model, fitted.method, X))
     fitted.output_dtype = full_output.dtype
     labels = fitted.method == "predict" and not np.issubdtype(full_output.dtype, np.floating)
@@ -367,14 +374,14 @@ def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy
     full_score = score(y, executor.finish(env, full_output))
     choice = cascades.choose_threshold(
         executor, env, small_output, confidences, full_output, y, score, accuracy_loss,
-        bootstrap=BOOTSTRAP_SAMPLES, random_state=random_state,
+        bootstrap=BOOTSTRAP_SAMPLES, random_state=random_state, confidence=confidence,
     )
     summary.update(
         {
             "metric": name,
             "accuracy_loss": accuracy_loss,
-            "threshold_rule": f"lowest 0.1-grid threshold within accuracy_loss on the validation rows and in 95% of "
-            f"{BOOTSTRAP_SAMPLES} bootstrap resamples of them",
+            "threshold_rule": f"lowest 0.1-grid threshold within accuracy_loss on the validation rows and in "
+            f"{confidence:.1%} of {BOOTSTRAP_SAMPLES} bootstrap resamples of them",
             "full_model_validation_score": full_score,
         }
     )
