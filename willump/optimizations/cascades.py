@@ -103,12 +103,12 @@ def reusable(fitted, computed: dict) -> dict:
 
 
 def choose_threshold(executor, env, small_output, confidences, full_output, y, score, accuracy_loss,
-                     bootstrap=0, random_state=0, confidence=0.95):
+                     bootstrap=0, random_state=0, level=0.95):
     """(threshold, validation score, fraction answered by the small model), or None if none qualifies.
 
     The lowest threshold of the 0.1 grid whose cascade scores within ``accuracy_loss``
     of the full model on the validation rows. With ``bootstrap`` resamples of those
-    rows, the loss must also stay within ``accuracy_loss`` in a ``confidence`` share of
+    rows, the loss must also stay within ``accuracy_loss`` in a ``level`` share of
     them (a one-sided paired bootstrap), so that a threshold that passes by the luck of
     the validation sample is not chosen.
     """
@@ -127,7 +127,7 @@ def choose_threshold(executor, env, small_output, confidences, full_output, y, s
             continue
         if samples:
             losses = [f - _score_or_nan(score, y[s], result[s]) for s, f in zip(samples, full_scores)]
-            if np.nanpercentile(losses, 100 * confidence) > accuracy_loss:
+            if np.nanpercentile(losses, 100 * level) > accuracy_loss:
                 continue
         return threshold, value, 1 - len(unsure) / len(confidences)
     return None

@@ -27,7 +27,7 @@ from willump.runtime.rows import batch_length, row_count, take_argument_rows
 from willump.runtime.calls import Stats
 
 logger = logging.getLogger("willump")
-BOOTSTRAP_SAMPLES = 200  # resamples of the validation rows the threshold must hold in (95% of them)
+BOOTSTRAP_SAMPLES = 200  # resamples of the validation rows the threshold must hold in (95% of them; more for prefixes)
 
 
 @dataclass
@@ -213,11 +213,11 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
             train_X, valid_X_small = small_inputs(selected)
             return train_like(model, train_X, y, random_state, small_model), valid_X_small
 
-        def attempt(small_valid_X, confidence) -> dict:
+        def attempt(small_valid_X, level) -> dict:
             found = {}
             _fit_threshold(
                 executor, fitted, valid_env, model, valid_X, small_valid_X, y_valid, metric, accuracy_loss,
-                random_state, confidence, found,
+                random_state, level, found,
             )
             if fitted.cascading:
                 _check_expected_speedup(fitted, small_valid_X, pre_cost, model_cost, found)
@@ -259,7 +259,7 @@ def _choose_cascade(fitted, small_valid_X, small_on, attempt):
     that the IFVs before them meet. ``small_valid_X`` is the small model's
     validation input on the whole set (``fitted.small_model`` is trained on it),
     ``small_on(selected)`` gives (small model, validation input) for a prefix, and
-    ``attempt(validation input, confidence)`` sets the threshold for ``fitted``'s
+    ``attempt(validation input, level)`` sets the threshold for ``fitted``'s
     current small model and returns what it found for the summary. Each prefix
     tried is another test on the same validation rows, so the prefixes' thresholds
     must hold in 1 - 0.05/m of the bootstrap resamples (Bonferroni over the m
@@ -304,14 +304,19 @@ def _check_expected_speedup(fitted, small_valid_X, pre_cost, model_cost, summary
     cascade = pre_cost + chosen + small_cost + (1 - answered) * (pre_cost + rest + model_cost)
     summary["expected_speedup"] = full / cascade
     if full <= cascade:
-        fitted.threshold = None
-        fitted.cascade_reason = (
+        _cascade_off(fitted, summary, (
             f"the small model would answer {answered:.0%} of the validation rows at threshold "
             f"{summary['threshold']}, too few to pay for computing its features first "
             f"(expected speedup {full / cascade:.2f}x)"
-        )
-        for key in ("threshold", "cascade_validation_score", "small_model_fraction", "expected_speedup"):
-            summary.pop(key)
+        ))
+
+
+def _cascade_off(fitted, summary: dict, reason: str) -> None:
+    """Turn off the cascade a threshold was found for, saying why; its figures leave the summary."""
+    fitted.threshold = None
+    fitted.cascade_reason = reason
+    for key in ("threshold", "cascade_validation_score", "small_model_fraction", "expected_speedup"):
+        summary.pop(key, None)
 
 
 def _probe_rows(executor, fitted, train, values, n, random_state) -> str | None:
@@ -360,7 +365,7 @@ def _model_score(model, y, classification):
     return score
 
 
-def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy_loss, random_state, confidence,
+def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy_loss, random_state, level,
                    summary) -> None:
     full_output = np.asarray(call(model, fitted.method, X))
     fitted.output_dtype = full_output.dtype
@@ -374,14 +379,14 @@ def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy
     full_score = score(y, executor.finish(env, full_output))
     choice = cascades.choose_threshold(
         executor, env, small_output, confidences, full_output, y, score, accuracy_loss,
-        bootstrap=BOOTSTRAP_SAMPLES, random_state=random_state, confidence=confidence,
+        bootstrap=BOOTSTRAP_SAMPLES, random_state=random_state, level=level,
     )
     summary.update(
         {
             "metric": name,
             "accuracy_loss": accuracy_loss,
             "threshold_rule": f"lowest 0.1-grid threshold within accuracy_loss on the validation rows and in "
-            f"{confidence:.1%} of {BOOTSTRAP_SAMPLES} bootstrap resamples of them",
+            f"{level:.1%} of {BOOTSTRAP_SAMPLES} bootstrap resamples of them",
             "full_model_validation_score": full_score,
         }
     )
@@ -416,13 +421,10 @@ def _measure_serving(executor, fitted, valid: dict, summary: dict, single_rows: 
         measured[size] = exact / cascaded
         summary[f"measured_speedup_{size}"] = exact / cascaded
     if measured["single_row"] * measured["batch"] <= 1:
-        fitted.threshold = None
-        fitted.cascade_reason = (
+        _cascade_off(fitted, summary, (
             f"measured on the validation rows, the exact compiled path is faster "
             f"(cascade speedup {measured['batch']:.2f}x for the batch, {measured['single_row']:.2f}x row by row)"
-        )
-        for key in ("threshold", "cascade_validation_score", "small_model_fraction", "expected_speedup"):
-            summary.pop(key, None)
+        ))
 
 
 def _measure_top_k(executor, fitted, valid: dict, summary: dict) -> None:
