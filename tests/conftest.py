@@ -1,10 +1,27 @@
-"""Shared fixtures: the real data sets, which CI must have."""
+"""Shared fixtures: the real data sets, which CI must have.
+
+The tests import the installed ``willump`` (``pip install .``), not the source tree: the clone's
+root, which ``python -m pytest`` puts first on ``sys.path``, goes last, where it still provides
+``benchmarks`` (not installed) but no longer shadows the installed package.
+"""
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
-from benchmarks.data import ENVIRONMENT_VARIABLE, data_dir
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _put_the_clone_last() -> None:
+    entries = [entry for entry in sys.path if Path(entry or os.curdir).resolve() != ROOT]
+    sys.path[:] = entries + [str(ROOT)]
+
+
+_put_the_clone_last()
+
+from benchmarks.data import ENVIRONMENT_VARIABLE, data_dir  # noqa: E402
 
 
 @pytest.fixture(scope="session")
