@@ -1,12 +1,16 @@
 """``willump.optimize``: the decorator and the function object it returns."""
 
 import functools
+import importlib
+import sys
 import types
+import typing
 import warnings
 
 import numpy as np
 import pandas as pd
 
+from willump import persistence
 from willump.compile.parallel import Workers, default_workers
 from willump.errors import WillumpWarning, warn
 from willump.optimizations import cascades, topk
@@ -96,9 +100,14 @@ class OptimizedFunction:
     """
 
     def __init__(self, func, **options):
-        source = read_function(func)  # TypeError for lambdas, builtins, missing source
+        self._setup(read_function(func), options)  # TypeError for lambdas, builtins, missing source
+
+    def _setup(self, source, options: dict) -> None:
+        """Build the graph and its executor from the function's parsed source."""
+        func = source.func
         functools.update_wrapper(self, func)
         self.py_func = func
+        self._source = source
         _check_cache_options(options)
         self.options = {**_DEFAULT_OPTIONS, **options}
         plan = build_plan(source)
@@ -339,15 +348,63 @@ class OptimizedFunction:
             return self
         return types.MethodType(self, instance)
 
+    def save(self, path) -> None:
+        """Write this function, its models and its fitted state to one file; ``willump.load(path)``
+        reads it back. The file is a pickle: load only files you trust."""
+        persistence.save(self, path)
+
     def __getstate__(self):
-        return {"py_func": self.py_func, "options": self.options, "fitted": self._fitted, "stats": self._stats}
+        # The source travels with the function: where it is loaded, its file may not exist (and
+        # cloudpickle names a function it pickles by value "<dynamic-code>").
+        return {"py_func": _DecoratedInPlace.of(self) or self.py_func, "source": self._source.carried(),
+                "options": self.options, "fitted": self._fitted, "stats": self._stats}
 
     def __setstate__(self, state):
+        func = state["py_func"]
+        if isinstance(func, _DecoratedInPlace):
+            func = func.function()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", WillumpWarning)  # already reported where it was defined
-            self.__init__(state["py_func"], **state["options"])
+            self._setup(read_function(func, state.get("source")), state["options"])
         self._fitted = state.get("fitted")
         self._stats = state.get("stats") or Stats()
 
     def __repr__(self) -> str:
         return f"<willump.optimize of {self.py_func.__qualname__}>"
+
+
+class _DecoratedInPlace(typing.NamedTuple):
+    """A module-level function decorated where it is defined, found again by its module and name
+    as the ``py_func`` of the ``OptimizedFunction`` there: its module attribute is not the
+    function, so pickle cannot save the function by reference itself. Functions in ``__main__``
+    or in modules cloudpickle was told to pickle by value travel by value (cloudpickle)."""
+
+    module: str
+    qualname: str
+
+    @classmethod
+    def of(cls, optimized: OptimizedFunction) -> "_DecoratedInPlace | None":
+        name, qualname = optimized.py_func.__module__, optimized.py_func.__qualname__
+        module = sys.modules.get(name)
+        if module is None or name == "__main__" or "<locals>" in qualname or _pickled_by_value(name):
+            return None
+        found = _attribute(module, qualname)
+        return cls(name, qualname) if getattr(found, "py_func", None) is optimized.py_func else None
+
+    def function(self) -> types.FunctionType:
+        found = _attribute(importlib.import_module(self.module), self.qualname)
+        if not isinstance(found, OptimizedFunction):
+            raise TypeError(f"{self.module}.{self.qualname} is no longer a function decorated with willump.optimize")
+        return found.py_func
+
+
+def _attribute(owner, qualname: str):
+    for name in qualname.split("."):
+        owner = getattr(owner, name, None)
+    return owner
+
+
+def _pickled_by_value(module: str) -> bool:
+    cloudpickle = sys.modules.get("cloudpickle")
+    registered = getattr(cloudpickle, "list_registry_pickle_by_value", lambda: ())()
+    return any(module == name or module.startswith(name + ".") for name in registered)

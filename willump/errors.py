@@ -29,3 +29,14 @@ class RemoteLookupError(RuntimeError):
     """A remote feature table could not answer: the server is down, refused, was slower
     than the timeout, or holds a value that is not a row of the table. The message names
     the table and the server."""
+
+
+class InconsistentVersionWarning(UserWarning):
+    """A file written by ``save`` is loaded under other versions of willump, Python or the
+    libraries its models come from; its answers may differ or loading may fail, as with
+    scikit-learn's warning of the same name. ``versions`` maps each package that differs to
+    (the version that saved the file, the version loading it)."""
+
+    def __init__(self, message: str, versions: dict[str, tuple[str | None, str | None]]):
+        super().__init__(message)
+        self.versions = versions

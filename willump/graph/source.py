@@ -14,44 +14,25 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class FunctionSource:
-    """The parsed definition of a user function."""
+    """The parsed definition of a user function, and the text it was parsed from."""
 
     func: types.FunctionType
     definition: ast.FunctionDef
     filename: str
-    lines: tuple[str, ...]  # the file's lines, for printing statements
+    text: str  # the definition's source, as in its file
+    first_line: int  # the file's line the text starts at
 
-    def line(self, lineno: int) -> str:
-        """The text of one line of the file, stripped."""
-        if 1 <= lineno <= len(self.lines):
-            return self.lines[lineno - 1].strip()
-        return ""
+    def carried(self) -> tuple[str, int, str]:
+        """What ``read_function`` needs, besides the function, to parse it again without its file
+        (a pickle carries it: a function loaded elsewhere may have no source to read)."""
+        return self.text, self.first_line, self.filename
 
 
-def read_function(func) -> FunctionSource:
-    """Parse ``func``'s definition; raise TypeError when it cannot be read."""
-    if isinstance(func, (types.BuiltinFunctionType, types.MethodWrapperType)) or not isinstance(
-        func, types.FunctionType
-    ):
-        raise TypeError(
-            f"willump.optimize needs a Python function defined with 'def'; got {func!r} "
-            f"of type {type(func).__name__}"
-        )
-    if func.__name__ == "<lambda>":
-        raise TypeError(
-            "willump.optimize cannot optimize a lambda: define the pipeline with 'def' "
-            "so that each statement can become a graph node"
-        )
-    try:
-        # The code object, not the function: functools.wraps would lead to the wrapped function.
-        source_lines, first_line = inspect.getsourcelines(func.__code__)
-    except (OSError, TypeError) as exc:
-        raise TypeError(
-            f"willump.optimize cannot read the source of {func.__qualname__!r} ({exc}); "
-            "define it in a file or a notebook cell, not with exec() or in an interactive "
-            "prompt without source"
-        ) from None
-    text = "".join(source_lines)
+def read_function(func, carried: tuple[str, int, str] | None = None) -> FunctionSource:
+    """Parse ``func``'s definition, from its file or from ``carried`` (``FunctionSource.carried()``);
+    raise TypeError when it cannot be read."""
+    _check_function(func)
+    text, first_line, filename = carried if carried is not None else _source_of(func)
     dedented = textwrap.dedent(text)
     indent = _indent_removed(text, dedented)
     try:
@@ -78,11 +59,37 @@ def read_function(func) -> FunctionSource:
     owner = _enclosing_class(func.__qualname__)
     if owner:
         _mangle_private_names(definition, owner)
-    filename = inspect.getsourcefile(func) or func.__code__.co_filename
-    import linecache
+    return FunctionSource(func, definition, filename, text, first_line)
 
-    file_lines = tuple(linecache.getlines(filename)) or tuple(source_lines)
-    return FunctionSource(func, definition, filename, file_lines)
+
+def _check_function(func) -> None:
+    if isinstance(func, (types.BuiltinFunctionType, types.MethodWrapperType)) or not isinstance(
+        func, types.FunctionType
+    ):
+        raise TypeError(
+            f"willump.optimize needs a Python function defined with 'def'; got {func!r} "
+            f"of type {type(func).__name__}"
+        )
+    if func.__name__ == "<lambda>":
+        raise TypeError(
+            "willump.optimize cannot optimize a lambda: define the pipeline with 'def' "
+            "so that each statement can become a graph node"
+        )
+
+
+def _source_of(func) -> tuple[str, int, str]:
+    """(the definition's text, its first line, its file) as Python's inspect finds them."""
+    try:
+        # The code object, not the function: functools.wraps would lead to the wrapped function.
+        source_lines, first_line = inspect.getsourcelines(func.__code__)
+    except (OSError, TypeError) as exc:
+        raise TypeError(
+            f"willump.optimize cannot read the source of {func.__qualname__!r} ({exc}); "
+            "define it in a file or a notebook cell, not with exec() or in an interactive "
+            "prompt without source"
+        ) from None
+    filename = inspect.getsourcefile(func) or func.__code__.co_filename
+    return "".join(source_lines), first_line, filename
 
 
 def _enclosing_class(qualname: str) -> str | None:

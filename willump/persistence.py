@@ -1,0 +1,133 @@
+"""``predict.save(path)`` and ``willump.load(path)``: one file holding an optimized function.
+
+The file is a signature, a JSON header (format version, the versions of the packages that
+saved it, the payload's size and SHA-256) and a cloudpickle payload: the function (by value
+when it lives in ``__main__``, a notebook or a closure), its source, its models and its fitted
+state. Loading runs code from the payload, as pickle does: load only files you trust.
+"""
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import struct
+import tempfile
+import warnings
+
+from willump.errors import InconsistentVersionWarning
+
+SIGNATURE = b"\x89WILLUMP\r\n\x1a\n"  # (as PNG's: a text-mode copy or a truncated start shows)
+FORMAT = 1
+_HEADER_LENGTH = struct.Struct("<I")
+_PACKAGES = ("willump", "numpy", "pandas", "scipy", "scikit-learn", "lightgbm", "numba", "cloudpickle")
+
+
+def save(optimized, path) -> None:
+    """Write ``optimized`` to ``path`` (replaced whole: a failed save leaves what was there)."""
+    import cloudpickle
+
+    payload = cloudpickle.dumps(optimized)
+    header = json.dumps({
+        "format": FORMAT,
+        "object": _type_name(optimized),
+        "versions": _versions(),
+        "payload_bytes": len(payload),
+        "sha256": hashlib.sha256(payload).hexdigest(),
+    }).encode()
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=".willump-", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(SIGNATURE + _HEADER_LENGTH.pack(len(header)) + header + payload)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def load(path):
+    """The optimized function saved at ``path`` by ``save``. ``ValueError`` for a file that is
+    not willump's, is truncated or corrupted, or has a newer format; an
+    ``InconsistentVersionWarning`` when it was saved under other package versions."""
+    import cloudpickle
+
+    with open(path, "rb") as file:
+        content = file.read()
+    header, payload = _parts(content, path)
+    differences = _differences(header.get("versions", {}))
+    if differences:
+        listed = ", ".join(f"{name} {saved} (now {current})" for name, (saved, current) in differences.items())
+        warnings.warn(InconsistentVersionWarning(
+            f"{path} was saved under {listed}: its answers may differ from the saving process's, "
+            "or loading may fail; save it again under these versions", differences), stacklevel=2)
+    try:
+        optimized = cloudpickle.loads(payload)
+    except Exception as error:
+        hint = " (it was saved under another Python version)" if "python" in differences else ""
+        raise ValueError(f"{path} could not be loaded{hint}: {type(error).__name__}: {error}") from error
+    if _type_name(optimized) != header.get("object"):
+        raise ValueError(f"{path} holds a {_type_name(optimized)}, not the {header.get('object')} its header names")
+    return optimized
+
+
+def _parts(content: bytes, path) -> tuple[dict, bytes]:
+    """(the header, the payload) of a file's content, checked."""
+    if not content.startswith(SIGNATURE):
+        raise ValueError(f"{path} is not a willump file (it does not start with willump's signature); "
+                         "write one with predict.save(path)")
+    start = len(SIGNATURE) + _HEADER_LENGTH.size
+    if len(content) < start:
+        raise ValueError(f"{path} is truncated: it ends inside willump's header; save it again")
+    (length,) = _HEADER_LENGTH.unpack_from(content, len(SIGNATURE))
+    try:
+        header = json.loads(content[start:start + length])
+    except ValueError:
+        raise ValueError(f"{path} is truncated or corrupted: its header cannot be read; save it again") from None
+    if not isinstance(header, dict) or not isinstance(header.get("format"), int):
+        raise ValueError(f"{path} is corrupted: its header names no format; save it again")
+    if header["format"] > FORMAT:
+        raise ValueError(
+            f"{path} was written by a newer willump ({header.get('versions', {}).get('willump')}, file format "
+            f"{header['format']}); this willump ({_versions()['willump']}) reads format {FORMAT} and older: "
+            "upgrade willump to load it")
+    payload = content[start + length:]
+    expected = header.get("payload_bytes")
+    if len(payload) != expected:
+        raise ValueError(f"{path} is truncated: it holds {len(payload)} of the payload's {expected} bytes; "
+                         "save it again")
+    if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
+        raise ValueError(f"{path} is corrupted: its payload does not match the checksum it was saved with; "
+                         "save it again")
+    return header, payload
+
+
+def _versions() -> dict[str, str | None]:
+    found = {"python": platform.python_version()}
+    for name in _PACKAGES:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def _differences(saved: dict) -> dict[str, tuple[str | None, str | None]]:
+    """Per package whose version differs: (the version that saved, the version loading)."""
+    current = _versions()
+
+    def comparable(name: str, version: str | None):
+        return _minor(version) if name == "python" else version
+
+    return {name: (saved.get(name), version) for name, version in current.items()
+            if comparable(name, saved.get(name)) != comparable(name, version)}
+
+
+def _minor(version: str | None) -> str | None:
+    """Python's version up to its minor release: code objects are the same within it."""
+    return ".".join(version.split(".")[:2]) if version else version
+
+
+def _type_name(obj) -> str:
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"
