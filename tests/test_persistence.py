@@ -162,6 +162,29 @@ def test_a_module_level_function_pickles_with_pickle_before_and_after_fit(tmp_pa
     assert loaded.strip() == "True"
 
 
+def test_a_module_cloudpickle_pickles_by_value_needs_no_import_where_it_is_loaded(tmp_path, monkeypatch):
+    (tmp_path / "module_by_value.py").write_text(MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import module_by_value
+
+    test = module_by_value.TRAIN.head(50)
+    cloudpickle.register_pickle_by_value(module_by_value)
+    try:
+        pickled = cloudpickle.dumps({"function": module_by_value.predict, "test": test,
+                                     "expected": module_by_value.predict.py_func(test)})
+    finally:
+        cloudpickle.unregister_pickle_by_value(module_by_value)
+    (tmp_path / "by value").write_bytes(pickled)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    _run(textwrap.dedent('''
+        import pickle, sys, numpy as np
+        saved = pickle.load(open(sys.argv[1], "rb"))
+        assert "module_by_value" not in sys.modules
+        assert np.array_equal(saved["function"](saved["test"]), saved["expected"])
+    '''), str(tmp_path / "by value"), cwd=elsewhere)
+
+
 def _saved(tmp_path):
     optimized = willump.optimize(_lengths)
     path = tmp_path / "lengths.willump"

@@ -1,10 +1,7 @@
 """``willump.optimize``: the decorator and the function object it returns."""
 
 import functools
-import importlib
-import sys
 import types
-import typing
 import warnings
 
 import numpy as np
@@ -356,13 +353,11 @@ class OptimizedFunction:
     def __getstate__(self):
         # The source travels with the function: where it is loaded, its file may not exist (and
         # cloudpickle names a function it pickles by value "<dynamic-code>").
-        return {"py_func": _DecoratedInPlace.of(self) or self.py_func, "source": self._source.carried(),
+        return {"py_func": persistence.function_reference(self), "source": self._source.carried(),
                 "options": self.options, "fitted": self._fitted, "stats": self._stats}
 
     def __setstate__(self, state):
-        func = state["py_func"]
-        if isinstance(func, _DecoratedInPlace):
-            func = func.function()
+        func = persistence.referenced_function(state["py_func"])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", WillumpWarning)  # already reported where it was defined
             self._setup(read_function(func, state.get("source")), state["options"])
@@ -372,39 +367,3 @@ class OptimizedFunction:
     def __repr__(self) -> str:
         return f"<willump.optimize of {self.py_func.__qualname__}>"
 
-
-class _DecoratedInPlace(typing.NamedTuple):
-    """A module-level function decorated where it is defined, found again by its module and name
-    as the ``py_func`` of the ``OptimizedFunction`` there: its module attribute is not the
-    function, so pickle cannot save the function by reference itself. Functions in ``__main__``
-    or in modules cloudpickle was told to pickle by value travel by value (cloudpickle)."""
-
-    module: str
-    qualname: str
-
-    @classmethod
-    def of(cls, optimized: OptimizedFunction) -> "_DecoratedInPlace | None":
-        name, qualname = optimized.py_func.__module__, optimized.py_func.__qualname__
-        module = sys.modules.get(name)
-        if module is None or name == "__main__" or "<locals>" in qualname or _pickled_by_value(name):
-            return None
-        found = _attribute(module, qualname)
-        return cls(name, qualname) if getattr(found, "py_func", None) is optimized.py_func else None
-
-    def function(self) -> types.FunctionType:
-        found = _attribute(importlib.import_module(self.module), self.qualname)
-        if not isinstance(found, OptimizedFunction):
-            raise TypeError(f"{self.module}.{self.qualname} is no longer a function decorated with willump.optimize")
-        return found.py_func
-
-
-def _attribute(owner, qualname: str):
-    for name in qualname.split("."):
-        owner = getattr(owner, name, None)
-    return owner
-
-
-def _pickled_by_value(module: str) -> bool:
-    cloudpickle = sys.modules.get("cloudpickle")
-    registered = getattr(cloudpickle, "list_registry_pickle_by_value", lambda: ())()
-    return any(module == name or module.startswith(name + ".") for name in registered)

@@ -1,4 +1,5 @@
-"""``predict.save(path)`` and ``willump.load(path)``: one file holding an optimized function.
+"""How an optimized function travels: what its pickle holds for the function it wraps, and
+``predict.save(path)`` / ``willump.load(path)``, one file holding an optimized function.
 
 The file is a signature, a JSON header (format version, the versions of the packages that
 saved it, the payload's size and SHA-256) and a cloudpickle payload: the function (by value
@@ -7,12 +8,15 @@ state. Loading runs code from the payload, as pickle does: load only files you t
 """
 
 import hashlib
+import importlib
 import importlib.metadata
 import json
 import os
 import platform
 import struct
+import sys
 import tempfile
+import typing
 import warnings
 
 from willump.errors import InconsistentVersionWarning
@@ -131,3 +135,48 @@ def _minor(version: str | None) -> str | None:
 
 def _type_name(obj) -> str:
     return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+
+class _DecoratedInPlace(typing.NamedTuple):
+    """A module-level function decorated where it is defined, found again by its module and name
+    as the ``py_func`` of the ``OptimizedFunction`` there: its module attribute is not the
+    function, so pickle cannot save the function by reference itself."""
+
+    module: str
+    qualname: str
+
+
+def function_reference(optimized):
+    """What a pickle of ``optimized`` holds for its function: the function, or for one decorated
+    where a module defines it, its module and name. Functions in ``__main__``, in other functions
+    or in modules cloudpickle was told to pickle by value travel by value (cloudpickle)."""
+    func = optimized.py_func
+    name, qualname = func.__module__, func.__qualname__
+    module = sys.modules.get(name)
+    if module is None or name == "__main__" or "<locals>" in qualname or _pickled_by_value(name):
+        return func
+    found = getattr(_attribute(module, qualname), "py_func", None)
+    return _DecoratedInPlace(name, qualname) if found is func else func
+
+
+def referenced_function(reference):
+    """The function ``function_reference`` gave, imported again for a module and name."""
+    if not isinstance(reference, _DecoratedInPlace):
+        return reference
+    found = getattr(_attribute(importlib.import_module(reference.module), reference.qualname), "py_func", None)
+    if found is None:
+        raise TypeError(f"{reference.module}.{reference.qualname} is no longer a function decorated with "
+                        "willump.optimize, so the pickle of its optimized function cannot be loaded")
+    return found
+
+
+def _attribute(owner, qualname: str):
+    for name in qualname.split("."):
+        owner = getattr(owner, name, None)
+    return owner
+
+
+def _pickled_by_value(module: str) -> bool:
+    cloudpickle = sys.modules.get("cloudpickle")
+    registered = getattr(cloudpickle, "list_registry_pickle_by_value", lambda: ())()
+    return any(module == name or module.startswith(name + ".") for name in registered)
