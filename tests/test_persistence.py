@@ -103,15 +103,21 @@ def _run(code_or_file, *arguments, cwd):
 
 
 def test_a_fitted_function_from_a_script_loads_in_a_process_that_cannot_read_the_script(tmp_path):
-    script_dir, out, elsewhere = (tmp_path / name for name in ("script", "out", "elsewhere"))
-    for folder in (script_dir, out, elsewhere):
-        folder.mkdir()
-    script = script_dir / "train.py"
-    script.write_text(SCRIPT)
-    _run(str(script), str(out), cwd=script_dir)
+    script, out, elsewhere = _folders(tmp_path, SCRIPT)
+    _run(str(script), str(out), cwd=script.parent)
     script.unlink()
-    script_dir.rmdir()
     assert "loaded" in _run(LOADER, str(out), cwd=elsewhere)
+
+
+def _folders(tmp_path, script_text):
+    """(a script holding ``script_text`` in a folder of its own, a folder for what it writes, another
+    folder for the process that loads it)."""
+    folders = [tmp_path / name for name in ("script", "out", "elsewhere")]
+    for folder in folders:
+        folder.mkdir()
+    script = folders[0] / "pipeline.py"
+    script.write_text(script_text)
+    return script, folders[1], folders[2]
 
 
 # A module-level function decorated where it is defined: plain pickle saves it by its module and
@@ -292,3 +298,66 @@ def test_a_file_holding_something_else_is_refused(tmp_path):
     _rewrite_header(path, lambda header: header.update(object="willump.api.OptimizedFunction"))
     with pytest.raises(ValueError, match="_Total, not the willump.api.OptimizedFunction"):
         willump.load(path)
+
+
+# A function reading feature tables in Redis, with caches: the tables travel as their server's
+# address and options and reconnect in the new process; the caches start empty there.
+REDIS_SCRIPT = '''
+import sys
+import cloudpickle
+import numpy as np
+import pandas as pd
+import redis
+from sklearn.linear_model import LogisticRegression
+import willump
+
+client = redis.Redis(host=sys.argv[2], port=int(sys.argv[3]))
+rng = np.random.default_rng(0)
+users = willump.RedisTable(client, "users", key="userId")
+songs = willump.RedisTable(client, "songs", key="songId")
+users.put(pd.DataFrame({"userId": np.arange(100), "age": rng.integers(15, 70, 100),
+                        "plays": rng.exponential(50.0, 100)}))
+songs.put(pd.DataFrame({"songId": np.arange(300), "length": rng.normal(200.0, 40.0, 300),
+                        "year": rng.integers(1960, 2024, 300).astype(float)}))
+plays = pd.DataFrame({"userId": rng.integers(0, 110, 400), "songId": rng.integers(0, 320, 400)})
+model = LogisticRegression().fit(
+    np.hstack([users.lookup(plays["userId"]).fillna(0).to_numpy(dtype=float),
+               songs.lookup(plays["songId"]).fillna(0).to_numpy(dtype=float)]), rng.integers(0, 2, 400))
+
+
+@willump.optimize(cache_size=1_000)
+def predict(df):
+    u = users.lookup(df["userId"]).fillna(0)
+    s = songs.lookup(df["songId"]).fillna(0)
+    X = np.hstack([u.to_numpy(dtype=float), s.to_numpy(dtype=float)])
+    return model.predict_proba(X)[:, 1]
+
+
+test = plays.head(100)
+out = sys.argv[1]
+predict(test)  # (its caches fill here; they do not travel)
+predict.save(out + "/tables.willump")
+with open(out + "/pickles", "wb") as file:
+    cloudpickle.dump({"function": cloudpickle.dumps(predict), "test": test,
+                      "answers": predict.py_func(test), "rows": [predict.py_func(test.iloc[[i]]) for i in range(10)]},
+                     file)
+'''
+
+REDIS_LOADER = '''
+import pickle, sys, cloudpickle, numpy as np, willump
+saved = pickle.load(open(sys.argv[1] + "/pickles", "rb"))
+for function in (cloudpickle.loads(saved["function"]), willump.load(sys.argv[1] + "/tables.willump")):
+    function.reset_stats()
+    assert np.array_equal(function(saved["test"]), saved["answers"])
+    assert function.stats["remote_keys"] > 0, function.stats  # (fetched anew: no cache travelled)
+    assert all(np.array_equal(function(saved["test"].iloc[[i]]), row) for i, row in enumerate(saved["rows"]))
+print("loaded")
+'''
+
+
+def test_a_function_holding_redis_tables_loads_in_a_new_process(tmp_path, redis_server):
+    script, out, elsewhere = _folders(tmp_path, REDIS_SCRIPT)
+    host, port = redis_server
+    _run(str(script), str(out), host, str(port), cwd=script.parent)
+    script.unlink()
+    assert "loaded" in _run(REDIS_LOADER, str(out), cwd=elsewhere)
