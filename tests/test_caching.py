@@ -153,6 +153,25 @@ def test_clear_cache_and_put_start_again(remote_tables, redis_client):
     assert optimized.stats["remote_keys"] == 10
 
 
+def test_a_put_through_another_table_object_of_the_name_starts_the_caches_again(remote_tables, redis_server):
+    """Both cache levels: the users' IFV rows and the users' table rows; the songs' are kept."""
+    users, songs = remote_tables
+    predict = make_pipeline(users, songs)
+    optimized = willump.optimize(predict, cache_size=10)
+    df = inputs([1, 2], ["s1", "s2"])
+    before = optimized(df)
+    assert_same(before, predict(df))
+    host, port = redis_server
+    other = willump.RedisTable(redis.Redis(host=host, port=port), "users", key="userId")
+    assert_same(optimized(df), before)
+    fetched = optimized.stats["remote_keys"]
+    other.put(USERS.assign(age=-100 * USERS["age"]))
+    after = optimized(df)
+    assert_same(after, predict(df))
+    assert not np.array_equal(after, before)
+    assert optimized.stats["remote_keys"] == fetched + 2  # users 1 and 2, not the songs
+
+
 @pytest.mark.parametrize("kind", ["memory", "redis"])
 @pytest.mark.parametrize("cache_size", [None, 10])
 def test_rows_seen_counts_every_call_before_fit(redis_client, kind, cache_size):
