@@ -232,6 +232,16 @@ def test_a_put_through_another_object_of_the_name_is_seen(tables, redis_client, 
     elsewhere.client.flushdb()
 
 
+def test_a_client_that_decodes_responses_gives_the_same_table(tables, redis_server):
+    frame, memory, _ = tables
+    host, port = redis_server
+    table = willump.RedisTable(redis.Redis(host=host, port=port, decode_responses=True), "users", key="userId")
+    keys = [12, 99, 10, 13]
+    pd.testing.assert_frame_equal(table.lookup(keys), memory.lookup(keys))
+    table.put(frame.iloc[[0]])
+    pd.testing.assert_frame_equal(table.lookup(keys), memory.lookup(keys))
+
+
 def test_an_undecodable_value_names_table_and_key(tables, redis_client):
     _, _, remote = tables
     redis_client.set("users:i:12", b"\x00garbage")

@@ -649,12 +649,13 @@ def _connection_settings(connection_kwargs: dict) -> dict:
 def _own_client(connection_class, settings: dict, timeout: float):
     """A client of the server ``settings`` describe whose requests give up after ``timeout``
     seconds and are not retried by redis-py (its default retries, with backoff, would multiply
-    the wait; the table retries a dropped connection once itself)."""
+    the wait; the table retries a dropped connection once itself), and that answers bytes (the
+    rows are bytes, whatever ``decode_responses`` the user's client has)."""
     import redis
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
-    settings = {**settings, "socket_timeout": timeout, "retry": Retry(NoBackoff(), 0)}
+    settings = {**settings, "socket_timeout": timeout, "retry": Retry(NoBackoff(), 0), "decode_responses": False}
     if "socket_connect_timeout" in settings:
         settings["socket_connect_timeout"] = timeout
     return redis.Redis(connection_pool=redis.ConnectionPool(connection_class=connection_class, **settings))
