@@ -153,6 +153,53 @@ def test_clear_cache_and_put_start_again(remote_tables, redis_client):
     assert optimized.stats["remote_keys"] == 10
 
 
+def test_a_put_through_another_table_object_of_the_name_starts_the_caches_again(remote_tables, redis_server):
+    """Both cache levels: the users' IFV rows and the users' table rows; the songs' are kept."""
+    users, songs = remote_tables
+    predict = make_pipeline(users, songs)
+    optimized = willump.optimize(predict, cache_size=10)
+    df = inputs([1, 2], ["s1", "s2"])
+    before = optimized(df)
+    assert_same(before, predict(df))
+    host, port = redis_server
+    other = willump.RedisTable(redis.Redis(host=host, port=port), "users", key="userId")
+    assert_same(optimized(df), before)
+    fetched = optimized.stats["remote_keys"]
+    other.put(USERS.assign(age=-100 * USERS["age"]))
+    after = optimized(df)
+    assert_same(after, predict(df))
+    assert not np.array_equal(after, before)
+    assert optimized.stats["remote_keys"] == fetched + 2  # users 1 and 2, not the songs
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+@pytest.mark.parametrize("cache_size", [None, 10])
+def test_rows_seen_counts_every_call_before_fit(redis_client, kind, cache_size):
+    """Each path a call may take before fit (the function's statements, the IFV caches, remote
+    IFVs side by side; positional or keyword arguments) counts its rows, all for the full model."""
+    tables = [willump.MemoryTable(USERS, key="userId"), willump.MemoryTable(SONGS, key="songId")]
+    if kind == "redis":
+        tables = [willump.RedisTable(redis_client, "users", key="userId"),
+                  willump.RedisTable(redis_client, "songs", key="songId")]
+        tables[0].put(USERS), tables[1].put(SONGS)
+    optimized = willump.optimize(make_pipeline(*tables), cache_size=cache_size)
+    df = inputs([1, 2, 3], ["s1", "s2", "s3"])
+    optimized(df), optimized(df.iloc[[0]]), optimized(df=df)
+    stats = optimized.stats
+    assert stats["rows_seen"] == stats["rows_full_model"] == 7 and stats["rows_small_model"] == 0
+
+
+def test_rows_seen_counts_the_calls_of_a_function_run_unmodified():
+    def unmodified(df, scale=2):
+        return df["userId"].to_numpy() * scale  # (no model call: the function runs as written)
+
+    optimized = willump.optimize(unmodified)
+    assert optimized.executor is None
+    df = inputs([1, 2, 3], ["s1", "s2", "s3"])
+    optimized(df), optimized(df=df.iloc[:2]), optimized(scale=3, df=df.iloc[:1])
+    assert optimized.stats["rows_seen"] == optimized.stats["rows_full_model"] == 6
+
+
 def test_without_cache_every_call_fetches(remote_tables):
     predict = make_pipeline(*remote_tables)
     optimized = willump.optimize(predict)

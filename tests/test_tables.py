@@ -190,6 +190,58 @@ def test_a_table_never_written_says_so(redis_client):
         table.lookup([1])
 
 
+def test_rows_without_their_schema_say_the_schema_is_missing(tables, redis_client):
+    redis_client.delete("users:__schema__")
+    table = willump.RedisTable(redis_client, "users", key="userId")
+    with pytest.raises(willump.RemoteLookupError, match=r"'users'.*holds rows but its schema key "
+                       r"'users:__schema__' \(the columns and dtypes\) is missing.*put\(frame\), which writes it"):
+        table.lookup([10])
+
+
+def test_only_the_tables_own_keys_count_as_its_rows(redis_client):
+    """A name with glob characters matches itself only; keys of other tables (many: SCAN pages
+    through them) are not its rows."""
+    redis_client.mset({f"other{i}:i:{i}": b"x" for i in range(2500)})
+    redis_client.set("u1:i:1", b"x")  # (what an unescaped "u[1]:*" would match)
+    table = willump.RedisTable(redis_client, "u[1]", key="k")
+    with pytest.raises(willump.RemoteLookupError, match=r"'u\[1\]'.*holds no rows: write them with put"):
+        table.lookup([1])
+    redis_client.set("u[1]:i:1", b"x")
+    with pytest.raises(willump.RemoteLookupError, match=r"holds rows but its schema key 'u\[1\]:__schema__'"):
+        table.lookup([1])
+
+
+def test_a_put_through_another_object_of_the_name_is_seen(tables, redis_client, redis_server):
+    """Both objects of one table (server, database, name) share its version: the schema one read
+    before is read again after the other's put (here the column's dtype changed)."""
+    frame, _, remote = tables
+    remote.lookup([10])  # (its schema is read)
+    host, port = redis_server
+    other = willump.RedisTable(redis.Redis(host=host, port=port), "users", key="userId")
+    version = remote.version
+    redis_client.delete("users:__schema__")
+    changed = frame.assign(age=frame["age"] * 0.5)  # float64 now, as many bytes as the int64 it was
+    other.put(changed)
+    assert remote.version == other.version != version
+    pd.testing.assert_frame_equal(remote.lookup([10, 13]), expected(changed, "userId", [10, 13]))
+    elsewhere = willump.RedisTable(redis.Redis(host=host, port=port, db=1), "users", key="userId")
+    renamed = willump.RedisTable(redis_client, "users2", key="userId")
+    elsewhere.put(frame), renamed.put(frame)  # (another database, another name: another table)
+    assert remote.version == other.version != elsewhere.version
+    assert renamed.version not in (remote.version, elsewhere.version)
+    elsewhere.client.flushdb()
+
+
+def test_a_client_that_decodes_responses_gives_the_same_table(tables, redis_server):
+    frame, memory, _ = tables
+    host, port = redis_server
+    table = willump.RedisTable(redis.Redis(host=host, port=port, decode_responses=True), "users", key="userId")
+    keys = [12, 99, 10, 13]
+    pd.testing.assert_frame_equal(table.lookup(keys), memory.lookup(keys))
+    table.put(frame.iloc[[0]])
+    pd.testing.assert_frame_equal(table.lookup(keys), memory.lookup(keys))
+
+
 def test_an_undecodable_value_names_table_and_key(tables, redis_client):
     _, _, remote = tables
     redis_client.set("users:i:12", b"\x00garbage")

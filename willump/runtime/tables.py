@@ -8,7 +8,8 @@ key is missing, bool columns object). Keys match by value as Python compares
 them (``1 == 1.0 == True``); a NaN or None key matches nothing, nor does a key of
 another kind (a str on an int-keyed table).
 
-In Redis, each row is one string value under ``"<name>:<key>"`` and the column
+In Redis, each row is one string value under ``"<name>:<canonical key>"`` (see
+``canonical_key``: ``"users:i:42"``, ``"users:s:abc"``) and the column
 names and dtypes one JSON value under ``"<name>:__schema__"``, so a lookup is a
 single ``MGET``: one command and one round trip however many keys, where a hash
 per row would take a command per key. Numbers are stored as their bytes in the
@@ -16,10 +17,12 @@ column's dtype (exact, and decoded for all rows by one ``numpy.frombuffer``),
 strings as UTF-8 after their length.
 """
 
+import itertools
 import json
 import math
 import struct
 import threading
+import weakref
 
 import numpy as np
 import pandas as pd
@@ -61,7 +64,6 @@ class Table:
         self._counts_lock = threading.Lock()
         self.remote_keys = 0  # keys fetched from a remote store (0 for memory tables)
         self.round_trips = 0  # requests sent to it
-        self.version = 0  # puts through this object: caches of looked-up rows start again after one
 
     def lookup(self, keys) -> pd.DataFrame:
         """Rows for ``keys`` (a Series, Index, array or list), aligned with them."""
@@ -150,6 +152,18 @@ class MemoryTable(Table):
         self.name, self.key = name, key
         self._held = _Held(*_prepared(frame, key, columns))
         self.columns = list(self._held.rows.columns)
+        self.version = 0  # puts through this object: caches of looked-up rows start again after one
+
+    def __getstate__(self):
+        """Its rows, key and name (the arrays and locks are built again on load)."""
+        return {"name": self.name, "key": self.key, "rows": self._held.rows, "positions": self._held.positions}
+
+    def __setstate__(self, state):
+        Table.__init__(self)
+        self.name, self.key = state["name"], state["key"]
+        self._held = _Held(state["rows"], state["positions"])
+        self.columns = list(self._held.rows.columns)
+        self.version = 0
 
     def put(self, frame: pd.DataFrame) -> None:
         """Add or replace the rows of ``frame`` (keyed by its ``key`` column)."""
@@ -214,19 +228,59 @@ class RedisTable(Table):
     connection pool of the table's own). Every request gives up after ``timeout`` seconds with
     ``RemoteLookupError``, which names the
     table and the server; a connection dropped mid-request is retried once.
+
+    A pickled table holds how to reach the server (the client's connection class and settings),
+    its name, key, ``columns=`` and ``timeout``; the loaded table connects on its first request.
     """
 
     def __init__(self, client, name: str, key: str, columns=None, timeout: float = 1.0):
         super().__init__()
         if not isinstance(name, str) or not name or ":" in name:
             raise ValueError(f"a RedisTable's name must be a non-empty str without ':'; got {name!r}")
-        self.name, self.key = name, key
-        self.client = _own_client(client, timeout)
-        self.address = _address(client)
-        settings = self.client.connection_pool.connection_kwargs
-        self._server = (self.address, *(settings.get(k) for k in ("db", "username", "password", "socket_timeout")))
-        self._wanted_columns = None if columns is None else list(columns)
-        self._schema = None
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}")
+        pool = client.connection_pool
+        self._setup({"name": name, "key": key, "columns": None if columns is None else list(columns),
+                     "timeout": timeout, "connection_class": pool.connection_class,
+                     "settings": _connection_settings(pool.connection_kwargs)})
+
+    def _setup(self, state: dict) -> None:
+        """Become the table ``state`` (``__getstate__``'s) describes, with no client yet."""
+        self._state = state
+        self.name, self.key, self._wanted_columns = state["name"], state["key"], state["columns"]
+        settings = state["settings"]
+        self.address = _address(settings)
+        db = settings.get("db", 0)
+        self._server = (self.address, db, settings.get("username"), settings.get("password"), state["timeout"])
+        self._version = _shared_version((self.address, db, self.name))
+        self._schema = None  # (the version it was read at, its codec)
+        self._client = None
+        self._client_lock = threading.Lock()
+
+    def __getstate__(self):
+        return self._state
+
+    def __setstate__(self, state):
+        Table.__init__(self)
+        self._setup(state)
+
+    @property
+    def client(self):
+        """The table's own ``redis.Redis``, built on first use."""
+        client = self._client
+        if client is None:
+            with self._client_lock:
+                if self._client is None:
+                    state = self._state
+                    self._client = _own_client(state["connection_class"], state["settings"], state["timeout"])
+                client = self._client
+        return client
+
+    @property
+    def version(self) -> int:
+        """Changes on a ``put`` to this table (server, database, name) through any table object
+        of this process: caches of looked-up rows, and the schema read, start again after one."""
+        return self._version.value
 
     @property
     def columns(self) -> list:
@@ -256,8 +310,7 @@ class RedisTable(Table):
             pipe.execute()
 
         self._request(request, "write rows to")
-        self._schema = None
-        self.version += 1
+        self._version.value = next(_puts)
 
     def _fetch(self, wanted: list) -> tuple[list, tuple]:
         return fetch_together({self: wanted})[self]
@@ -320,17 +373,31 @@ class RedisTable(Table):
         return texts[column] if column in texts else packed[self._codec().field[column]].tolist()
 
     def _codec(self) -> "_Codec":
-        if self._schema is None:
-            codec = self._stored_codec()
-            if codec is None:
+        held, version = self._schema, self._version.value
+        if held is not None and held[0] == version:
+            return held[1]
+        codec = self._stored_codec()
+        if codec is None:
+            if self._holds_rows():
                 raise RemoteLookupError(
-                    f"RedisTable {self.name!r} at {self.address} holds no rows: write them with put(frame) first"
+                    f"RedisTable {self.name!r} at {self.address} holds rows but its schema key "
+                    f"'{self.name}:__schema__' (the columns and dtypes) is missing: write the rows again with "
+                    "put(frame), which writes it"
                 )
-            missing = sorted(set(self._wanted_columns or []) - set(codec.names))
-            if missing:
-                raise ValueError(f"RedisTable {self.name!r} has no column(s) {missing}; it has {codec.names}")
-            self._schema = codec
-        return self._schema
+            raise RemoteLookupError(
+                f"RedisTable {self.name!r} at {self.address} holds no rows: write them with put(frame) first"
+            )
+        missing = sorted(set(self._wanted_columns or []) - set(codec.names))
+        if missing:
+            raise ValueError(f"RedisTable {self.name!r} has no column(s) {missing}; it has {codec.names}")
+        self._schema = (version, codec)
+        return codec
+
+    def _holds_rows(self) -> bool:
+        """Is any key of this table stored (asked only when its schema is missing)?"""
+        pattern = "".join("\\" + c if c in "*?[]\\" else c for c in self.name) + ":*"
+        return self._request(lambda: next(self.client.scan_iter(match=pattern, count=1000), None) is not None,
+                             "look for the rows of")
 
     def _stored_codec(self) -> "_Codec | None":
         text = self._request(lambda: self.client.get(f"{self.name}:__schema__"), "read the schema of")
@@ -541,28 +608,60 @@ def _keys(keys) -> tuple[pd.Index, list]:
     return pd.RangeIndex(len(values)), [canonical_key(k) for k in values]
 
 
-def _own_client(client, timeout: float):
-    """A client of ``client``'s server whose requests give up after ``timeout`` seconds and are
-    not retried by redis-py (its default retries, with backoff,
-    would multiply the wait; the table retries a dropped connection once itself)."""
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}")
+_puts = itertools.count(1)  # versions given by puts, distinct across tables
+_versions = weakref.WeakValueDictionary()  # (address, db, name) -> its _Version, while a table holds it
+_versions_lock = threading.Lock()
+
+
+class _Version:
+    """The version of one Redis table, shared by the table objects of this process that name it."""
+
+    __slots__ = ("value", "__weakref__")
+
+    def __init__(self):
+        self.value = 0
+
+
+def _shared_version(table: tuple) -> _Version:
+    with _versions_lock:
+        version = _versions.get(table)
+        if version is None:
+            version = _versions[table] = _Version()
+        return version
+
+
+# Connection settings a redis-py pool adds for itself (objects of that pool, or copies of its
+# timeouts), and the retry policy the table sets: none of them describes the server.
+_POOL_OWNED = (
+    "retry", "himport_registry", "maint_notifications_pool_handler", "oss_cluster_maint_notifications_handler",
+    "orig_host_address", "orig_socket_timeout", "orig_socket_connect_timeout",
+)
+
+
+def _connection_settings(connection_kwargs: dict) -> dict:
+    """A pool's connection settings that say how to reach the server (host and port or unix path,
+    db, credentials, ssl...), without what its pool made for itself and without redis-py's
+    markers of a default (a bare ``object()``, which would not survive a pickle)."""
+    return {name: value for name, value in connection_kwargs.items()
+            if name not in _POOL_OWNED and type(value) is not object}
+
+
+def _own_client(connection_class, settings: dict, timeout: float):
+    """A client of the server ``settings`` describe whose requests give up after ``timeout``
+    seconds and are not retried by redis-py (its default retries, with backoff, would multiply
+    the wait; the table retries a dropped connection once itself), and that answers bytes (the
+    rows are bytes, whatever ``decode_responses`` the user's client has)."""
     import redis
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
-    pool = client.connection_pool
-    settings = dict(pool.connection_kwargs)
-    for name in ("socket_connect_timeout", "orig_socket_timeout", "orig_socket_connect_timeout"):
-        if name in settings:  # (redis-py 8 keeps the timeouts it was given beside the current ones)
-            settings[name] = timeout
-    settings["socket_timeout"] = timeout
-    settings["retry"] = Retry(NoBackoff(), 0)
-    return redis.Redis(connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **settings))
+    settings = {**settings, "socket_timeout": timeout, "retry": Retry(NoBackoff(), 0), "decode_responses": False}
+    if "socket_connect_timeout" in settings:
+        settings["socket_connect_timeout"] = timeout
+    return redis.Redis(connection_pool=redis.ConnectionPool(connection_class=connection_class, **settings))
 
 
-def _address(client) -> str:
-    settings = client.connection_pool.connection_kwargs
+def _address(settings: dict) -> str:
     if "path" in settings:
         return f"unix:{settings['path']}"
     return f"{settings.get('host', 'localhost')}:{settings.get('port', 6379)}"
