@@ -68,10 +68,10 @@ def in_a_new_process(payload: bytes, tmp_path, after: str = "None"):
     ``payload``, a pickle of (object, [(method name, arguments)]); it imports the same willump."""
     given, answered = tmp_path / "given.pickle", tmp_path / "answered.pickle"
     given.write_bytes(payload)
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.curdir for p in sys.path)}
+    environment = {**os.environ, "PYTHONPATH": os.path.dirname(__file__)}  # (this module: its functions)
     done = subprocess.run(
         [sys.executable, "-c", _LOAD_AND_CALL, str(given), str(answered), after, willump.__file__],
-        env=environment, capture_output=True, text=True, timeout=300,
+        env=environment, cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     with open(answered, "rb") as file:
