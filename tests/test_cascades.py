@@ -170,6 +170,50 @@ def test_single_rows_match_the_batch_answer():
         assert row.iloc[0] == pytest.approx(batch.iloc[position], abs=1e-12)
 
 
+def test_set_threshold_trades_rows_answered_for_exactness_and_can_turn_cascades_off(monkeypatch):
+    f = fitted(scored)
+    chosen = f.explain().attrs["summary"].get("threshold")
+    exact = f.py_func(TEST)
+    small = pd.Series(f._fitted.small_model.predict_proba(TEST[["x"]].to_numpy())[:, 1], index=TEST.index, name="p")
+    answered = []
+    for threshold in [0, 0.5, 0.8, 0.95, 1]:
+        assert f.set_threshold(threshold) is f
+        f.reset_stats()
+        result = f(TEST)
+        sure = np.maximum(small, 1 - small) >= threshold
+        assert f.stats["rows_small_model"] == sure.sum()
+        pd.testing.assert_series_equal(result[sure], small[sure], rtol=0, atol=1e-12)
+        pd.testing.assert_series_equal(result[~sure], exact[~sure], rtol=0, atol=1e-12)
+        answered.append(sure.sum())
+        summary = f.explain().attrs["summary"]
+        assert summary["cascades"] == "on" and summary["threshold"] == threshold
+        assert summary["fit_threshold"] == chosen and summary["threshold_rule"] == "set by hand with set_threshold"
+        assert "cascade_validation_score" not in summary and "measured_speedup_batch" not in summary
+    assert answered[0] == len(TEST) and answered == sorted(answered, reverse=True) and answered[-1] < answered[1]
+    calls = []  # at 0 the small model answers every row: the costly IFV is never computed
+    f.set_threshold(0)
+    monkeypatch.setattr(pd.Series, "apply", lambda self, *a, **k: calls.append(len(self)) or pd.Series.map(self, *a))
+    f(TEST)
+    assert calls == []
+    monkeypatch.undo()
+    f.set_threshold(None)
+    pd.testing.assert_series_equal(f(TEST), exact)
+    assert f.explain().attrs["summary"]["cascades"] == "off: turned off with set_threshold(None)"
+
+
+def test_set_threshold_needs_a_small_model_and_a_threshold_from_0_to_1():
+    train_model(scored, TRAIN, Y_TRAIN, LogisticRegression())
+    with pytest.raises(ValueError, match="call fit"):
+        willump.optimize(scored).set_threshold(0.5)
+    f = fitted(scored)
+    for bad in [-0.1, 1.5, True, "0.5", float("nan")]:
+        with pytest.raises(ValueError, match="threshold must be a number from 0"):
+            f.set_threshold(bad)
+    off = fitted(scored, cascades=False)
+    with pytest.raises(ValueError, match=r"no small model to cascade with: not requested \(cascades=False\)"):
+        off.set_threshold(0.5)
+
+
 def test_labels_are_scored_by_accuracy_and_keep_their_dtype():
     f = fitted(labelled)
     assert f.explain().attrs["summary"]["metric"] == "accuracy"

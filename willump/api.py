@@ -223,6 +223,19 @@ class OptimizedFunction:
         self._stats.reset()
         return self
 
+    def set_threshold(self, threshold):
+        """Cascade at ``threshold`` instead of the threshold ``fit`` chose; None turns cascades off.
+
+        Rows the small model is at least ``threshold`` sure of take its answer, the others the
+        full model's: 0 sends no row to the full model, 1 only the rows the small model is not
+        certain of. For exploring speed against accuracy (the paper's Figure 7): ``fit`` checked
+        only its own threshold against ``accuracy_loss``. Returns this function.
+        """
+        if self._fitted is None:
+            raise ValueError("set_threshold needs the small model fit trains: call fit() first")
+        self._fitted.set_threshold(threshold)
+        return self
+
     def top_k(self, *inputs, k, c_k=DEFAULT_C_K, min_fraction=DEFAULT_MIN_FRACTION):
         """Positions (np.ndarray) of the ``k`` best-scoring rows, best first.
 

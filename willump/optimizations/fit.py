@@ -28,6 +28,7 @@ from willump.runtime.calls import Stats
 
 logger = logging.getLogger("willump")
 BOOTSTRAP_SAMPLES = 200  # resamples of the validation rows the threshold must hold in (95% of them; more for prefixes)
+_THRESHOLD_FIGURES = ("threshold", "cascade_validation_score", "small_model_fraction", "expected_speedup")
 
 
 @dataclass
@@ -48,11 +49,42 @@ class Fitted:
     summary: dict = field(default_factory=dict)
     reuse: list = field(default_factory=list)  # per IFV: how its computed rows are reused (cascades.reuse_policy)
     batch_names: tuple = ()  # the arguments that hold rows
-    output_dtype: object = None  # dtype of the full model's output
+    output_dtype: object = None  # dtype of the full model's output, once the small model's is checked to match
 
     @property
     def cascading(self) -> bool:
         return self.threshold is not None and self.small_model is not None
+
+    @property
+    def cascadable(self) -> bool:
+        """fit trained a small model and checked that its output can stand in for the full model's."""
+        return self.small_model is not None and self.output_dtype is not None
+
+    def set_threshold(self, threshold) -> None:
+        """Cascade at ``threshold`` instead of fit's choice (None: cascades off); the summary says so.
+
+        The figures fit measured for its own threshold leave the summary; that threshold
+        stays there as ``fit_threshold``.
+        """
+        if not self.cascadable:
+            raise ValueError(f"there is no small model to cascade with: {self.cascade_reason}")
+        if threshold is not None and (
+            isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.number))
+            or not 0 <= threshold <= 1
+        ):
+            raise ValueError(
+                f"threshold must be a number from 0 (the small model answers every row) to 1 "
+                f"(it answers only the rows it is certain of), or None to turn cascades off; got {threshold!r}"
+            )
+        self.summary.setdefault("fit_threshold", self.summary.get("threshold"))
+        for key in _THRESHOLD_FIGURES + ("measured_speedup_batch", "measured_speedup_single_row"):
+            self.summary.pop(key, None)
+        if threshold is None:
+            self.threshold, self.cascade_reason = None, "turned off with set_threshold(None)"
+        else:
+            self.threshold, self.cascade_reason = float(threshold), None
+            self.summary["threshold"] = self.threshold
+        self.summary["threshold_rule"] = "set by hand with set_threshold"
 
     def explain(self) -> pd.DataFrame:
         """One row per IFV; the summary is in ``.attrs["summary"]``."""
@@ -315,7 +347,7 @@ def _cascade_off(fitted, summary: dict, reason: str) -> None:
     """Turn off the cascade a threshold was found for, saying why; its figures leave the summary."""
     fitted.threshold = None
     fitted.cascade_reason = reason
-    for key in ("threshold", "cascade_validation_score", "small_model_fraction", "expected_speedup"):
+    for key in _THRESHOLD_FIGURES:
         summary.pop(key, None)
 
 
@@ -368,13 +400,13 @@ def _model_score(model, y, classification):
 def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy_loss, random_state, level,
                    summary) -> None:
     full_output = np.asarray(call(model, fitted.method, X))
-    fitted.output_dtype = full_output.dtype
     labels = fitted.method == "predict" and not np.issubdtype(full_output.dtype, np.floating)
     name, score = (getattr(metric, "__name__", "metric"), metric) if metric else cascades.default_metric(labels)
     small_output = np.asarray(call(fitted.small_model, fitted.method, small_X))
     if small_output.shape != full_output.shape:
         fitted.cascade_reason = "the small model's output does not have the full model's shape (classes missing from the training rows?)"
         return
+    fitted.output_dtype = full_output.dtype  # (set only for a small model whose output can stand in: cascadable)
     confidences = cascades.small_confidence(fitted, small_output, small_X)
     full_score = score(y, executor.finish(env, full_output))
     choice = cascades.choose_threshold(
