@@ -1,0 +1,1 @@
+"""Compiled kernels, one module per operator family, and their registry."""
