@@ -30,7 +30,7 @@ _HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$")
 
 
 def readme_blocks(text: str) -> list[dict]:
-    """The ```python blocks, in order: number, the heading above, its own code, its whole script."""
+    """The ```python blocks, in order: number, the heading above, the script it runs."""
     blocks, heading, fence, lines, script = [], "", None, [], ""
     for line in text.splitlines():
         if fence is None:
@@ -47,7 +47,7 @@ def readme_blocks(text: str) -> list[dict]:
                 if continues and not blocks:
                     raise ValueError(f"the first python block of {README.name} says it continues another")
                 script = (script + "\n" + code) if continues else code
-                blocks.append({"number": len(blocks) + 1, "heading": heading, "code": code, "script": script})
+                blocks.append({"number": len(blocks) + 1, "heading": heading, "script": script})
             fence = None
         else:
             lines.append(line)
@@ -90,14 +90,15 @@ def test_the_readme_has_its_blocks():
 
 def test_the_parser_reads_fences_headings_and_continuations():
     text = (
-        "# Title\n\n```python\nx = 1\n# Not a heading\n```\n\n    indented = 'not a block'\n\n"
-        "## Next part\n\n```bash\n# a shell comment\n```\n\n```python\n# continues the block above\n"
-        "assert x == 1\n```\n"
+        "# Title\n\n```python\nx = 1\n# not a heading\n```\n\n```bash\n# a shell comment\n```\n\n"
+        "    # an indented command\n\n```python\n# continues the block above\nassert x == 1\n```\n\n"
+        "## Next part\n\n```python\ny = 2\n```\n"
     )
-    first, second = readme_blocks(text)
-    assert (first["number"], first["heading"], first["script"]) == (1, "Title", "x = 1\n# Not a heading\n")
-    assert second["heading"] == "Next part"
+    first, second, third = readme_blocks(text)
+    assert (first["number"], first["heading"], first["script"]) == (1, "Title", "x = 1\n# not a heading\n")
+    assert second["heading"] == "Title"
     assert second["script"] == first["script"] + "\n# continues the block above\nassert x == 1\n"
+    assert (third["number"], third["heading"], third["script"]) == (3, "Next part", "y = 2\n")
     with pytest.raises(ValueError, match="never closed"):
         readme_blocks("```python\nx = 1\n")
 
