@@ -3,7 +3,7 @@
 Each block is a script of its own (or, when its first line says ``# continues the block above``,
 the previous block's script followed by its own), run in a new Python process from an empty
 temporary directory: ``@willump.optimize`` reads the function's source from that file, and the
-process sees the ``willump`` these tests imported and nothing else of the clone. A block that
+process imports the installed ``willump`` and sees nothing of the clone. A block that
 reads ``REDIS_URL`` gets a real redis-server on an empty database.
 """
 
@@ -14,8 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
-import willump
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 EXPECTED_BLOCKS = 3  # at least: the first example, lookups in Redis, fit
@@ -70,16 +68,13 @@ def _cases() -> list:
     return cases
 
 
-def _environment(tmp_path: Path) -> dict:
-    """The test's environment, with only the imported ``willump`` package added to the path
-    (a link to it in a directory of its own) and no entry of PYTHONPATH naming the clone."""
-    visible = tmp_path / "path"
-    visible.mkdir()
-    (visible / "willump").symlink_to(Path(willump.__file__).resolve().parent, target_is_directory=True)
+def _environment() -> dict:
+    """The test's environment without a PYTHONPATH entry naming the clone: a block imports the
+    installed ``willump``, as a user's script does (test_installed checks it is the one the tests use)."""
     clone = README.parent
-    others = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-              if entry and Path(entry).resolve() != clone]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(visible), *others])}
+    kept = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if entry and Path(entry).resolve() != clone]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(kept)}
 
 
 def test_the_readme_has_its_blocks():
@@ -105,7 +100,7 @@ def test_the_parser_reads_fences_headings_and_continuations():
 
 @pytest.mark.parametrize("block", _cases())
 def test_readme_block_runs(block, tmp_path, request):
-    environment = _environment(tmp_path)
+    environment = _environment()
     if "REDIS_URL" in block["script"]:
         import redis
 
