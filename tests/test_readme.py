@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-EXPECTED_BLOCKS = 3  # at least: the first example, lookups in Redis, fit
+EXPECTED_BLOCKS = 4  # at least: the first example, lookups in Redis, fit, save and load
 CONTINUES = "# continues the block above"
 TIMEOUT = 300  # seconds per block: a cold numba cache compiles the kernels first
 KNOWN_FAILURES = {  # heading above the block -> why it fails until another branch is merged
