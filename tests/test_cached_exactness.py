@@ -188,3 +188,40 @@ def test_the_readme_redis_example_is_exact_for_single_rows_and_batches(redis_cli
     for df in batches + batches[::-1]:
         assert_exact(optimized(df), predict(df))
     assert optimized.stats["feature_row_hits"] > 0
+
+
+def test_a_cascade_with_caches_answers_as_the_same_fitted_function_without(redis_client, monkeypatch):
+    """After fit, the small model's IFVs and the unsure rows' others come from the caches: the
+    answers (probabilities, to the bit) and top-K are those of the same fitted function with no
+    caches, for batches of new rows, rows seen before, and single rows."""
+    rng = np.random.default_rng(5)
+    n = 3000
+    users = willump.MemoryTable(pd.DataFrame({"userId": np.arange(300), "strong": rng.normal(size=300),
+                                              "other": rng.normal(size=300) * 1e2}), key="userId")
+    songs = willump.RedisTable(redis_client, "songs", key="songId")
+    songs.put(pd.DataFrame({"songId": np.arange(500), **{f"s{j}": rng.normal(size=500) * 10.0 ** -j for j in range(3)}}))
+    df = pd.DataFrame({"userId": rng.integers(0, 300, n), "songId": rng.integers(0, 500, n)})
+    X = np.hstack([users.lookup(df["userId"]).to_numpy(dtype=float), songs.lookup(df["songId"]).to_numpy(dtype=float)])
+    y = (3 * X[:, 0] + 0.3 * X[:, 2] + 0.3 * X[:, 3] > 0).astype(int)
+    model = LogisticRegression().fit(X, y)
+
+    def predict(df):
+        u = users.lookup(df["userId"])
+        s = songs.lookup(df["songId"])
+        return model.predict_proba(np.hstack([u.to_numpy(dtype=float), s.to_numpy(dtype=float)]))[:, 1]
+
+    cached = willump.optimize(predict, cache_size=10_000).fit(df.iloc[:2000], y=y[:2000], progress=False)
+    assert cached.explain().attrs["summary"]["cascades"] == "on"
+
+    def without_caches(answer):
+        with monkeypatch.context() as off:
+            off.setattr(cached, "_feature_rows", None)
+            off.setattr(cached, "_lookup_caches", None)
+            return answer()
+
+    test = df.iloc[2000:2400]
+    for batch in [test, test.iloc[[3]], test.iloc[::-1], test.iloc[100:105], test.iloc[[3, 3, 7]], test]:
+        expected = without_caches(lambda: cached(batch))
+        assert_exact(cached(batch), expected)
+    assert cached.stats["feature_row_hits"] > 0 and 0 < cached.stats["rows_full_model"] < cached.stats["rows_seen"]
+    np.testing.assert_array_equal(cached.top_k(test, k=20), without_caches(lambda: cached.top_k(test, k=20)))
