@@ -213,17 +213,25 @@ def test_without_cache_every_call_fetches(remote_tables):
     assert optimized.stats["remote_keys"] == 0
 
 
-def test_prediction_cache_is_keyed_by_the_whole_row(remote_tables):
+def test_prediction_cache_is_keyed_by_the_whole_batch(remote_tables):
+    """A result is reused for the same batch only (a row's floats depend on the batch it is
+    computed in); a single-row call's is its row's."""
     predict = make_pipeline(*remote_tables)
     optimized = willump.optimize(predict, cache_size=100, cache="prediction")
     df = inputs([1, 1, 2], ["s1", "s2", "s1"])
     assert_same(optimized(df), predict(df))
     assert optimized.stats["remote_keys"] == 4
-    again = inputs([1, 2, 2], ["s2", "s1", "s2"])  # two rows seen, one new
+    again = inputs([1, 2, 2], ["s2", "s1", "s2"])  # two rows seen, one new: computed as a whole
     assert_same(optimized(again), predict(again))
+    assert optimized.stats["cache_hits"] == 0 and optimized.stats["cache_misses"] == 6
+    assert optimized.stats["remote_keys"] == 8
+    for batch in (again, inputs([1], ["s2"]), inputs([1], ["s2"]), again):
+        result = optimized(batch)
+        assert_same(result, predict(batch))
+        result[:] = -1  # (a copy: the cached result stays)
     stats = optimized.stats
-    assert stats["cache_hits"] == 2 and stats["cache_misses"] == 4
-    assert stats["remote_keys"] == 6  # the new row's user and song
+    assert stats["cache_hits"] == 3 + 1 + 3 and stats["cache_misses"] == 6 + 1
+    assert stats["remote_keys"] == 10  # the single row's user and song, once
 
 
 class _MeetingTable(willump.RedisTable):

@@ -61,9 +61,10 @@ def optimize(func=None, /, **options):
             IFV; ``stats`` counts hits, misses and remote keys; ``clear_cache()``
             empties it.
         cache: ``"features"`` (default, per table as above) or ``"prediction"``:
-            whole results per input row, keyed by every column of the row
-            (end-to-end caching, for comparison; it assumes a row's result
-            depends only on that row).
+            whole results per batch, keyed by every column of its rows, so a
+            single-row call's per row (end-to-end caching, for comparison; a
+            result is reused for the same batch only: a row's floats depend on
+            the batch they are computed in).
     """
     unknown = sorted(set(options) - set(_DEFAULT_OPTIONS))
     if unknown:

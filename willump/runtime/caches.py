@@ -9,12 +9,12 @@ fetched all at once, so every result (values, dtypes, memory layout, and so
 every float computed from it) is the one the undecorated function gets. Keys
 that are not in the table are cached too (as absent).
 
-End to end (``cache="prediction"``): the function's result per input row, keyed
-by the whole row, as Clipper caches predictions.
+End to end (``cache="prediction"``): the function's result per batch, keyed by
+the batch's rows; a single-row call's per row, as Clipper caches predictions.
 
 Memory: at most ``capacity`` rows per table; each costs its stored bytes plus
-about 200 bytes (key, bytes object, LRU entry). A prediction cache row costs its
-result's bytes plus about 250 bytes and the key's values.
+about 200 bytes (key, bytes object, LRU entry). A prediction cache entry (a batch)
+costs its result's bytes plus about 250 bytes and the key's values per row.
 """
 
 import collections
@@ -26,7 +26,6 @@ import numpy as np
 import pandas as pd
 
 from willump.runtime.calls import count_cached
-from willump.runtime.rows import take_rows
 
 MISSING = object()  # a key the cache does not hold
 _NAN = "__willump_nan_key"  # every NaN key is the same key
@@ -95,9 +94,11 @@ class LookupCaches:
 
 
 class PredictionCache:
-    """End-to-end caching, for comparison: the function's result per input row, keyed by
-    the whole row (every column of its one DataFrame argument). It assumes, as Clipper
-    does, that a row's result depends on that row alone."""
+    """End-to-end caching, for comparison: the function's result per batch, keyed by the batch's
+    rows (every column of its one DataFrame argument); a single-row call's result is its row's, as
+    Clipper caches predictions. Not per row of a batch: a model's floats for a row depend on the
+    batch it is computed in (BLAS sums one row and a matrix of rows in different orders, and
+    pandas may lay out a batch's arrays otherwise), so only the same batch has the same result."""
 
     def __init__(self, capacity: int):
         self.cache = LRUCache(capacity)
@@ -106,26 +107,23 @@ class PredictionCache:
         self.cache.clear()
 
     def serve(self, arguments: dict, compute):
-        """``compute(arguments)``, from cached rows where the whole input row was seen."""
+        """``compute(arguments)``, from the cache when the same batch was computed before."""
         if len(arguments) != 1:
             return compute(arguments)
-        name, frame = next(iter(arguments.items()))
+        frame = next(iter(arguments.values()))
         keys = row_keys(frame) if type(frame) is pd.DataFrame else None
         if not keys:
             return compute(arguments)
-        found = self.cache.get_many(keys)
-        missing = [r for r, v in enumerate(found) if v is MISSING]
-        count_cached(len(keys) - len(missing), len(missing))
-        if not missing:
-            return np.stack(found)
-        value = compute({name: take_rows(frame, np.asarray(missing))})
-        fresh = _result_rows(value, len(missing))
-        if fresh is None:  # not a result rows can be taken of: the whole batch, as written
-            return compute(arguments)
-        self.cache.put_many((keys[r], v) for r, v in zip(missing, fresh))
-        for r, v in zip(missing, fresh):
-            found[r] = v
-        return np.stack(found)
+        key = tuple(keys)
+        (found,) = self.cache.get_many([key])
+        if found is not MISSING:
+            count_cached(len(keys), 0)
+            return found.copy(order="K")  # (the caller may change what it is given)
+        count_cached(0, len(keys))
+        value = compute(arguments)
+        if _numbers(value, len(keys)):
+            self.cache.put_many([(key, value.copy(order="K"))])
+        return value
 
 
 def row_keys(frame: pd.DataFrame, columns=None) -> list | None:
@@ -178,8 +176,6 @@ def _missing(value) -> bool:
     return value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and math.isnan(value))
 
 
-def _result_rows(value, n: int) -> list | None:
-    """Per-row copies of a result of numbers (a numpy array with a row per input row), or None."""
-    if type(value) is np.ndarray and value.ndim in (1, 2) and value.shape[0] == n and value.dtype.kind in "biuf":
-        return list(value.copy())
-    return None
+def _numbers(value, n: int) -> bool:
+    """Is ``value`` a result of numbers with a row per input row (a numpy array), which a copy keeps?"""
+    return type(value) is np.ndarray and value.ndim in (1, 2) and value.shape[0] == n and value.dtype.kind in "biuf"

@@ -19,6 +19,12 @@ float, so a cached row has the dtype and values the whole batch would give it.
 Anything else (another call, a statement that is not such a binding) and the
 IFV is computed as before; ``keyed_ifvs`` says why.
 
+An IFV's rows, cached or new, are put together in the layout its statements give the
+whole batch: F order, as ``to_numpy`` lays out a lookup's frame (``Table.lookup`` keeps its
+blocks row-major whatever keys it finds), since the concatenation takes its layout from
+its blocks and a model computes other bits on a C-ordered matrix. An IFV whose statements
+give a C-ordered array is computed as before from then on.
+
 The commonest such IFV, ``table.lookup(keys)[columns].to_numpy(dtype=float)`` (keys a
 column of the argument or of another lookup), has a ``RowPlan``: its missed rows are made
 from the tables' stored rows (``Table.float_rows``), with no DataFrame built, and the
@@ -418,7 +424,7 @@ class FeatureRows:
                 raise
             except Exception:  # the function as written raises it, with its own message
                 return MISSING
-        return {i: np.stack(rows) for i, rows in found.items()}
+        return {i: as_to_numpy(rows) for i, rows in found.items()}
 
     def _planned(self, keys, found, missing) -> set:
         """Compute the missing rows of the IFVs with a ``RowPlan`` from the tables' stored rows,
@@ -453,6 +459,10 @@ class FeatureRows:
                     and value.shape[0] == len(rows)):
                 self._stop(i, f"its value was a {_described(value)}, not float rows")
                 return False
+            if not column_major(value):
+                self._stop(i, "its value was a C-ordered array; its cached rows are laid out as a frame's "
+                              "to_numpy is (F order), and a model computes other bits on the other layout")
+                return False
             self._fill(i, keys[self.keyed_ifvs[i].columns], found, ((r, value[at[r]]) for r in wanted))
         return True
 
@@ -477,6 +487,22 @@ class FeatureRows:
         """Compute IFV ``index`` as before from now on."""
         self._caches = {i: c for i, c in self._caches.items() if i != index}
         self.stopped[index] = reason
+
+
+def as_to_numpy(rows: list) -> np.ndarray:
+    """An IFV's rows as one array laid out as ``to_numpy`` lays out a lookup's frame (its
+    row-major blocks transposed: F order), so that the concatenation, and the model after it,
+    read the layout the function's own statements give (``column_major`` checks it of every
+    value they compute). Rows of a 1-D IFV are numbers."""
+    if np.ndim(rows[0]) == 0:
+        return np.array(rows, dtype=float)
+    return np.stack(rows, axis=1).T
+
+
+def column_major(value: np.ndarray) -> bool:
+    """Whether numpy orders ``value``'s axes as an F-ordered array's when it lays out a
+    concatenation of it (or its rows or columns are too few for the order to tell)."""
+    return value.ndim < 2 or min(value.shape) < 2 or abs(value.strides[0]) < abs(value.strides[1])
 
 
 def _described(value) -> str:

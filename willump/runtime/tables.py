@@ -6,7 +6,9 @@ from ``keys``, and a row of NaN for a key the table does not hold, with the
 dtypes pandas' ``reindex`` gives such a frame (int columns become float64 when a
 key is missing, bool columns object). Keys match by value as Python compares
 them (``1 == 1.0 == True``); a NaN or None key matches nothing, nor does a key of
-another kind (a str on an int-keyed table).
+another kind (a str on an int-keyed table). Its columns of one dtype are one row-major
+block whatever keys were found, repeated or missing, so its ``to_numpy`` is F-ordered
+(a model computes other bits on a C-ordered matrix; the feature-row caches rebuild F).
 
 In Redis, each row is one string value under ``"<name>:<canonical key>"`` (see
 ``canonical_key``: ``"users:i:42"``, ``"users:s:abc"``) and the column
@@ -78,6 +80,7 @@ class Table:
             frame = self._missing_row(rows)
         else:
             frame = rows.reindex(positions)  # -1 is no label: a NaN row, with pandas' dtypes
+        frame = _row_major(frame)
         frame.index = index
         return frame
 
@@ -530,6 +533,20 @@ class _Codec:
         return True
 
 
+def _row_major(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame``, or a copy whose numeric blocks are row-major, as pandas builds a frame from its
+    columns: so that ``to_numpy`` of a lookup (of its columns) is F-ordered whatever keys were
+    found, repeated or missing. (pandas' take and reindex of one found row, or of a column-major
+    block, give a column-major block, whose ``to_numpy`` is C-ordered; a model reading one layout
+    or the other computes other bits, and the feature-row caches rebuild the F order.)"""
+    for block in frame._mgr.blocks:
+        values = block.values
+        if isinstance(values, np.ndarray) and min(values.shape) > 1 and abs(values.strides[0]) < abs(values.strides[1]):
+            columns = [frame._mgr.iget_values(j) for j in range(frame.shape[1])]
+            return pd.DataFrame._from_arrays(columns, columns=frame.columns, index=frame.index, verify_integrity=False)
+    return frame
+
+
 def _text_array(values: list, dtype: str):
     """A str column's values as the array ``pd.Series(values, dtype=dtype)`` holds."""
     if dtype == "object":
@@ -592,7 +609,7 @@ def _prepared(frame: pd.DataFrame, key: str, columns) -> tuple[pd.DataFrame, dic
     if len(positions) != len(canonical):
         duplicate = next(k for k, c in zip(frame[key].tolist(), canonical) if canonical.count(c) > 1)
         raise ValueError(f"key column {key!r} holds {duplicate!r} more than once; keys must be unique")
-    features = frame[names].reset_index(drop=True)
+    features = _row_major(frame[names].reset_index(drop=True))  # (else each lookup would copy its rows again)
     for name in names:
         _stored_dtype(features[name])
     return features, positions
