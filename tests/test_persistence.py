@@ -355,8 +355,8 @@ print("loaded")
 '''
 
 
-def test_a_function_holding_redis_tables_loads_in_a_new_process(tmp_path, redis_server):
-    script, out, elsewhere = _folders(tmp_path, REDIS_SCRIPT)
+def test_a_function_holding_redis_tables_loads_in_a_new_process(tmp_path, redis_server, redis_client):
+    script, out, elsewhere = _folders(tmp_path, REDIS_SCRIPT)  # (redis_client: an empty database)
     host, port = redis_server
     _run(str(script), str(out), host, str(port), cwd=script.parent)
     script.unlink()

@@ -19,9 +19,6 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 EXPECTED_BLOCKS = 4  # at least: the first example, lookups in Redis, fit, save and load
 CONTINUES = "# continues the block above"
 TIMEOUT = 300  # seconds per block: a cold numba cache compiles the kernels first
-KNOWN_FAILURES = {  # heading above the block -> why it fails until another branch is merged
-    "Lookups inside `@willump.optimize`": "cached path memory order, fixed on branch cache-exact",
-}
 
 _FENCE = re.compile(r"^(```+|~~~+)(.*)$")
 _HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$")
@@ -60,12 +57,7 @@ def _case_id(block: dict) -> str:
 
 
 def _cases() -> list:
-    cases = []
-    for block in readme_blocks(README.read_text(encoding="utf-8")):
-        reason = KNOWN_FAILURES.get(block["heading"])
-        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-        cases.append(pytest.param(block, id=_case_id(block), marks=marks))
-    return cases
+    return [pytest.param(block, id=_case_id(block)) for block in readme_blocks(README.read_text(encoding="utf-8"))]
 
 
 def _environment() -> dict:
@@ -80,7 +72,6 @@ def _environment() -> dict:
 def test_the_readme_has_its_blocks():
     blocks = readme_blocks(README.read_text(encoding="utf-8"))
     assert len(blocks) >= EXPECTED_BLOCKS, f"found {len(blocks)} python blocks in {README}"
-    assert set(KNOWN_FAILURES) <= {block["heading"] for block in blocks}
 
 
 def test_the_parser_reads_fences_headings_and_continuations():
