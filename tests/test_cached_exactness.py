@@ -225,3 +225,22 @@ def test_a_cascade_with_caches_answers_as_the_same_fitted_function_without(redis
         assert_exact(cached(batch), expected)
     assert cached.stats["feature_row_hits"] > 0 and 0 < cached.stats["rows_full_model"] < cached.stats["rows_seen"]
     np.testing.assert_array_equal(cached.top_k(test, k=20), without_caches(lambda: cached.top_k(test, k=20)))
+
+
+def test_the_prediction_cache_tells_frames_of_equal_values_held_otherwise_apart():
+    rng = np.random.default_rng(1)
+    data = rng.normal(size=(400, 30))
+    columns = [f"c{i}" for i in range(30)]
+    model = LogisticRegression().fit(data, data[:, 0] + rng.normal(size=400) > 0)
+
+    def predict(frame):
+        X = frame.to_numpy(dtype=float)
+        return model.predict_proba(X)
+
+    row_major = pd.DataFrame(data, columns=columns, copy=False)  # (to_numpy: C order)
+    by_column = pd.DataFrame({c: data[:, i].copy() for i, c in enumerate(columns)})  # (F order)
+    assert not np.array_equal(predict(row_major), predict(by_column))  # (what makes the test bite)
+    optimized = willump.optimize(predict, cache="prediction", cache_size=100)
+    for frame in (row_major, by_column, row_major, by_column):
+        assert np.array_equal(optimized(frame), predict(frame))
+    assert optimized.stats["cache_hits"] == 2 * 400

@@ -97,8 +97,9 @@ class PredictionCache:
     """End-to-end caching, for comparison: the function's result per batch, keyed by the batch's
     rows (every column of its one DataFrame argument); a single-row call's result is its row's, as
     Clipper caches predictions. Not per row of a batch: a model's floats for a row depend on the
-    batch it is computed in (BLAS sums one row and a matrix of rows in different orders, and
-    pandas may lay out a batch's arrays otherwise), so only the same batch has the same result."""
+    batch it is computed in (BLAS sums one row and a matrix of rows in different orders), and on
+    how pandas holds the batch (a C- or an F-ordered block), so only the same batch, held the same
+    way, has the same result."""
 
     def __init__(self, capacity: int):
         self.cache = LRUCache(capacity)
@@ -114,7 +115,7 @@ class PredictionCache:
         keys = row_keys(frame) if type(frame) is pd.DataFrame else None
         if not keys:
             return compute(arguments)
-        key = tuple(keys)
+        key = (_layout(frame), *keys)
         (found,) = self.cache.get_many([key])
         if found is not MISSING:
             count_cached(len(keys), 0)
@@ -124,6 +125,13 @@ class PredictionCache:
         if _numbers(value, len(keys)):
             self.cache.put_many([(key, value.copy(order="K"))])
         return value
+
+
+def _layout(frame: pd.DataFrame) -> tuple:
+    """How pandas holds the frame's columns (their blocks' positions, dtypes and strides): the
+    arrays built from it, and so a model's floats, can differ between two frames of equal values."""
+    return tuple((block.mgr_locs.as_array.tobytes(), str(block.dtype), getattr(block.values, "strides", None))
+                 for block in frame._mgr.blocks)
 
 
 def row_keys(frame: pd.DataFrame, columns=None) -> list | None:
