@@ -166,6 +166,16 @@ def test_a_module_level_function_pickles_with_pickle_before_and_after_fit(tmp_pa
         print(function.explain().attrs["summary"]["fitted"])
     '''), str(tmp_path / "pickles"), cwd=tmp_path)
     assert loaded.strip() == "True"
+    (tmp_path / "scoring_module.py").write_text(MODULE.replace("np.sin", "np.cos"))  # (edited since)
+    _run(textwrap.dedent('''
+        import pickle, sys, numpy as np, pytest
+        saved = pickle.load(open(sys.argv[1], "rb"))
+        with pytest.raises(ValueError, match="has changed since it was fitted"):
+            pickle.loads(saved["fitted"])
+        unfitted = pickle.loads(saved["unfitted"])  # (the module's definition as it is now)
+        assert np.array_equal(unfitted(saved["test"]), unfitted.py_func(saved["test"]))
+        assert not np.array_equal(unfitted(saved["test"]), saved["expected"]["unfitted"])
+    '''), str(tmp_path / "pickles"), cwd=tmp_path)
 
 
 def test_a_module_cloudpickle_pickles_by_value_needs_no_import_where_it_is_loaded(tmp_path, monkeypatch):

@@ -384,10 +384,10 @@ class OptimizedFunction:
                 "options": self.options, "fitted": self._fitted, "stats": self._stats}
 
     def __setstate__(self, state):
-        func = persistence.referenced_function(state["py_func"])
+        source = persistence.restored_source(state["py_func"], state.get("source"), state.get("fitted") is not None)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", WillumpWarning)  # already reported where it was defined
-            self._setup(read_function(func, state.get("source")), state["options"])
+            self._setup(source, state["options"])
         self._fitted = state.get("fitted")
         self._stats = state.get("stats") or Stats()
 

@@ -20,6 +20,7 @@ import typing
 import warnings
 
 from willump.errors import InconsistentVersionWarning
+from willump.graph.source import read_function
 
 SIGNATURE = b"\x89WILLUMP\r\n\x1a\n"  # (as PNG's: a text-mode copy or a truncated start shows)
 FORMAT = 1
@@ -159,15 +160,21 @@ def function_reference(optimized):
     return _DecoratedInPlace(name, qualname) if found is func else func
 
 
-def referenced_function(reference):
-    """The function ``function_reference`` gave, imported again for a module and name."""
+def restored_source(reference, carried: tuple | None, fitted: bool):
+    """The parsed source to rebuild a pickled function's graph from: the text the pickle carried
+    (no file is read), or for a function found again in its module, the definition the module
+    has now, refused when a fitted function's definition changed since it was fitted."""
     if not isinstance(reference, _DecoratedInPlace):
-        return reference
-    found = getattr(_attribute(importlib.import_module(reference.module), reference.qualname), "py_func", None)
-    if found is None:
+        return read_function(reference, carried)
+    found = _attribute(importlib.import_module(reference.module), reference.qualname)
+    if getattr(found, "py_func", None) is None:
         raise TypeError(f"{reference.module}.{reference.qualname} is no longer a function decorated with "
                         "willump.optimize, so the pickle of its optimized function cannot be loaded")
-    return found
+    current = found._source  # (parsed when the module decorated it, as it is now)
+    if fitted and carried is not None and current.text != carried[0]:
+        raise ValueError(f"{reference.module}.{reference.qualname} has changed since it was fitted and pickled: "
+                         "its fitted state belongs to the definition it was fitted on; fit it again")
+    return current
 
 
 def _attribute(owner, qualname: str):
