@@ -649,18 +649,22 @@ def _shared_version(table: tuple) -> _Version:
 
 # Connection settings a redis-py pool adds for itself (objects of that pool, or copies of its
 # timeouts), and the retry policy the table sets: none of them describes the server.
-_POOL_OWNED = (
-    "retry", "himport_registry", "maint_notifications_pool_handler", "oss_cluster_maint_notifications_handler",
-    "orig_host_address", "orig_socket_timeout", "orig_socket_connect_timeout",
+# The settings that say how to reach a server and talk to it, named alike from redis-py 4.5 on
+# (with every ``ssl_*``): the rest of a pool's settings are objects of the installed redis-py
+# (its driver information, notification handlers...), which another version may not load or take.
+_SERVER_SETTINGS = (
+    "host", "port", "path", "db", "username", "password", "credential_provider", "client_name", "protocol",
+    "socket_connect_timeout", "socket_keepalive", "socket_keepalive_options", "health_check_interval",
+    "encoding", "encoding_errors",
 )
 
 
 def _connection_settings(connection_kwargs: dict) -> dict:
-    """A pool's connection settings that say how to reach the server (host and port or unix path,
-    db, credentials, ssl...), without what its pool made for itself and without redis-py's
-    markers of a default (a bare ``object()``, which would not survive a pickle)."""
+    """A pool's settings that say how to reach its server (host and port or unix path, db,
+    credentials, ssl...), without redis-py's markers of a default (a bare ``object()``, which
+    would not survive a pickle)."""
     return {name: value for name, value in connection_kwargs.items()
-            if name not in _POOL_OWNED and type(value) is not object}
+            if (name in _SERVER_SETTINGS or name.startswith("ssl_")) and type(value) is not object}
 
 
 def _own_client(connection_class, settings: dict, timeout: float):
