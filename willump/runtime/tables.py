@@ -661,10 +661,12 @@ _SERVER_SETTINGS = (
 
 def _connection_settings(connection_kwargs: dict) -> dict:
     """A pool's settings that say how to reach its server (host and port or unix path, db,
-    credentials, ssl...), without redis-py's markers of a default (a bare ``object()``, which
-    would not survive a pickle)."""
+    credentials, ssl...) and are not left at their default (None, or redis-py's marker of one, a
+    bare ``object()``: another redis-py may not know the setting, and the marker would not
+    survive a pickle)."""
     return {name: value for name, value in connection_kwargs.items()
-            if (name in _SERVER_SETTINGS or name.startswith("ssl_")) and type(value) is not object}
+            if (name in _SERVER_SETTINGS or name.startswith("ssl_")) and value is not None
+            and type(value) is not object}
 
 
 def _own_client(connection_class, settings: dict, timeout: float):
