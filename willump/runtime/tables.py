@@ -75,12 +75,11 @@ class Table:
         if len(rows) == len(canonical) and (positions == np.arange(len(canonical))).all():
             frame = rows
         elif (positions >= 0).all():
-            frame = rows.take(positions)
+            frame = _row_major(rows.take(positions))
         elif len(positions) == 1:  # one key, not in the table
             frame = self._missing_row(rows)
         else:
-            frame = rows.reindex(positions)  # -1 is no label: a NaN row, with pandas' dtypes
-        frame = _row_major(frame)
+            frame = _row_major(rows.reindex(positions))  # -1 is no label: a NaN row, with pandas' dtypes
         frame.index = index
         return frame
 
