@@ -13,9 +13,9 @@ import importlib.metadata
 import json
 import os
 import platform
+import secrets
 import struct
 import sys
-import tempfile
 import typing
 import warnings
 
@@ -41,14 +41,15 @@ def save(optimized, path) -> None:
         "sha256": hashlib.sha256(payload).hexdigest(),
     }).encode()
     path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=".willump-", suffix=".tmp")
+    temporary = f"{path}.{secrets.token_hex(6)}.tmp"  # (beside it: the rename is atomic)
     try:
-        with os.fdopen(descriptor, "wb") as file:
-            file.write(SIGNATURE + _HEADER_LENGTH.pack(len(header)) + header + payload)
+        with open(temporary, "xb") as file:
+            for part in (SIGNATURE, _HEADER_LENGTH.pack(len(header)), header, payload):
+                file.write(part)
         os.replace(temporary, path)
     except BaseException:
-        os.unlink(temporary)
+        if os.path.exists(temporary):
+            os.unlink(temporary)
         raise
 
 
@@ -59,7 +60,7 @@ def load(path):
     import cloudpickle
 
     with open(path, "rb") as file:
-        content = file.read()
+        content = memoryview(file.read())  # (slices of it share its bytes: the payload is not copied)
     header, payload = _parts(content, path)
     differences = _differences(header.get("versions", {}))
     if differences:
@@ -79,7 +80,7 @@ def load(path):
 
 def _parts(content: bytes, path) -> tuple[dict, bytes]:
     """(the header, the payload) of a file's content, checked."""
-    if not content.startswith(SIGNATURE):
+    if bytes(content[:len(SIGNATURE)]) != SIGNATURE:
         raise ValueError(f"{path} is not a willump file (it does not start with willump's signature); "
                          "write one with predict.save(path)")
     start = len(SIGNATURE) + _HEADER_LENGTH.size
@@ -87,7 +88,7 @@ def _parts(content: bytes, path) -> tuple[dict, bytes]:
         raise ValueError(f"{path} is truncated: it ends inside willump's header; save it again")
     (length,) = _HEADER_LENGTH.unpack_from(content, len(SIGNATURE))
     try:
-        header = json.loads(content[start:start + length])
+        header = json.loads(bytes(content[start:start + length]))
     except ValueError:
         raise ValueError(f"{path} is truncated or corrupted: its header cannot be read; save it again") from None
     if not isinstance(header, dict) or not isinstance(header.get("format"), int):
