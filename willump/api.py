@@ -16,7 +16,7 @@ from willump.optimizations.fit import fit as fit_optimizations
 from willump.optimizations.selection import DEFAULT_GAMMA
 from willump.optimizations.topk import DEFAULT_C_K, DEFAULT_MIN_FRACTION
 from willump.runtime.joins import NotSeparable
-from willump.runtime.rows import batch_length, row_count
+from willump.runtime.rows import batch_length, first_row_count
 from willump.graph.build import build_plan
 from willump.graph.recognize import Resolver
 from willump.graph.source import read_function
@@ -153,11 +153,11 @@ class OptimizedFunction:
         call = start_call(self._stats, self._lookup_caches)  # what this call's lookups count and reuse
         try:
             if self._executor is None:
-                self._count_call(args, kwargs)
+                self._count_exact((*args, *kwargs.values()))
                 return self.py_func(*args, **kwargs)
             if (self._fitted is None and self._features is None and self._predictions is None
                     and self._feature_rows is None):
-                self._count_call(args, kwargs)
+                self._count_exact((*args, *kwargs.values()))
                 return self._executor(*args, **kwargs)
             arguments = self._executor.arguments(args, kwargs)
             if self._predictions is not None:
@@ -175,31 +175,21 @@ class OptimizedFunction:
             if self._feature_rows is not None:
                 result = self._feature_rows.serve(arguments)
                 if result is not MISSING:
-                    self._count_exact(arguments)
+                    self._count_exact(arguments.values())
                     return result
             if self._features is not None:
                 result = self._features.run(arguments)
-                self._count_exact(arguments)
+                self._count_exact(arguments.values())
                 return result
         except NotSeparable:
             pass  # this input's joins cannot be split: the exact path runs them as written
-        self._count_exact(arguments)
+        self._count_exact(arguments.values())
         return self._executor.run(arguments)
 
-    def _count_exact(self, arguments: dict) -> None:
-        """Count the call's rows as answered by the full model (every row before fit)."""
-        rows = batch_length(arguments) or 0
-        self._stats.count(rows=rows, full=rows)
-
-    def _count_call(self, args: tuple, kwargs: dict) -> None:
-        """``_count_exact`` without binding the arguments (positional ones are the first
-        parameters, so the first of them with rows is the batch)."""
-        for value in args:
-            rows = row_count(value)
-            if rows is not None:
-                break
-        else:
-            rows = batch_length(kwargs) or 0
+    def _count_exact(self, values) -> None:
+        """Count the call's rows (the first argument's that has rows; positional arguments are the
+        first parameters) as answered by the full model (every row before fit)."""
+        rows = first_row_count(values) or 0
         self._stats.count(rows=rows, full=rows)
 
     # --- statistically-aware optimizations -------------------------------------------------

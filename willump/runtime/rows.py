@@ -24,7 +24,12 @@ def row_count(value) -> int | None:
 
 def batch_length(arguments: dict) -> int | None:
     """The number of rows of the batch: that of the first argument that has rows, else None."""
-    return next((n for n in map(row_count, arguments.values()) if n is not None), None)
+    return first_row_count(arguments.values())
+
+
+def first_row_count(values) -> int | None:
+    """The number of rows of the first of ``values`` that has rows, else None."""
+    return next((n for n in map(row_count, values) if n is not None), None)
 
 
 def take_rows(value, positions: np.ndarray):
