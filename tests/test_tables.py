@@ -226,10 +226,12 @@ def test_a_put_through_another_object_of_the_name_is_seen(tables, redis_client, 
     pd.testing.assert_frame_equal(remote.lookup([10, 13]), expected(changed, "userId", [10, 13]))
     elsewhere = willump.RedisTable(redis.Redis(host=host, port=port, db=1), "users", key="userId")
     renamed = willump.RedisTable(redis_client, "users2", key="userId")
-    elsewhere.put(frame), renamed.put(frame)  # (another database, another name: another table)
-    assert remote.version == other.version != elsewhere.version
-    assert renamed.version not in (remote.version, elsewhere.version)
-    elsewhere.client.flushdb()
+    try:
+        elsewhere.put(frame), renamed.put(frame)  # (another database, another name: another table)
+        assert remote.version == other.version != elsewhere.version
+        assert renamed.version not in (remote.version, elsewhere.version)
+    finally:
+        elsewhere.client.flushdb()
 
 
 def test_a_client_that_decodes_responses_gives_the_same_table(tables, redis_server):

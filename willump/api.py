@@ -62,9 +62,10 @@ def optimize(func=None, /, **options):
             empties it.
         cache: ``"features"`` (default, per table as above) or ``"prediction"``:
             whole results per batch, keyed by every column of its rows, so a
-            single-row call's per row (end-to-end caching, for comparison; a
-            result is reused for the same batch only: a row's floats depend on
-            the batch they are computed in).
+            single-row call's per row, up to ``cache_size`` results (end-to-end
+            caching, for comparison; a result is reused for the same batch,
+            held the same way, only: a row's floats depend on the batch they are
+            computed in).
     """
     unknown = sorted(set(options) - set(_DEFAULT_OPTIONS))
     if unknown:
