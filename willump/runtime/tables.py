@@ -677,9 +677,8 @@ def _own_client(connection_class, settings: dict, timeout: float):
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
-    settings = {**settings, "socket_timeout": timeout, "retry": Retry(NoBackoff(), 0), "decode_responses": False}
-    if "socket_connect_timeout" in settings:
-        settings["socket_connect_timeout"] = timeout
+    settings = {**settings, "socket_timeout": timeout, "socket_connect_timeout": timeout,
+                "retry": Retry(NoBackoff(), 0), "decode_responses": False}
     return redis.Redis(connection_pool=redis.ConnectionPool(connection_class=connection_class, **settings))
 
 
