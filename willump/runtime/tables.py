@@ -677,8 +677,9 @@ def _own_client(connection_class, settings: dict, timeout: float):
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
-    settings = {**settings, "socket_timeout": timeout, "socket_connect_timeout": timeout,
-                "retry": Retry(NoBackoff(), 0), "decode_responses": False}
+    settings = {**settings, "socket_timeout": timeout, "retry": Retry(NoBackoff(), 0), "decode_responses": False}
+    if "path" not in settings:  # (a unix socket connects at once or fails; redis-py 4.5 has no such option there)
+        settings["socket_connect_timeout"] = timeout
     return redis.Redis(connection_pool=redis.ConnectionPool(connection_class=connection_class, **settings))
 
 
