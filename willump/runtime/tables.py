@@ -646,8 +646,6 @@ def _shared_version(table: tuple) -> _Version:
         return version
 
 
-# Connection settings a redis-py pool adds for itself (objects of that pool, or copies of its
-# timeouts), and the retry policy the table sets: none of them describes the server.
 # The settings that say how to reach a server and talk to it, named alike from redis-py 4.5 on
 # (with every ``ssl_*``): the rest of a pool's settings are objects of the installed redis-py
 # (its driver information, notification handlers...), which another version may not load or take.
