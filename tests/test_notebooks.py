@@ -1,5 +1,5 @@
 """Every notebook in notebooks/ runs top to bottom in a kernel of this interpreter, started in
-notebooks/ as Jupyter starts it, with the ``willump`` these tests imported; the tutorial shows
+notebooks/ as Jupyter starts it, so importing the installed ``willump``; the tutorial shows
 what it says it shows."""
 
 import json
@@ -35,7 +35,6 @@ def execute(path: Path, kernels: Path):
     notebook = nbformat.read(path, as_version=4)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("JUPYTER_PATH", str(kernels))
-        patch.setenv("PYTHONPATH", str(Path(willump.__file__).resolve().parent.parent))
         client = nbclient.NotebookClient(
             notebook, timeout=600, kernel_name="willump-test", resources={"metadata": {"path": str(path.parent)}}
         )
