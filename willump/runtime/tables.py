@@ -151,9 +151,11 @@ class MemoryTable(Table):
 
     def __init__(self, frame: pd.DataFrame, key: str, columns=None, name: str = "table"):
         super().__init__()
-        self.name, self.key = name, key
-        self._held = _Held(*_prepared(frame, key, columns))
-        self.columns = list(self._held.rows.columns)
+        self._setup(name, key, _Held(*_prepared(frame, key, columns)))
+
+    def _setup(self, name: str, key: str, held: "_Held") -> None:
+        self.name, self.key, self._held = name, key, held
+        self.columns = list(held.rows.columns)
         self.version = 0  # puts through this object: caches of looked-up rows start again after one
 
     def __getstate__(self):
@@ -162,10 +164,7 @@ class MemoryTable(Table):
 
     def __setstate__(self, state):
         Table.__init__(self)
-        self.name, self.key = state["name"], state["key"]
-        self._held = _Held(state["rows"], state["positions"])
-        self.columns = list(self._held.rows.columns)
-        self.version = 0
+        self._setup(state["name"], state["key"], _Held(state["rows"], state["positions"]))
 
     def put(self, frame: pd.DataFrame) -> None:
         """Add or replace the rows of ``frame`` (keyed by its ``key`` column)."""
