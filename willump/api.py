@@ -384,4 +384,3 @@ class OptimizedFunction:
 
     def __repr__(self) -> str:
         return f"<willump.optimize of {self.py_func.__qualname__}>"
-
