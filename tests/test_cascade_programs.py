@@ -1,8 +1,8 @@
-"""A cascaded call answered by one program (``cascades.CascadedTextProgram``) gives the block by
+"""A cascaded call answered by one program (``cascade.CascadedTextProgram``) gives the block by
 block cascade's answers.
 
 Text pipelines written as users write them are fitted once; then the same calls are
-answered with the program and without it (``cascades._program`` returning None), on
+answered with the program and without it (``cascade._program`` returning None), on
 random documents, single rows and batches, at thresholds from "every row to the small
 model" to "every row to the full model", and the answers, their dtype and the row
 counts must be the same.
@@ -19,7 +19,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
 import willump
-from willump.optimizations import cascades
+from willump.runtime import cascade
 from answers import define
 from test_compile_kernels import GRID_DOCUMENTS, assert_same_outcome, document_lists, hypothesis_settings, outcome
 from test_compile_programs import TOXIC  # (the toxic workload's shape)
@@ -116,12 +116,12 @@ def fitted(shape: str, workers: int = 1):
 
 def by_blocks(optimized, rows):
     """The answer and row counts of the block by block cascade (no program)."""
-    program = cascades._program
-    cascades._program = lambda executor, fitted: None
+    program = cascade._program
+    cascade._program = lambda executor, fitted: None
     try:
         return answer_and_counts(optimized, rows)
     finally:
-        cascades._program = program
+        cascade._program = program
 
 
 def answer_and_counts(optimized, rows):

@@ -10,11 +10,11 @@ import pandas as pd
 from willump import persistence
 from willump.compile.parallel import Workers, default_workers
 from willump.errors import WillumpWarning, warn
-from willump.optimizations import cascades, topk
+from willump.runtime import cascade, topk
 from willump.optimizations.fit import Fitted
 from willump.optimizations.fit import fit as fit_optimizations
 from willump.optimizations.selection import DEFAULT_GAMMA
-from willump.optimizations.topk import DEFAULT_C_K, DEFAULT_MIN_FRACTION
+from willump.runtime.topk import DEFAULT_C_K, DEFAULT_MIN_FRACTION
 from willump.runtime.joins import NotSeparable
 from willump.runtime.rows import batch_length, first_row_count
 from willump.graph.build import build_plan
@@ -171,7 +171,7 @@ class OptimizedFunction:
         """The result for bound arguments: cascaded after fit; remote IFVs side by side when there are two."""
         try:
             if self._fitted is not None and self._fitted.cascading:
-                return cascades.serve(self._features or self._executor, self._fitted, arguments, self._stats,
+                return cascade.serve(self._features or self._executor, self._fitted, arguments, self._stats,
                                       self._feature_rows)
             if self._feature_rows is not None:
                 result = self._feature_rows.serve(arguments)

@@ -18,8 +18,10 @@ from willump.analysis.importance import (
     surrogate_importances,
 )
 from willump.errors import warn
-from willump.optimizations import cascades, topk
-from willump.optimizations.models import call, check_fitted, is_classifier, ranking_score, train_like
+from willump.optimizations import cascades
+from willump.optimizations.models import check_fitted, train_like
+from willump.runtime import cascade, topk
+from willump.runtime.models import call, is_classifier, ranking_score
 from willump.optimizations.selection import DEFAULT_GAMMA, select_efficient
 from willump.runtime.features import feature_matrix
 from willump.runtime.joins import NotSeparable
@@ -333,13 +335,13 @@ def _check_expected_speedup(fitted, small_valid_X, pre_cost, model_cost, summary
     chosen = sum(fitted.costs[i] for i in fitted.selected)
     answered = summary["small_model_fraction"]
     full = pre_cost + chosen + rest + model_cost
-    cascade = pre_cost + chosen + small_cost + (1 - answered) * (pre_cost + rest + model_cost)
-    summary["expected_speedup"] = full / cascade
-    if full <= cascade:
+    cascaded_cost = pre_cost + chosen + small_cost + (1 - answered) * (pre_cost + rest + model_cost)
+    summary["expected_speedup"] = full / cascaded_cost
+    if full <= cascaded_cost:
         _cascade_off(fitted, summary, (
             f"the small model would answer {answered:.0%} of the validation rows at threshold "
             f"{summary['threshold']}, too few to pay for computing its features first "
-            f"(expected speedup {full / cascade:.2f}x)"
+            f"(expected speedup {full / cascaded_cost:.2f}x)"
         ))
 
 
@@ -407,7 +409,7 @@ def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy
         fitted.cascade_reason = "the small model's output does not have the full model's shape (classes missing from the training rows?)"
         return
     fitted.output_dtype = full_output.dtype  # (set only for a small model whose output can stand in: cascadable)
-    confidences = cascades.small_confidence(fitted, small_output, small_X)
+    confidences = cascade.small_confidence(fitted, small_output, small_X)
     full_score = score(y, executor.finish(env, full_output))
     choice = cascades.choose_threshold(
         executor, env, small_output, confidences, full_output, y, score, accuracy_loss,
@@ -444,12 +446,12 @@ def _measure_serving(executor, fitted, valid: dict, summary: dict, single_rows: 
         return float(np.median(times))
 
     discard = Stats()
-    cascade = lambda arguments: cascades.serve(executor, fitted, arguments, discard)  # noqa: E731
+    serve_cascaded = lambda arguments: cascade.serve(executor, fitted, arguments, discard)  # noqa: E731
     rows = [take_argument_rows(valid, [i], fitted.batch_names) for i in range(min(single_rows, _rows(valid)))]
     measured = {}
     for size, inputs in (("batch", [valid]), ("single_row", rows)):
         exact = sum(seconds(executor.run, a, 3) for a in inputs)
-        cascaded = sum(seconds(cascade, a, 3) for a in inputs)
+        cascaded = sum(seconds(serve_cascaded, a, 3) for a in inputs)
         measured[size] = exact / cascaded
         summary[f"measured_speedup_{size}"] = exact / cascaded
     if measured["single_row"] * measured["batch"] <= 1:

@@ -4,9 +4,9 @@ import math
 
 import numpy as np
 
-from willump.optimizations.cascades import full_model_input, ifv_values
-from willump.optimizations.models import ranking_score
+from willump.runtime.cascade import full_model_input, ifv_values
 from willump.runtime.features import feature_matrix
+from willump.runtime.models import ranking_score
 
 DEFAULT_C_K = 10
 DEFAULT_MIN_FRACTION = 0.05

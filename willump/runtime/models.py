@@ -1,0 +1,80 @@
+"""What serving needs of a model: its task, a call answered by a compiled kernel, its confidence, its ranking score."""
+
+import weakref
+
+import numpy as np
+from sklearn.base import is_classifier as sklearn_is_classifier
+
+from willump.compile.sites import CallSite
+
+
+def booster_objective(model) -> str | None:
+    import lightgbm
+
+    if isinstance(model, lightgbm.Booster):
+        return str(model.params.get("objective", "regression"))
+    return None
+
+
+def is_classifier(model) -> bool:
+    objective = booster_objective(model)
+    if objective is not None:
+        return objective.startswith(("binary", "multiclass", "softmax", "multiclassova", "cross_entropy"))
+    return sklearn_is_classifier(model) or hasattr(model, "classes_")
+
+
+_sites = weakref.WeakKeyDictionary()  # model -> {method: CallSite}
+
+
+def call(model, method: str, X):
+    """``getattr(model, method)(X)``, answered by a compiled kernel when one reproduces it exactly."""
+    bound = getattr(model, method)
+    try:
+        sites = _sites.setdefault(model, {})
+    except TypeError:  # an object without weak references: called as it is
+        return bound(X)
+    site = sites.get(method)
+    if site is None:
+        site = sites[method] = CallSite(f"{type(model).__name__}.{method}")
+    return site(bound, X)
+
+
+def confidence(model, X) -> np.ndarray:
+    """How sure a classifier is of each row: its highest class probability.
+
+    A model with only ``decision_function`` gets the logistic function of its
+    margin (binary) or the softmax of its decision values (multi-class): a
+    monotone stand-in, not a calibrated probability.
+    """
+    if hasattr(model, "predict_proba"):
+        return np.asarray(call(model, "predict_proba", X)).max(axis=1)
+    if booster_objective(model) is not None:
+        probabilities = np.asarray(call(model, "predict", X))
+        if probabilities.ndim == 1:
+            return np.maximum(probabilities, 1 - probabilities)
+        return probabilities.max(axis=1)
+    decision = np.asarray(call(model, "decision_function", X), dtype=float)
+    if decision.ndim == 1:
+        return 1 / (1 + np.exp(-np.abs(decision)))
+    shifted = np.exp(decision - decision.max(axis=1, keepdims=True))
+    return (shifted / shifted.sum(axis=1, keepdims=True)).max(axis=1)
+
+
+def ranking_score(model, X) -> np.ndarray:
+    """The score top-K ranks by: positive-class probability (binary classifier) or predicted value."""
+    if is_classifier(model):
+        if hasattr(model, "predict_proba"):
+            probabilities = np.asarray(call(model, "predict_proba", X))
+            if probabilities.shape[1] != 2:
+                raise ValueError("top_k needs a binary classifier or a regressor; this model has more classes")
+            return probabilities[:, 1]
+        if booster_objective(model) is not None:
+            scores = np.asarray(call(model, "predict", X))
+            if scores.ndim != 1:
+                raise ValueError("top_k needs a binary classifier or a regressor; this model has more classes")
+            return scores
+        margins = np.asarray(call(model, "decision_function", X), dtype=float)
+        if margins.ndim != 1:
+            raise ValueError("top_k needs a binary classifier or a regressor; this model has more classes")
+        return margins
+    return np.asarray(call(model, "predict", X), dtype=float)
