@@ -196,7 +196,8 @@ class OptimizedFunction:
     # --- statistically-aware optimizations -------------------------------------------------
 
     def fit(self, *inputs, y, validation=None, validation_fraction=0.25, metric=None, accuracy_loss=0.001,
-            cascades=True, top_k=True, small_model=None, random_state=0, progress=True, gamma=DEFAULT_GAMMA):
+            cascades=True, top_k=True, small_model=None, random_state=0, progress=True, gamma=DEFAULT_GAMMA,
+            costs=None, check_speed=True):
         """Learn cascades and top-K filter models from labelled rows; returns this function.
 
         ``inputs`` are the function's arguments for the training rows and ``y`` their labels.
@@ -204,13 +205,20 @@ class OptimizedFunction:
         ``validation_fraction`` of the given rows are held out. The cascade threshold keeps
         ``metric`` (default: accuracy for labels, ROC AUC for scores) within ``accuracy_loss``
         of the full model on the validation rows. ``gamma`` is Algorithm 1's stopping factor.
+
+        ``fit`` times things and keeps an optimization only when it is faster. For decisions
+        that do not depend on the machine's speed: ``costs={ifv name: seconds per row}`` replaces
+        the measured cost of each IFV (Algorithm 1's input; names as in ``explain()``), and
+        ``check_speed=False`` turns cascades and the top-K filter on whenever their accuracy and
+        precision targets hold, without timing them against the exact path.
         """
         if self._executor is None:
             raise ValueError(f"fit needs the transformation graph, but {self.graph.unmodified_reason}")
         self._fitted = fit_optimizations(
             self._executor, inputs, y, validation=validation, validation_fraction=validation_fraction,
             metric=metric, accuracy_loss=accuracy_loss, cascades_wanted=cascades, top_k_wanted=top_k,
-            small_model=small_model, random_state=random_state, progress=progress, gamma=gamma,
+            small_model=small_model, random_state=random_state, progress=progress, gamma=gamma, costs=costs,
+            check_speed=check_speed,
         )
         self._stats.reset()
         return self

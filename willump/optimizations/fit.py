@@ -133,13 +133,14 @@ def _is_regression_target(y: np.ndarray) -> bool:
 
 def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25, metric=None,
         accuracy_loss=0.001, cascades_wanted=True, top_k_wanted=True, small_model=None,
-        random_state=0, progress=True, gamma=DEFAULT_GAMMA) -> Fitted:
+        random_state=0, progress=True, gamma=DEFAULT_GAMMA, costs=None, check_speed=True) -> Fitted:
     from tqdm.auto import tqdm
 
     names = [ifv.name for ifv in executor.graph.ifvs]
     fitted = Fitted(names, method=executor.graph.model.method)
     if not 0 <= accuracy_loss < 1:
         raise ValueError(f"accuracy_loss must be in [0, 1); got {accuracy_loss!r}")
+    given_costs = None if costs is None else _given_costs(costs, names)
     if metric is not None and not callable(metric):
         raise ValueError(f"metric must be a callable score(y_true, y_pred), higher is better; got {metric!r}")
     train = _bind(executor, inputs)
@@ -192,7 +193,7 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
         )
     stage("features computed")
 
-    fitted.costs = generator_costs(executor, env, n)
+    fitted.costs = generator_costs(executor, env, n) if given_costs is None else given_costs
     pre_cost = preprocessing_cost(executor, train, n)
     started = time.perf_counter()
     call(model, fitted.method, X)
@@ -224,6 +225,8 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
             "model_cost_per_row_us": model_cost * 1e6,
             "train_rows": n,
             "validation_rows": len(y_valid),
+            "costs": "measured" if costs is None else "given (costs=)",
+            "speed": "checked" if check_speed else "not checked (check_speed=False): on whenever the targets hold",
         }
     )
     problem = _no_subset(fitted, k, executor) or row_wise
@@ -253,9 +256,9 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
                 executor, fitted, valid_env, model, valid_X, small_valid_X, y_valid, metric, accuracy_loss,
                 random_state, level, found,
             )
-            if fitted.cascading:
+            if fitted.cascading and check_speed:
                 _check_expected_speedup(fitted, small_valid_X, pre_cost, model_cost, found)
-            if fitted.cascading:
+            if fitted.cascading and check_speed:
                 _measure_serving(executor, fitted, valid, found)
             return found
 
@@ -272,7 +275,7 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
             fitted.top_k_reason = str(error)
     else:
         fitted.filter_model = train_like(model, small_X, y, random_state, small_model)
-    if fitted.filter_model is not None:
+    if fitted.filter_model is not None and check_speed:
         _measure_top_k(executor, fitted, valid, summary)
     summary["top_k"] = (
         {"c_k": "top_k option, default 10", "min_fraction": "top_k option, default 0.05"}
@@ -324,6 +327,19 @@ def _choose_cascade(fitted, small_valid_X, small_on, attempt):
         {"ifvs": [names[i] for i in selected], "outcome": reason or "cascades on"} for selected, reason, _ in tried
     ]
     return small_valid_X
+
+
+def _given_costs(costs, names: list) -> list[float]:
+    """The per-row seconds the user measured for each IFV, in IFV order, checked."""
+    if not isinstance(costs, dict) or set(costs) != set(names):
+        raise ValueError(
+            f"costs must be a dict giving seconds per row for each IFV by name, {names}; got {costs!r}"
+        )
+    given = [costs[name] for name in names]
+    if not all(isinstance(c, (int, float, np.number)) and not isinstance(c, bool) and np.isfinite(c) and c >= 0
+               for c in given):
+        raise ValueError(f"costs must be finite numbers of seconds per row, at least 0; got {costs!r}")
+    return [float(c) for c in given]
 
 
 def _check_expected_speedup(fitted, small_valid_X, pre_cost, model_cost, summary) -> None:
