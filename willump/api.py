@@ -1,6 +1,7 @@
 """``willump.optimize``: the decorator and the function object it returns."""
 
 import functools
+import math
 import types
 import warnings
 
@@ -14,7 +15,6 @@ from willump.runtime import cascade, topk
 from willump.optimizations.fit import Fitted
 from willump.optimizations.fit import fit as fit_optimizations
 from willump.optimizations.selection import DEFAULT_GAMMA
-from willump.runtime.topk import DEFAULT_C_K, DEFAULT_MIN_FRACTION
 from willump.runtime.joins import NotSeparable
 from willump.runtime.rows import batch_length, first_row_count
 from willump.graph.build import build_plan
@@ -196,7 +196,7 @@ class OptimizedFunction:
     # --- statistically-aware optimizations -------------------------------------------------
 
     def fit(self, *inputs, y, validation=None, validation_fraction=0.25, metric=None, accuracy_loss=0.001,
-            cascades=True, top_k=True, small_model=None, random_state=0, progress=True, gamma=DEFAULT_GAMMA,
+            top_k_precision=0.95, cascades=True, top_k=True, small_model=None, random_state=0, progress=True, gamma=DEFAULT_GAMMA,
             costs=None, check_speed=True):
         """Learn cascades and top-K filter models from labelled rows; returns this function.
 
@@ -204,7 +204,10 @@ class OptimizedFunction:
         ``validation=(inputs, y)`` are rows the user's model was not trained on; without it
         ``validation_fraction`` of the given rows are held out. The cascade threshold keeps
         ``metric`` (default: accuracy for labels, ROC AUC for scores) within ``accuracy_loss``
-        of the full model on the validation rows. ``gamma`` is Algorithm 1's stopping factor.
+        of the full model on the validation rows. The top-K filter keeps, for each query shape,
+        enough candidates that a filtered ``top_k`` returns at least ``top_k_precision`` of the
+        exact top-K in 99% of batches drawn from the validation rows. ``gamma`` is Algorithm 1's
+        stopping factor.
 
         ``fit`` times things and keeps an optimization only when it is faster. For decisions
         that do not depend on the machine's speed: ``costs={ifv name: seconds per row}`` replaces
@@ -216,7 +219,7 @@ class OptimizedFunction:
             raise ValueError(f"fit needs the transformation graph, but {self.graph.unmodified_reason}")
         self._fitted = fit_optimizations(
             self._executor, inputs, y, validation=validation, validation_fraction=validation_fraction,
-            metric=metric, accuracy_loss=accuracy_loss, cascades_wanted=cascades, top_k_wanted=top_k,
+            metric=metric, accuracy_loss=accuracy_loss, top_k_precision=top_k_precision, cascades_wanted=cascades, top_k_wanted=top_k,
             small_model=small_model, random_state=random_state, progress=progress, gamma=gamma, costs=costs,
             check_speed=check_speed,
         )
@@ -236,13 +239,16 @@ class OptimizedFunction:
         self._fitted.set_threshold(threshold)
         return self
 
-    def top_k(self, *inputs, k, c_k=DEFAULT_C_K, min_fraction=DEFAULT_MIN_FRACTION):
-        """Positions (np.ndarray) of the ``k`` best-scoring rows, best first.
+    def top_k(self, *inputs, k, c_k=None, min_fraction=None):
+        """Positions (np.ndarray) of the ``k`` best-scoring rows, best first (ties by position).
 
         Score: positive-class probability for binary classifiers, predicted value for regressors.
-        After ``fit``, a filter model keeps the best max(c_k * k, min_fraction * n) rows and
-        only those are ranked by the full model; before ``fit`` the answer is exact.
-        ``k`` larger than the batch is clamped to its size.
+        Before ``fit`` the answer is exact. After ``fit``, when the filter is on, a filter model
+        keeps the candidates and only those are ranked by the full model: as many as ``fit``
+        validated for this query's batch size and k/n to hold ``top_k_precision`` of the exact
+        top-K, at least max(c_k * k, min_fraction * n) when those are given; a query unlike
+        any validated (a batch smaller, or k/n larger) is answered exactly. ``k`` larger than
+        the batch is clamped to its size.
         """
         if self._executor is None:
             raise ValueError(f"top_k needs the transformation graph, but {self.graph.unmodified_reason}")
@@ -250,9 +256,9 @@ class OptimizedFunction:
             raise ValueError(f"top_k cannot score rows: {self._executor.model_split_problem}")
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
             raise ValueError(f"k must be a positive integer; got {k!r}")
-        if not (np.isfinite(c_k) and c_k >= 1):
+        if c_k is not None and not (np.isfinite(c_k) and c_k >= 1):
             raise ValueError(f"c_k must be a number >= 1 (candidates kept per row asked for); got {c_k!r}")
-        if not 0 <= min_fraction <= 1:
+        if min_fraction is not None and not 0 <= min_fraction <= 1:
             raise ValueError(f"min_fraction must be between 0 and 1; got {min_fraction!r}")
         arguments = self._executor.arguments(inputs, {})
         n = batch_length(arguments)
@@ -263,14 +269,24 @@ class OptimizedFunction:
             return np.array([], dtype=np.intp)
         call = start_call(self._stats, self._lookup_caches)  # (its lookups count, and use the caches, as a call's)
         try:
-            if self._fitted is None or self._fitted.filter_model is None:
+            keep = self._candidates(n, k, c_k, min_fraction)
+            if keep is None:
+                self._stats.count(top_k_candidates=n)
                 return topk.exact(self._executor, arguments, k, self._feature_rows)
-            return topk.filtered(self._executor, self._fitted, arguments, k, n, c_k, min_fraction, self._stats,
-                                 self._feature_rows)
+            return topk.filtered(self._executor, self._fitted, arguments, k, keep, self._stats, self._feature_rows)
         except NotSeparable as reason:
             raise ValueError(f"top_k cannot compute the IFVs of these inputs separately ({reason})") from None
         finally:
             end_call(call)
+
+    def _candidates(self, n: int, k: int, c_k, min_fraction) -> int | None:
+        """Rows the filter keeps for the k best of n, or None: the query is answered exactly."""
+        plan = self._fitted.top_k_plan if self._fitted is not None else None
+        keep = plan.candidates(n, k) if plan is not None else None
+        if keep is None:
+            return None
+        keep = max(keep, math.ceil((c_k or 1) * k), math.ceil((min_fraction or 0) * n))
+        return keep if keep < n else None
 
     def explain(self) -> pd.DataFrame:
         """Per IFV: cost per row, importance, cost-effectiveness, selected; ``.attrs["summary"]`` has the rest."""
@@ -285,7 +301,7 @@ class OptimizedFunction:
             summary["cascades"] = "on"
         else:
             summary["cascades"] = f"off: {self._fitted.cascade_reason}"
-        summary["top_k_filter"] = "on" if self._fitted.filter_model is not None else f"off: {self._fitted.top_k_reason}"
+        summary["top_k_filter"] = "on" if self._fitted.top_k_plan is not None else f"off: {self._fitted.top_k_reason}"
         return table
 
     def explain_compilation(self) -> pd.DataFrame:

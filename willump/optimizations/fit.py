@@ -19,6 +19,7 @@ from willump.analysis.importance import (
 )
 from willump.errors import warn
 from willump.optimizations import cascades
+from willump.optimizations import topk as topk_fit
 from willump.optimizations.models import check_fitted, train_like
 from willump.runtime import cascade, topk
 from willump.runtime.models import call, is_classifier, ranking_score
@@ -46,7 +47,7 @@ class Fitted:
     small_model: object = None
     threshold: float | None = None
     cascade_reason: str | None = None  # why cascades are off
-    filter_model: object = None
+    top_k_plan: object = None  # runtime.topk.FilterPlan, when the filter is on
     top_k_reason: str | None = None  # why top_k is exact
     summary: dict = field(default_factory=dict)
     reuse: list = field(default_factory=list)  # per IFV: how its computed rows are reused (cascades.reuse_policy)
@@ -133,13 +134,19 @@ def _is_regression_target(y: np.ndarray) -> bool:
 
 def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25, metric=None,
         accuracy_loss=0.001, cascades_wanted=True, top_k_wanted=True, small_model=None,
-        random_state=0, progress=True, gamma=DEFAULT_GAMMA, costs=None, check_speed=True) -> Fitted:
+        random_state=0, progress=True, gamma=DEFAULT_GAMMA, costs=None, check_speed=True,
+        top_k_precision=0.95) -> Fitted:
     from tqdm.auto import tqdm
 
     names = [ifv.name for ifv in executor.graph.ifvs]
     fitted = Fitted(names, method=executor.graph.model.method)
     if not 0 <= accuracy_loss < 1:
         raise ValueError(f"accuracy_loss must be in [0, 1); got {accuracy_loss!r}")
+    if isinstance(top_k_precision, bool) or not isinstance(top_k_precision, (int, float)) or not 0 < top_k_precision <= 1:
+        raise ValueError(
+            f"top_k_precision must be in (0, 1]: the share of the exact top-K a filtered query must return; "
+            f"got {top_k_precision!r}"
+        )
     given_costs = None if costs is None else _given_costs(costs, names)
     if metric is not None and not callable(metric):
         raise ValueError(f"metric must be a callable score(y_true, y_pred), higher is better; got {metric!r}")
@@ -267,21 +274,10 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
 
     if not top_k_wanted:
         fitted.top_k_reason = "not requested (top_k=False)"
-    elif fitted.classification and fitted.small_model is not None:
-        try:
-            ranking_score(fitted.small_model, small_valid_X[:1])
-            fitted.filter_model = fitted.small_model
-        except ValueError as error:
-            fitted.top_k_reason = str(error)
     else:
-        fitted.filter_model = train_like(model, small_X, y, random_state, small_model)
-    if fitted.filter_model is not None and check_speed:
-        _measure_top_k(executor, fitted, valid, summary)
-    summary["top_k"] = (
-        {"c_k": "top_k option, default 10", "min_fraction": "top_k option, default 0.05"}
-        if fitted.filter_model is not None
-        else fitted.top_k_reason
-    )
+        filter_costs = {"preprocessing": pre_cost, "model": model_cost} if check_speed else None
+        filter_inputs = (small_X, y, small_valid_X, small_model, random_state)
+        _fit_filter(executor, fitted, model, valid, valid_X, filter_inputs, top_k_precision, filter_costs)
     stage("filter model ready")
     stages.close()
     logger.info("fit: done: %s", summary)
@@ -477,29 +473,122 @@ def _measure_serving(executor, fitted, valid: dict, summary: dict, single_rows: 
         ))
 
 
+def _fit_filter(executor, fitted, model, valid, valid_X, filter_inputs, target, costs) -> None:
+    """Train the filter model on the efficient IFVs and validate how many candidates each query
+    shape needs for ``target`` precision; with ``costs`` (per-row seconds of preprocessing and
+    the model), keep only the shapes where the filter is expected to pay, and the filter only
+    if it is faster than the exact query on the validation rows."""
+    small_X, y, small_valid_X, replacement, random_state = filter_inputs
+    summary = fitted.summary
+    try:
+        full_scores = ranking_score(model, valid_X)
+    except ValueError as error:
+        fitted.top_k_reason = str(error)
+        return
+    if fitted.small_model is not None:
+        filter_model = fitted.small_model
+    else:
+        filter_model = train_like(model, small_X, y, random_state, replacement)
+    filter_scores = ranking_score(filter_model, small_valid_X)
+    sizes, shares, precisions = topk_fit.candidate_shares(full_scores, filter_scores, target,
+                                                         random_state=random_state)
+    summary["top_k_precision"] = target
+    summary["top_k_rule"] = (
+        f"fewest candidates holding {target:.0%} of the exact top-K in {topk_fit.LEVEL:.0%} of "
+        f"{topk_fit.RESAMPLES} batches drawn from the validation rows, per batch size and k/n"
+    )
+    if not len(sizes):
+        fitted.top_k_reason = (
+            f"{len(full_scores)} validation rows are too few to validate top-K queries "
+            f"(at least {topk_fit.SMALLEST_BATCH} are needed)"
+        )
+        return
+    usable = shares < 1
+    if costs is not None:
+        costs = {**costs, **_split_costs(fitted), "filter": _seconds_per_row(lambda: ranking_score(filter_model, small_valid_X), len(filter_scores))}
+        speedups = topk_fit.expected_speedups(shares, costs)
+        usable &= speedups >= topk_fit.MIN_SPEEDUP
+    reference = _reference_cell(shares, usable)
+    i, j = reference
+    figures = {
+        "k_share": topk_fit.QUERY_SHARES[j], "batch_rows": int(sizes[i]),
+        "candidate_share": float(shares[i, j]), "expected_precision": float(precisions[i, j]),
+    }
+    if costs is not None:
+        figures["expected_speedup"] = float(speedups[i, j])
+    summary["top_k_reference_query"] = figures
+    if not usable.any():
+        fitted.top_k_reason = (
+            f"no validated query meets the precision target with a filter that pays: for the k best "
+            f"{figures['k_share']:.1%} of {figures['batch_rows']} rows the filter must keep "
+            f"{figures['candidate_share']:.0%} of them"
+            + (f" (expected speed-up {figures['expected_speedup']:.2f}x, at least "
+               f"{topk_fit.MIN_SPEEDUP}x needed)" if costs is not None else "")
+        )
+        return
+    plan = topk.FilterPlan(list(fitted.selected), filter_model, target, topk_fit.LEVEL, sizes,
+                           np.asarray(topk_fit.QUERY_SHARES), np.where(usable, shares, np.nan))
+    fitted.top_k_plan = plan
+    summary["top_k_candidate_shares"] = plan.describe()
+    if costs is not None:
+        _measure_top_k(executor, fitted, valid, summary)
+
+
+def _split_costs(fitted) -> dict:
+    """Per-row seconds of the efficient IFVs together and of the others together."""
+    chosen = sum(fitted.costs[i] for i in fitted.selected)
+    return {"filter_ifvs": chosen, "other_ifvs": sum(fitted.costs) - chosen}
+
+
+def _seconds_per_row(run, rows: int) -> float:
+    """Seconds per row of ``run()`` on ``rows`` rows: the fastest of three runs after one to warm up
+    (a first call may compile its kernel)."""
+    run()
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+    return min(times) / rows
+
+
+def _reference_cell(shares: np.ndarray, usable: np.ndarray) -> tuple[int, int]:
+    """The cell explain() reports: the largest batch at k = 1% of it, or its nearest usable query."""
+    i = len(shares) - 1
+    j = topk_fit.QUERY_SHARES.index(0.01)
+    on = np.flatnonzero(usable[i])
+    if len(on) and not usable[i, j]:
+        j = int(on[np.argmin(np.abs(on - j))])
+    return i, j
+
+
 def _measure_top_k(executor, fitted, valid: dict, summary: dict) -> None:
-    """Time the filtered top-K against the exact one on the validation rows (k = 1% of them,
-    default options); keep the filter model only if it is faster."""
+    """Time the filtered top-K against the exact one on the validation rows, at the reference
+    query (as ``explain()`` shows it) scaled to all of them; keep the filter only if it is faster."""
     n = _rows(valid)
-    k = max(1, n // 100)
+    k = max(1, round(summary["top_k_reference_query"]["k_share"] * n))
+    keep = fitted.top_k_plan.candidates(n, k)
+    if keep is None:
+        return  # (the reference query runs exactly on this many rows: nothing to compare)
     discard = Stats()
     timings = {}
     for name, run in (
         ("exact", lambda: topk.exact(executor, valid, k)),
-        ("filtered", lambda: topk.filtered(
-            executor, fitted, valid, k, n, topk.DEFAULT_C_K, topk.DEFAULT_MIN_FRACTION, discard
-        )),
+        ("filtered", lambda: topk.filtered(executor, fitted, valid, k, keep, discard)),
     ):
+        run()
         times = []
-        for _ in range(3):
+        for _ in range(5):
             started = time.perf_counter()
             run()
             times.append(time.perf_counter() - started)
         timings[name] = float(np.median(times))
-    summary["measured_speedup_top_k"] = timings["exact"] / timings["filtered"]
-    if timings["filtered"] >= timings["exact"]:
-        fitted.filter_model = None
+    speedup = timings["exact"] / timings["filtered"]
+    summary["top_k_reference_query"]["measured_speedup"] = speedup
+    if speedup <= 1:
+        fitted.top_k_plan = None
+        summary.pop("top_k_candidate_shares")
         fitted.top_k_reason = (
             f"measured on the validation rows, the exact top-K is faster "
-            f"(filter speedup {timings['exact'] / timings['filtered']:.2f}x for k={k} of {n} rows)"
+            f"(filter speed-up {speedup:.2f}x for k={k} of {n} rows with {keep} candidates)"
         )

@@ -1,6 +1,11 @@
-"""Top-K filter models (paper §4.3): rank everything cheaply, then only the best candidates exactly."""
+"""Serving top-K queries (paper §4.3): exactly, or a filter model keeps candidates and the full model ranks them.
+
+``fit`` (``willump.optimizations.topk``) decides how many candidates a query needs
+for its precision target; the decision is a ``FilterPlan`` this module serves.
+"""
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -8,8 +13,52 @@ from willump.runtime.cascade import full_model_input, ifv_values
 from willump.runtime.features import feature_matrix
 from willump.runtime.models import ranking_score
 
-DEFAULT_C_K = 10
-DEFAULT_MIN_FRACTION = 0.05
+
+@dataclass
+class FilterPlan:
+    """What fit validated: per query shape, the share of a batch the filter must keep.
+
+    ``candidate_shares[i, j]`` is the share of a batch of ``batch_sizes[i]`` rows to keep
+    as candidates for a top-``k`` query with ``k / n = query_shares[j]``, so that the
+    filtered top-K holds at least ``target`` of the exact top-K in ``level`` of the
+    validation resamples; NaN where the filter is not used (it would not be faster, or
+    no share short of the whole batch met the target).
+    """
+
+    selected: list  # the IFVs the filter model reads
+    model: object  # the filter model
+    target: float
+    level: float
+    batch_sizes: np.ndarray  # ascending
+    query_shares: np.ndarray  # ascending
+    candidate_shares: np.ndarray  # (batch sizes, query shares)
+
+    def candidates(self, n: int, k: int) -> int | None:
+        """Candidates to keep for the k best of n rows, or None: this query runs exactly.
+
+        The validated cells around the query (the batch sizes just below and above ``n``,
+        the nearest query share at least ``k / n``): the largest of their shares. A query
+        outside what was validated (a batch smaller than every validated one, a share larger
+        than every validated one) runs exactly, as does one a cell around it says to.
+        """
+        sizes = self.batch_sizes
+        column = np.searchsorted(self.query_shares, k / n, side="left")
+        if n < sizes[0] or column >= len(self.query_shares):
+            return None
+        below = np.searchsorted(sizes, n, side="right") - 1  # the largest validated batch not above n
+        rows = [below] if sizes[below] == n or below == len(sizes) - 1 else [below, below + 1]
+        shares = self.candidate_shares[rows, column]
+        if np.isnan(shares).any():
+            return None
+        keep = max(int(math.ceil(shares.max() * n)), k)
+        return keep if keep < n else None
+
+    def describe(self) -> dict:
+        """The validated candidate shares, {batch rows: {k/n: share, or None where the query runs exactly}}."""
+        return {
+            int(b): {float(q): None if np.isnan(s) else round(float(s), 4) for q, s in zip(self.query_shares, row)}
+            for b, row in zip(self.batch_sizes, self.candidate_shares)
+        }
 
 
 def exact(executor, arguments: dict, k: int, feature_rows=None) -> np.ndarray:
@@ -19,22 +68,29 @@ def exact(executor, arguments: dict, k: int, feature_rows=None) -> np.ndarray:
     count = len(executor.graph.ifvs)
     values = ifv_values(executor, env, arguments, range(count), feature_rows)
     model, X = executor.model_input(env, [values[i] for i in range(count)])
-    return np.argsort(-ranking_score(model, X), kind="stable")[:k]
+    return best(ranking_score(model, X), k)
 
 
-def filtered(executor, fitted, arguments: dict, k: int, n: int, c_k: float, min_fraction: float, stats,
-             feature_rows=None):
-    """Positions of the k best rows: the filter model keeps the candidates, the full model ranks
-    them; the IFVs ``feature_rows`` caches from its caches."""
-    keep = max(int(math.ceil(c_k * k)), int(math.ceil(min_fraction * n)), k)
-    if keep >= n:
-        stats.count(top_k_candidates=n)
-        return exact(executor, arguments, k, feature_rows)
+def best(scores: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the k highest scores, best first, ties by position (as a stable argsort of all)."""
+    scores = np.asarray(scores)
+    if k >= len(scores):
+        return np.argsort(-scores, kind="stable")
+    threshold = np.partition(-scores, k - 1)[k - 1]  # the k-th best score (negated)
+    if np.isnan(threshold):  # (fewer than k scores are numbers: NaN rows come last, by position)
+        return np.argsort(-scores, kind="stable")[:k]
+    kept = np.flatnonzero(-scores <= threshold)  # every row scoring at least as well, ties included
+    return kept[np.argsort(-scores[kept], kind="stable")][:k]
+
+
+def filtered(executor, fitted, arguments: dict, k: int, keep: int, stats, feature_rows=None) -> np.ndarray:
+    """Positions of the k best rows: the filter model keeps ``keep`` candidates, the full model
+    ranks them; the IFVs ``feature_rows`` caches from its caches."""
+    plan = fitted.top_k_plan
     env = executor.preprocess(arguments)
-    efficient = ifv_values(executor, env, arguments, fitted.selected, feature_rows)
-    scores = ranking_score(fitted.filter_model, feature_matrix([efficient[i] for i in fitted.selected]))
-    candidates = np.sort(np.argsort(-scores, kind="stable")[:keep])
+    efficient = ifv_values(executor, env, arguments, plan.selected, feature_rows)
+    scores = ranking_score(plan.model, feature_matrix([efficient[i] for i in plan.selected]))
+    candidates = np.sort(best(scores, keep))
     model, X = full_model_input(executor, fitted, arguments, efficient, candidates, feature_rows)
-    order = np.argsort(-ranking_score(model, X), kind="stable")[:k]
     stats.count(top_k_candidates=keep)
-    return candidates[order]
+    return candidates[best(ranking_score(model, X), k)]
