@@ -224,7 +224,7 @@ def test_bodies_that_are_not_chains_have_no_program():
         namespace["K"] = 1
         optimized = willump.optimize(_define(source, namespace))
         executor = optimized.executor
-        assert executor is None or executor._chain is None or _whole_calls_after(optimized) == 0, source
+        assert executor is None or executor._plain.chain is None or _whole_calls_after(optimized) == 0, source
 
 
 def _whole_calls_after(optimized) -> int:
@@ -236,7 +236,7 @@ def _whole_calls_after(optimized) -> int:
 def test_chain_recognizes_nested_calls_and_constant_subscripts():
     namespace = _fitted()
     optimized = willump.optimize(_define(NESTED, namespace))
-    chain = optimized.executor._chain
+    chain = optimized.executor._plain.chain
     assert chain is not None and len(chain.steps) == 4 and chain.subscript is not None
     assert chain_of([], optimized.executor.sites, ["df"]) is None
 

@@ -11,8 +11,10 @@ list of IFV values. Cascades and caches are built on those three calls.
 """
 
 import ast
+import copy
 import itertools
 import operator
+import threading
 from dataclasses import dataclass
 
 from willump.compile.parallel import SERIAL
@@ -34,6 +36,7 @@ from willump.graph.source import FunctionSource
 from willump.graph.statements import names_read
 from willump.runtime.codegen import UNBOUND, compile_binder, compile_block
 from willump.runtime.joins import NotSeparable, join_assemble, join_base, join_part
+from willump.runtime.models import ranking_method, scores_from
 from willump.runtime.rows import take_argument_rows
 
 _HELPERS = {JOIN_BASE: join_base, JOIN_PART: join_part, JOIN_ASSEMBLE: join_assemble}
@@ -88,35 +91,37 @@ class GraphExecutor:
         self._roots = [compile_run(i, [], frozenset(), result=ifv.expression) for i, ifv in enumerate(self.graph.ifvs)]
         holder = next(s for s in plan.schedule if s.holder)
         self._fallback = compile_run(COMBINE, plan.fallback, holder.assigned) if plan.fallback else None
-        split = plan.model_split
+        split = self.model_split = plan.model_split
         self.model_split_problem = split if isinstance(split, str) else None
         if isinstance(split, ModelSplit):
             self._before_model = compile_run(COMBINE, split.before, frozenset())
             self._after_model = compile_run(COMBINE, split.after, frozenset())
         # Plain calls run the function's own statements, in one block, with the compiled call sites.
+        self._compile, self._workers, self._source, self._resolver = compile, workers, source, resolver
+        self._local_names = plan.local_names
         body = [statement.node for statement in plan.graph.statements]
-        if compile:
-            first = len(self.sites)
-            body = rewrite_calls(body, self.sites, workers, source.filename)
-            body = keep_results_compiled(body, self.sites, first)
-        self._helpers.update((site.name, site) for site in self.sites)
-        self._helpers.update(SITE_HELPERS)
-        helper_names = sorted(set().union(*map(names_read, body)) & set(self._helpers))
-        self._whole = compile_block(source.func, source.filename, list(self.parameters) + helper_names, body, None)
-        self._whole_sites = [self._helpers[name] for name in helper_names]
-        # A body that is one chain of compiled calls may be answered by one program (see programs).
-        self._chain = chain_of(body, self.sites, self.parameters) if compile else None
-        self._program = None  # built from the kernels the sites found (at decoration, or after a call)
-        self._program_kernels = None  # the kernels the last attempt to build it found
-        if self._chain is not None:
-            self._callees = compile_block(source.func, source.filename, [], [], self._chain.callees())
+        self._plain = self._whole_call(body)
+        self._scoring = {}  # ranking method -> the _WholeCall of the body up to the model call, scoring
+        self._scoring_lock = threading.Lock()
         for site in self.sites:
             site.source = site.source.replace(PLACEHOLDER, self.graph.combiner.entries)
         if resolver is not None:
             for site in self.sites:
                 prepare_kernel(site, resolver)
-            if self._chain is not None:  # (kernels found at decoration may already make a program)
-                self._update_program()
+            if self._plain.chain is not None:  # (kernels found at decoration may already make a program)
+                self._plain.update_program()
+
+    def _whole_call(self, body: list) -> "_WholeCall":
+        """``body`` (statements of the function) as one block, with compiled call sites."""
+        if self._compile:
+            first = len(self.sites)
+            body = rewrite_calls(body, self.sites, self._workers, self._source.filename)
+            body = keep_results_compiled(body, self.sites, first)
+        self._helpers.update((site.name, site) for site in self.sites)
+        self._helpers.update(SITE_HELPERS)
+        # A body that is one chain of compiled calls may be answered by one program (see programs).
+        chain = chain_of(body, self.sites, self.parameters) if self._compile else None
+        return _WholeCall(body, self.parameters, self._helpers, chain, self._source)
 
     # --- running whole calls -------------------------------------------------------------
 
@@ -133,45 +138,58 @@ class GraphExecutor:
         return tuple(arguments[name] for name in self.parameters)
 
     def _answer(self, bound: tuple):
-        """The result for the parameters' values: from the program for the whole call when it
-        answers, else from the statements with their call sites (after which the program is
-        built, or rebuilt for kernels the sites built anew)."""
-        program = self._program
-        if program is not None:
-            result = self.program_answer(program, bound)
-            if result is not MISS:
-                return result
-        outer = begin_call()
-        try:
-            result = self._whole(*bound, *self._whole_sites)
-        finally:
-            end_call(outer)
-        if self._chain is not None:
-            self._update_program()
-        return result
+        """The result for the parameters' values (see ``_WholeCall.answer``)."""
+        return self._plain.answer(bound)
 
     @property
     def program(self):
         """The program answering whole calls (see ``programs``), or None: built at decoration when
         the callees are globals already known, else after a call the call sites answered."""
-        return self._program
+        return self._plain.program
 
     def program_answer(self, program, bound: tuple, *options):
-        """``program(bound, callees, *options)``, the callees (``Chain.callees``) read now; MISS when
-        it raises: the statements then raise what the original raises, in its order (and a
-        program must never change the answer)."""
-        try:
-            return program(bound, self._callees(), *options)
-        except Exception:
-            return MISS
+        """``program(bound, callees, *options)`` (see ``_WholeCall.program_answer``)."""
+        return self._plain.program_answer(program, bound, *options)
 
-    def _update_program(self) -> None:
-        """Build the program for the kernels the chain's sites found, unless the last attempt had them."""
-        kernels = self._chain.kernels()
-        if self._program_kernels is not None and all(map(operator.is_, kernels, self._program_kernels)):
-            return
-        self._program_kernels = kernels
-        self._program = program_for(self._chain)
+    def scores(self, arguments: dict):
+        """The scores top-K ranks by (``models.ranking_score``) of the model's input for these
+        arguments, computed as plain calls compute the function: the statements before the model
+        call as one block with their compiled calls (or one program), then the model's ranking
+        method; None when the model is not a global or closure variable (it is known only after
+        the statements run)."""
+        model = self._model_reference()
+        model = self._resolver.resolve(model) if model is not None and self._resolver is not None else None
+        if model is None:
+            return None
+        method = ranking_method(model)
+        scoring = self._scoring.get(method)
+        if scoring is None:
+            with self._scoring_lock:
+                scoring = self._scoring.get(method) or self._scoring.setdefault(method, self._scoring_call(method))
+        return scores_from(model, method, scoring.answer(self.bound(arguments)))
+
+    def _model_reference(self):
+        """The model expression, when it is a name (or its attribute) the function never assigns."""
+        root = self.graph.model.model
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name) or root.id in self._local_names or not isinstance(self.model_split, ModelSplit):
+            return None
+        return self.graph.model.model
+
+    def _scoring_call(self, method: str) -> "_WholeCall":
+        """The statements before the model's, then ``return <model>.<method>(<X>)``."""
+        call = self.graph.model.call
+        position = (call.lineno, call.col_offset, call.end_col_offset)
+        statements = self.graph.statements
+        at = next(
+            i for i, s in enumerate(statements)
+            if any(isinstance(n, ast.Call) and (n.lineno, n.col_offset, n.end_col_offset) == position
+                   for n in ast.walk(s.node))
+        )
+        scored = ast.Call(ast.Attribute(copy.deepcopy(call.func.value), method, ast.Load()), [copy.deepcopy(call.args[0])], [])
+        returned = ast.copy_location(ast.Return(scored), statements[at].node)
+        return self._whole_call([s.node for s in statements[:at]] + [ast.fix_missing_locations(returned)])
 
     def run_blocks(self, arguments: dict):
         """The function's result computed block by block, as cascades and caches compute it.
@@ -296,6 +314,56 @@ class GraphExecutor:
     @staticmethod
     def _run(run: _Run, own: dict, shared: dict):
         return run.function(*[own[n] if n in own else shared.get(n, UNBOUND) for n in run.reads])
+
+
+class _WholeCall:
+    """A body of the function run as one block, its calls through their compiled sites; a body
+    that is one chain of compiled calls may be answered by one program (see ``programs``)."""
+
+    def __init__(self, body: list, parameters, helpers: dict, chain, source: FunctionSource):
+        helper_names = sorted(set().union(*map(names_read, body)) & set(helpers))
+        self._function = compile_block(source.func, source.filename, list(parameters) + helper_names, body, None)
+        self._sites = [helpers[name] for name in helper_names]
+        self.chain = chain
+        self.program = None  # built from the kernels the sites found (at decoration, or after a call)
+        self._program_kernels = None  # the kernels the last attempt to build it found
+        if chain is not None:
+            self._callees = compile_block(source.func, source.filename, [], [], chain.callees())
+
+    def answer(self, bound: tuple):
+        """The result for the parameters' values: from the program for the whole body when it
+        answers, else from the statements with their call sites (after which the program is
+        built, or rebuilt for kernels the sites built anew)."""
+        program = self.program
+        if program is not None:
+            result = self.program_answer(program, bound)
+            if result is not MISS:
+                return result
+        outer = begin_call()
+        try:
+            result = self._function(*bound, *self._sites)
+        finally:
+            end_call(outer)
+        if self.chain is not None:
+            self.update_program()
+        return result
+
+    def program_answer(self, program, bound: tuple, *options):
+        """``program(bound, callees, *options)``, the callees (``Chain.callees``) read now; MISS when
+        it raises: the statements then raise what the original raises, in its order (and a
+        program must never change the answer)."""
+        try:
+            return program(bound, self._callees(), *options)
+        except Exception:
+            return MISS
+
+    def update_program(self) -> None:
+        """Build the program for the kernels the chain's sites found, unless the last attempt had them."""
+        kernels = self.chain.kernels()
+        if self._program_kernels is not None and all(map(operator.is_, kernels, self._program_kernels)):
+            return
+        self._program_kernels = kernels
+        self.program = program_for(self.chain)
 
 
 def _update(namespace: dict, run: _Run, result: dict) -> None:

@@ -60,21 +60,30 @@ def confidence(model, X) -> np.ndarray:
     return (shifted / shifted.sum(axis=1, keepdims=True)).max(axis=1)
 
 
-def ranking_score(model, X) -> np.ndarray:
-    """The score top-K ranks by: positive-class probability (binary classifier) or predicted value."""
+def ranking_method(model) -> str:
+    """The method whose output top-K ranks rows by (see ``ranking_score``)."""
     if is_classifier(model):
         if hasattr(model, "predict_proba"):
-            probabilities = np.asarray(call(model, "predict_proba", X))
-            if probabilities.shape[1] != 2:
-                raise ValueError("top_k needs a binary classifier or a regressor; this model has more classes")
-            return probabilities[:, 1]
-        if booster_objective(model) is not None:
-            scores = np.asarray(call(model, "predict", X))
-            if scores.ndim != 1:
-                raise ValueError("top_k needs a binary classifier or a regressor; this model has more classes")
-            return scores
-        margins = np.asarray(call(model, "decision_function", X), dtype=float)
-        if margins.ndim != 1:
+            return "predict_proba"
+        return "predict" if booster_objective(model) is not None else "decision_function"
+    return "predict"
+
+
+def ranking_score(model, X) -> np.ndarray:
+    """The score top-K ranks by: positive-class probability (binary classifier) or predicted value."""
+    method = ranking_method(model)
+    return scores_from(model, method, call(model, method, X))
+
+
+def scores_from(model, method: str, output) -> np.ndarray:
+    """The ranking scores in the output of ``model``'s ranking ``method``: the positive class's
+    probability, a binary booster's or margin's score, or a regressor's prediction."""
+    if method == "predict_proba":
+        probabilities = np.asarray(output)
+        if probabilities.ndim != 2 or probabilities.shape[1] != 2:
             raise ValueError("top_k needs a binary classifier or a regressor; this model has more classes")
-        return margins
-    return np.asarray(call(model, "predict", X), dtype=float)
+        return probabilities[:, 1]
+    scores = np.asarray(output, dtype=float)
+    if is_classifier(model) and scores.ndim != 1:
+        raise ValueError("top_k needs a binary classifier or a regressor; this model has more classes")
+    return scores

@@ -62,8 +62,12 @@ class FilterPlan:
 
 
 def exact(executor, arguments: dict, k: int, feature_rows=None) -> np.ndarray:
-    """Positions of the k best rows by the full model, best first (ties by position); the IFVs
-    ``feature_rows`` caches from its caches."""
+    """Positions of the k best rows by the full model, best first (ties by position): scored as a
+    plain call computes the function, or, to read the IFVs ``feature_rows`` caches from its caches
+    (or when the model is known only once the statements ran), IFV by IFV."""
+    scores = executor.scores(arguments) if feature_rows is None else None
+    if scores is not None:
+        return best(scores, k)
     env = executor.preprocess(arguments)
     count = len(executor.graph.ifvs)
     values = ifv_values(executor, env, arguments, range(count), feature_rows)
