@@ -207,6 +207,25 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
     model_cost = (time.perf_counter() - started) / n
     stage("costs measured")
 
+    summary = fitted.summary
+    summary.update(
+        {
+            "model": type(model).__name__,
+            "task": "classification" if fitted.classification else "regression",
+            "preprocessing_cost_per_row_us": pre_cost * 1e6,
+            "model_cost_per_row_us": model_cost * 1e6,
+            "train_rows": n,
+            "validation_rows": len(y_valid),
+            "costs": "measured" if costs is None else "given (costs=)",
+            "speed": "checked" if check_speed else "not checked (check_speed=False): on whenever the targets hold",
+        }
+    )
+    problem = executor.model_split_problem or (_single_feature_vector(model) if k < 2 else None) or row_wise
+    if problem:
+        fitted.cascade_reason = fitted.top_k_reason = problem
+        stages.close()
+        return fitted
+
     _, valid_X = executor.model_input(valid_env, [valid_values[i] for i in range(k)])
     blocks = column_blocks([values[i] for i in range(k)], X)
     if is_linear(model):
@@ -220,25 +239,9 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
         how = "gain of a LightGBM model trained on the full feature vectors"
     fitted.selected = select_efficient(fitted.costs, fitted.importances, gamma)
     stage("efficient IFVs chosen")
-    summary = fitted.summary
-    summary.update(
-        {
-            "model": type(model).__name__,
-            "task": "classification" if fitted.classification else "regression",
-            "importance": how,
-            "gamma": gamma,
-            "efficient_ifvs": [names[i] for i in fitted.selected],
-            "preprocessing_cost_per_row_us": pre_cost * 1e6,
-            "model_cost_per_row_us": model_cost * 1e6,
-            "train_rows": n,
-            "validation_rows": len(y_valid),
-            "costs": "measured" if costs is None else "given (costs=)",
-            "speed": "checked" if check_speed else "not checked (check_speed=False): on whenever the targets hold",
-        }
-    )
-    problem = _no_subset(fitted, k, executor) or row_wise
-    if problem:
-        fitted.cascade_reason = fitted.top_k_reason = problem
+    summary.update({"importance": how, "gamma": gamma, "efficient_ifvs": [names[i] for i in fitted.selected]})
+    if not fitted.selected:
+        fitted.cascade_reason = fitted.top_k_reason = "no IFV is cheap enough: each costs more than half of all IFVs together"
         stages.close()
         return fitted
 
@@ -384,14 +387,19 @@ def _probe_rows(executor, fitted, train, values, n, random_state) -> str | None:
     return None
 
 
-def _no_subset(fitted, k, executor) -> str | None:
-    if executor.model_split_problem:
-        return executor.model_split_problem
-    if k < 2:
+def _single_feature_vector(model) -> str:
+    """Why a function with one IFV gets no cascade or filter, naming a scikit-learn composite model."""
+    composite = next((kind for attribute, kind in _COMPOSITES if hasattr(model, attribute)), None)
+    if composite is None:
         return "the function has a single feature vector: there is nothing cheaper to compute first"
-    if not fitted.selected:
-        return "no IFV is cheap enough: each costs more than half of all IFVs together"
-    return None
+    return (
+        f"the model is a scikit-learn {composite} ({type(model).__name__}) called as one, so willump sees a "
+        f"single feature vector, its input, with nothing cheaper to compute first (willump does not split "
+        f"a {composite}'s steps into feature vectors yet)"
+    )
+
+
+_COMPOSITES = (("steps", "Pipeline"), ("transformer_list", "FeatureUnion"), ("transformers", "ColumnTransformer"))
 
 
 def _model_score(model, y, classification):
