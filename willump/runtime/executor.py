@@ -117,8 +117,8 @@ class GraphExecutor:
             first = len(self.sites)
             body = rewrite_calls(body, self.sites, self._workers, self._source.filename)
             body = keep_results_compiled(body, self.sites, first)
-        self._helpers.update((site.name, site) for site in self.sites)
-        self._helpers.update(SITE_HELPERS)
+        # (a new dict, not an update: other threads may be copying the helpers into a namespace)
+        self._helpers = {**self._helpers, **{site.name: site for site in self.sites}, **SITE_HELPERS}
         # A body that is one chain of compiled calls may be answered by one program (see programs).
         chain = chain_of(body, self.sites, self.parameters) if self._compile else None
         return _WholeCall(body, self.parameters, self._helpers, chain, self._source)
