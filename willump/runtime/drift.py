@@ -3,8 +3,8 @@ its threshold on?
 
 ``fit`` records the small model's confidence on each validation row (the plan: a sorted sample
 of at most ``VALIDATION_SAMPLE`` of them). While a cascade serves, the guard keeps the small
-model's confidence on the last ``window`` served rows and, once the window is full, every
-``window // 4`` new rows tests it against validation:
+model's confidence on the last ``window`` rows served (``top_k`` queries are not counted) and,
+once the window is full, every ``window // 4`` new rows tests it against validation:
 
 - the share of rows the small model answers (confidence at least the threshold): a two-sided
   two-proportion z test of the window's share against validation's share at the same threshold;
