@@ -154,16 +154,22 @@ def test_single_row_calls_fill_the_window():
     assert f.stats["drift_alarms"] == 1 and f.stats["rows_seen"] == 150 + i + 1
 
 
-def test_the_text_program_shows_its_rows_to_the_guard():
-    namespace = _namespace()
-    pipeline = define(SHAPES["scores"], namespace, "<drift: cascaded text program>")
+def text_scores(filename: str, **options):
+    """The text pipeline of ``test_cascade_programs`` (its whole call is one program), fitted with the
+    cascade on whatever the machine's speed."""
+    pipeline = define(SHAPES["scores"], _namespace(), filename)
     train, y_train = corpus(800, 0)
     valid, y_valid = corpus(400, 1)
     f = willump.optimize(pipeline).fit(
         pd.DataFrame({"text": train}), y=y_train, validation=(pd.DataFrame({"text": valid}), y_valid),
-        top_k=False, progress=False, check_speed=False, drift_window=200,
+        progress=False, check_speed=False, **options,
     )
     assert f.explain().attrs["summary"]["cascades"] == "on"
+    return f
+
+
+def test_the_text_program_shows_its_rows_to_the_guard():
+    f = text_scores("<drift: cascaded text program>", top_k=False, drift_window=200)
     before = whole_calls(f)
     with warnings.catch_warnings():
         warnings.simplefilter("error", willump.WillumpWarning)

@@ -8,9 +8,10 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 import willump
-from answers import define, in_threads
-from test_cascade_programs import SHAPES, _namespace, corpus
+from answers import in_threads
+from test_cascade_programs import corpus
 from test_cascades import slow_feature
+from test_drift import text_scores
 
 THREADS = 8
 COUNTED = ("rows_seen", "rows_small_model", "rows_full_model", "top_k_queries", "top_k_candidates")
@@ -105,15 +106,7 @@ def test_cascades_and_top_k_from_several_threads(options):
 
 
 def test_the_cascaded_text_program_from_several_threads():
-    namespace = _namespace()
-    pipeline = define(SHAPES["scores"], namespace, "<threads: cascaded text program>")
-    train, y_train = corpus(800, 0)
-    valid, y_valid = corpus(400, 1)
-    f = willump.optimize(pipeline).fit(
-        pd.DataFrame({"text": train}), y=y_train, validation=(pd.DataFrame({"text": valid}), y_valid),
-        progress=False, check_speed=False, drift_window=500,
-    )
-    assert f.explain().attrs["summary"]["cascades"] == "on"
+    f = text_scores("<threads: cascaded text program>", drift_window=500)
     f.set_threshold(float(np.median(f._fitted.drift.validation)))  # (about half the rows to each model)
     assert_threads_answer_as_one(f, lambda n, seed: pd.DataFrame({"text": corpus(n, seed)[0]}))
     assert int(f.explain_compilation()["whole_calls"].max()) > 0
