@@ -11,7 +11,7 @@ import pandas as pd
 from willump import persistence
 from willump.compile.parallel import Workers, default_workers
 from willump.errors import WillumpWarning, warn
-from willump.runtime import cascade, topk
+from willump.runtime import cascade, drift, topk
 from willump.optimizations.fit import Fitted
 from willump.optimizations.fit import fit as fit_optimizations
 from willump.optimizations.selection import DEFAULT_GAMMA
@@ -161,8 +161,8 @@ class OptimizedFunction:
                 self._count_exact((*args, *kwargs.values()))
                 return self._executor(*args, **kwargs)
             arguments = self._executor.arguments(args, kwargs)
-            if self._predictions is not None:
-                return self._predictions.serve(arguments, self._answer)
+            if self._predictions is not None:  # (cascaded results are not reused once serving is exact)
+                return self._predictions.serve(arguments, self._answer, variant=self._fitted_exactly())
             return self._answer(arguments)
         finally:
             end_call(call)
@@ -170,7 +170,7 @@ class OptimizedFunction:
     def _answer(self, arguments: dict):
         """The result for bound arguments: cascaded after fit; remote IFVs side by side when there are two."""
         try:
-            if self._fitted is not None and self._fitted.cascading:
+            if self._fitted is not None and self._fitted.cascading and not drift.fell_back(self._fitted):
                 return cascade.serve(self._features or self._executor, self._fitted, arguments, self._stats,
                                       self._feature_rows)
             if self._feature_rows is not None:
@@ -187,6 +187,10 @@ class OptimizedFunction:
         self._count_exact(arguments.values())
         return self._executor.run(arguments)
 
+    def _fitted_exactly(self) -> bool:
+        """Has the drift guard switched this fitted function to exact answers?"""
+        return self._fitted is not None and drift.fell_back(self._fitted)
+
     def _count_exact(self, values) -> None:
         """Count the call's rows (the first argument's that has rows; positional arguments are the
         first parameters) as answered by the full model (every row before fit)."""
@@ -196,8 +200,8 @@ class OptimizedFunction:
     # --- statistically-aware optimizations -------------------------------------------------
 
     def fit(self, *inputs, y, validation=None, validation_fraction=0.25, metric=None, accuracy_loss=0.001,
-            top_k_precision=0.95, cascades=True, top_k=True, small_model=None, random_state=0, progress=True, gamma=DEFAULT_GAMMA,
-            costs=None, check_speed=True):
+            top_k_precision=0.95, cascades=True, top_k=True, small_model=None, random_state=0, progress=True,
+            gamma=DEFAULT_GAMMA, costs=None, check_speed=True, on_drift="warn", drift_window=drift.DEFAULT_WINDOW):
         """Learn cascades and top-K filter models from labelled rows; returns this function.
 
         ``inputs`` are the function's arguments for the training rows and ``y`` their labels.
@@ -214,6 +218,13 @@ class OptimizedFunction:
         the measured cost of each IFV (Algorithm 1's input; names as in ``explain()``), and
         ``check_speed=False`` turns cascades and the top-K filter on whenever their accuracy and
         precision targets hold, without timing them against the exact path.
+
+        While a cascade serves, a guard compares the last ``drift_window`` rows served with the
+        validation rows: the share the small model answers and the distribution of its confidence
+        (``willump.runtime.drift`` has the tests and their bound). On drift it warns once
+        (``WillumpWarning``) and counts ``drift_alarms`` in ``stats``; ``on_drift="exact"`` also
+        serves exactly from then on (calls and ``top_k``) until ``fit`` is called again, and
+        ``on_drift=None`` turns the guard off. ``explain()`` shows its state.
         """
         if self._executor is None:
             raise ValueError(f"fit needs the transformation graph, but {self.graph.unmodified_reason}")
@@ -221,7 +232,7 @@ class OptimizedFunction:
             self._executor, inputs, y, validation=validation, validation_fraction=validation_fraction,
             metric=metric, accuracy_loss=accuracy_loss, top_k_precision=top_k_precision, cascades_wanted=cascades, top_k_wanted=top_k,
             small_model=small_model, random_state=random_state, progress=progress, gamma=gamma, costs=costs,
-            check_speed=check_speed,
+            check_speed=check_speed, on_drift=on_drift, drift_window=drift_window,
         )
         self._stats.reset()
         return self
@@ -269,7 +280,7 @@ class OptimizedFunction:
             return np.array([], dtype=np.intp)
         call = start_call(self._stats, self._lookup_caches)  # (its lookups count, and use the caches, as a call's)
         try:
-            keep = self._candidates(n, k, c_k, min_fraction)
+            keep = None if self._fitted_exactly() else self._candidates(n, k, c_k, min_fraction)
             if keep is None:
                 self._stats.count(top_k_candidates=n)
                 return topk.exact(self._executor, arguments, k, self._feature_rows)
@@ -302,6 +313,12 @@ class OptimizedFunction:
         else:
             summary["cascades"] = f"off: {self._fitted.cascade_reason}"
         summary["top_k_filter"] = "on" if self._fitted.top_k_plan is not None else f"off: {self._fitted.top_k_reason}"
+        if self._fitted_exactly():
+            summary["cascades"] = summary["top_k_filter"] = "off: exact since the drift alarm (on_drift='exact'); fit again"
+        summary["drift_guard"] = (
+            self._fitted.drift.describe(self._fitted.threshold) if self._fitted.drift is not None
+            else "off: on_drift=None" if self._fitted.cascadable else "off: no cascade to guard"
+        )
         return table
 
     def explain_compilation(self) -> pd.DataFrame:
@@ -370,8 +387,9 @@ class OptimizedFunction:
     @property
     def stats(self) -> dict:
         """Counters since the last ``reset_stats()``: rows seen, answered by the small model and
-        sent to the full model, top-K queries and candidates, cache hits and misses (rows), and
-        keys fetched from remote tables with the round trips that fetched them."""
+        sent to the full model, top-K queries and candidates, cache hits and misses (rows), keys
+        fetched from remote tables with the round trips that fetched them, and the drift guard's
+        checks and alarms (``drift_checks``, ``drift_alarms``)."""
         return self._stats.snapshot()
 
     def reset_stats(self) -> None:

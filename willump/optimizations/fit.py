@@ -21,7 +21,7 @@ from willump.errors import warn
 from willump.optimizations import cascades
 from willump.optimizations import topk as topk_fit
 from willump.optimizations.models import check_fitted, train_like
-from willump.runtime import cascade, topk
+from willump.runtime import cascade, drift, topk
 from willump.runtime.models import call, is_classifier, ranking_score
 from willump.optimizations.selection import DEFAULT_GAMMA, select_efficient
 from willump.runtime.features import feature_matrix
@@ -53,6 +53,7 @@ class Fitted:
     reuse: list = field(default_factory=list)  # per IFV: how its computed rows are reused (cascades.reuse_policy)
     batch_names: tuple = ()  # the arguments that hold rows
     output_dtype: object = None  # dtype of the full model's output, once the small model's is checked to match
+    drift: object = None  # the serving-time guard (runtime.drift.DriftGuard), for a cascadable small model
 
     @property
     def cascading(self) -> bool:
@@ -135,7 +136,7 @@ def _is_regression_target(y: np.ndarray) -> bool:
 def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25, metric=None,
         accuracy_loss=0.001, cascades_wanted=True, top_k_wanted=True, small_model=None,
         random_state=0, progress=True, gamma=DEFAULT_GAMMA, costs=None, check_speed=True,
-        top_k_precision=0.95) -> Fitted:
+        top_k_precision=0.95, on_drift="warn", drift_window=drift.DEFAULT_WINDOW) -> Fitted:
     from tqdm.auto import tqdm
 
     names = [ifv.name for ifv in executor.graph.ifvs]
@@ -147,6 +148,7 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
             f"top_k_precision must be in (0, 1]: the share of the exact top-K a filtered query must return; "
             f"got {top_k_precision!r}"
         )
+    drift.check_options(on_drift, drift_window)
     given_costs = None if costs is None else _given_costs(costs, names)
     if metric is not None and not callable(metric):
         raise ValueError(f"metric must be a callable score(y_true, y_pred), higher is better; got {metric!r}")
@@ -273,6 +275,8 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
             return found
 
         small_valid_X = _choose_cascade(fitted, small_valid_X, small_on, attempt)
+        if fitted.cascadable and on_drift is not None:  # (set_threshold may turn cascades on later)
+            fitted.drift = drift.DriftGuard(cascade.confidences(fitted, small_valid_X), drift_window, on_drift)
     stage("threshold chosen")
 
     if not top_k_wanted:

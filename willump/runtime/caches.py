@@ -107,15 +107,16 @@ class PredictionCache:
     def clear(self) -> None:
         self.cache.clear()
 
-    def serve(self, arguments: dict, compute):
-        """``compute(arguments)``, from the cache when the same batch was computed before."""
+    def serve(self, arguments: dict, compute, variant=None):
+        """``compute(arguments)``, from the cache when the same batch was computed before by the
+        same ``variant`` of serving."""
         if len(arguments) != 1:
             return compute(arguments)
         frame = next(iter(arguments.values()))
         keys = row_keys(frame) if type(frame) is pd.DataFrame else None
         if not keys:
             return compute(arguments)
-        key = (_layout(frame), *keys)
+        key = (variant, _layout(frame), *keys)
         (found,) = self.cache.get_many([key])
         if found is not MISSING:
             count_cached(len(keys), 0)

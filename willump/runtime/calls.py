@@ -16,7 +16,7 @@ class Stats:
     FIELDS = (
         "rows_seen", "rows_small_model", "rows_full_model", "top_k_queries", "top_k_candidates",
         "cache_hits", "cache_misses", "feature_row_hits", "feature_row_misses", "remote_keys",
-        "remote_round_trips",
+        "remote_round_trips", "drift_checks", "drift_alarms",
     )
 
     def __init__(self):

@@ -2,8 +2,9 @@
 
 ``fit`` (``willump.optimizations``) decides; this module serves what it decided, the
 plan (``fitted``): ``selected`` (the small model's IFVs), ``small_model``, ``threshold``,
-``method``, ``output_dtype``, ``reuse`` (per IFV, how computed rows are taken again) and
-``batch_names`` (the arguments that hold rows).
+``method``, ``output_dtype``, ``reuse`` (per IFV, how computed rows are taken again),
+``batch_names`` (the arguments that hold rows) and ``drift`` (the guard shown the small model's
+confidence on every row served, ``willump.runtime.drift``).
 
 Outputs are merged at the model's output: the small model's answers for the
 confident rows and the full model's for the others fill one array in input
@@ -88,8 +89,8 @@ def serve(executor, fitted, arguments: dict, stats, feature_rows=None) -> object
     if program is not None:
         answer = executor.program_answer(program, executor.bound(arguments), fitted.threshold)
         if answer is not MISS:
-            result, rows, small = answer
-            stats.count(rows=rows, small=small, full=rows - small)
+            result, sure, unsure = answer
+            _count(fitted, sure, len(unsure), stats)
             return result
     env = executor.preprocess(arguments)
     efficient = ifv_values(executor, env, arguments, fitted.selected, feature_rows)
@@ -101,8 +102,20 @@ def serve(executor, fitted, arguments: dict, stats, feature_rows=None) -> object
     if len(unsure):
         model, X = full_model_input(executor, fitted, arguments, efficient, unsure, feature_rows)
         full_output = call(model, fitted.method, X)
-    stats.count(rows=len(sure), small=len(sure) - len(unsure), full=len(unsure))
+    _count(fitted, sure, len(unsure), stats)
     return executor.finish(env, merged(small_output, full_output, unsure, fitted.output_dtype))
+
+
+def _count(fitted, sure: np.ndarray, unsure: int, stats) -> None:
+    """Count the rows each model answered, and show the small model's confidences to the drift guard."""
+    stats.count(rows=len(sure), small=len(sure) - unsure, full=unsure)
+    if fitted.drift is not None:
+        fitted.drift.observe(sure, fitted.threshold, stats)
+
+
+def confidences(fitted, small_input) -> np.ndarray:
+    """The small model's confidence per row of its input."""
+    return small_confidence(fitted, np.asarray(call(fitted.small_model, fitted.method, small_input)), small_input)
 
 
 _programs = weakref.WeakKeyDictionary()  # executor -> (its whole-call program, small model, that cascaded or None)
@@ -152,7 +165,7 @@ class CascadedTextProgram:
         self.plan = fused.plan_for(vectorizers, [k.width for k in vectorizers])
 
     def __call__(self, arguments: tuple, callees: tuple, threshold: float):
-        """(result, rows, rows answered by the small model), or ``MISS``."""
+        """(result, the small model's confidence per row, the rows it is unsure of), or ``MISS``."""
         program = self.program
         texts = program.documents(arguments, callees)
         if texts is MISS:
@@ -161,7 +174,8 @@ class CascadedTextProgram:
             product = self.small.text_product(self.plan, [texts[i] for i in self.selected])
             small_output = self.small.finish(product)
             probabilities = small_output if self.confident is self.small else self.confident.finish(product)
-            unsure = np.flatnonzero(probabilities.max(axis=1) < threshold)
+            sure = probabilities.max(axis=1)
+            unsure = np.flatnonzero(sure < threshold)
             full_output = []
             if len(unsure):
                 taken = {}  # (vectorizers reading the same documents share them, as the program's do)
@@ -171,5 +185,4 @@ class CascadedTextProgram:
             output = merged(small_output, full_output, unsure, self.dtype)
         except Unsupported:
             return MISS
-        rows = len(texts[0])
-        return program.answered(output, callees), rows, rows - len(unsure)
+        return program.answered(output, callees), sure, unsure
