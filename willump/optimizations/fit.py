@@ -6,17 +6,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from sklearn.metrics import mean_squared_error, roc_auc_score
 
 from willump.analysis.costs import generator_costs, preprocessing_cost
-from willump.analysis.importance import (
-    column_blocks,
-    is_linear,
-    is_tree_ensemble,
-    linear_importances,
-    permutation_importances,
-    surrogate_importances,
-)
+from willump.analysis.importance import ColumnsUnknown, column_blocks, permutation_importances
 from willump.errors import warn
 from willump.optimizations import cascades
 from willump.optimizations import topk as topk_fit
@@ -229,21 +221,21 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
         return fitted
 
     _, valid_X = executor.model_input(valid_env, [valid_values[i] for i in range(k)])
-    blocks = column_blocks([values[i] for i in range(k)], X)
-    if is_linear(model):
-        fitted.importances, how = linear_importances(model, X, blocks), "|coefficient| x mean |value|"
-    elif is_tree_ensemble(model):
-        score = _model_score(model, y_valid, fitted.classification)
-        fitted.importances = permutation_importances(score, valid_X, blocks, random_state)
-        how = "permutation of each IFV's columns on the validation rows"
+    try:
+        blocks = column_blocks([valid_values[i] for i in range(k)], valid_X)
+    except ColumnsUnknown as unknown:  # no importances: no small model, no filter
+        columns_unknown, how = str(unknown), "not measured"
     else:
-        fitted.importances = surrogate_importances(X, y, blocks, fitted.classification, random_state)
-        how = "gain of a LightGBM model trained on the full feature vectors"
-    fitted.selected = select_efficient(fitted.costs, fitted.importances, gamma)
+        columns_unknown = None
+        fitted.importances, how = permutation_importances(model, valid_X, y_valid, blocks, random_state)
+        fitted.selected = select_efficient(fitted.costs, fitted.importances, gamma)
     stage("efficient IFVs chosen")
     summary.update({"importance": how, "gamma": gamma, "efficient_ifvs": [names[i] for i in fitted.selected]})
-    if not fitted.selected:
-        fitted.cascade_reason = fitted.top_k_reason = "no IFV is cheap enough: each costs more than half of all IFVs together"
+    problem = columns_unknown or (
+        None if fitted.selected else "no IFV is cheap enough: each costs more than half of all IFVs together"
+    )
+    if problem:
+        fitted.cascade_reason = fitted.top_k_reason = problem
         stages.close()
         return fitted
 
@@ -404,23 +396,6 @@ def _single_feature_vector(model) -> str:
 
 
 _COMPOSITES = (("steps", "Pipeline"), ("transformer_list", "FeatureUnion"), ("transformers", "ColumnTransformer"))
-
-
-def _model_score(model, y, classification):
-    """A validation score of the model on a feature matrix (higher is better), for permutation importance."""
-
-    def score(X):
-        scores = ranking_score(model, X) if classification and len(np.unique(y)) == 2 else None
-        if scores is not None:
-            return roc_auc_score(y, scores)
-        if classification:
-            predicted = np.asarray(model.predict(X))
-            if predicted.ndim == 2:  # a booster's class probabilities
-                predicted = predicted.argmax(axis=1)
-            return float(np.mean(predicted == y))
-        return -mean_squared_error(y, np.asarray(model.predict(X), dtype=float))
-
-    return score
 
 
 def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy_loss, random_state, level,
