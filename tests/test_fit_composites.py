@@ -90,3 +90,28 @@ def test_a_column_transformer_feeding_a_lightgbm_model():
         "off: the function has a single feature vector: there is nothing cheaper to compute first"
     )
     np.testing.assert_array_equal(optimized(FRAME.iloc[800:]), estimate(FRAME.iloc[800:]))
+
+
+def test_a_small_model_that_cannot_be_trained_on_the_efficient_ifvs_is_said_not_raised():
+    """Two IFVs of raw columns for a Pipeline that selects them by name: its clone cannot be trained
+    on the efficient IFVs' matrix, so fit says so (and how to choose another small model)."""
+    global composite
+    composite = Pipeline([
+        ("columns", ColumnTransformer([("text", TfidfVectorizer(), "text"), ("numbers", StandardScaler(), ["amount"])])),
+        ("model", LogisticRegression()),
+    ]).fit(FRAME.iloc[:800], Y[:800])
+
+    def predict(frame):
+        words = frame[["text"]]
+        numbers = frame[["amount"]] * 1.0
+        return composite.predict_proba(pd.concat([words, numbers], axis=1))[:, 1]
+
+    optimized = willump.optimize(predict).fit(
+        FRAME.iloc[:800], y=Y[:800], validation=(FRAME.iloc[800:], Y[800:]), progress=False,
+        costs={"words": 1e-5, "numbers": 1e-7}, check_speed=False,
+    )
+    summary = optimized.explain().attrs["summary"]
+    assert summary["cascades"] == summary["top_k_filter"]
+    assert summary["cascades"].startswith("off: a small model like Pipeline cannot be trained on the efficient IFVs")
+    assert "small_model=" in summary["cascades"]
+    np.testing.assert_array_equal(optimized(FRAME.iloc[800:]), predict(FRAME.iloc[800:]))

@@ -242,9 +242,19 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
     def small_inputs(selected):
         return feature_matrix([values[i] for i in selected]), feature_matrix([valid_values[i] for i in selected])
 
-    small_X, small_valid_X = small_inputs(fitted.selected)
+    try:
+        small_X, small_valid_X = small_inputs(fitted.selected)
+        trained = train_like(model, small_X, y, random_state, small_model)  # (the small model, or the filter of a regressor)
+    except (ValueError, TypeError) as error:
+        fitted.cascade_reason = fitted.top_k_reason = (
+            f"a small model like {type(small_model or model).__name__} cannot be trained on the efficient IFVs "
+            f"{[names[i] for i in fitted.selected]} ({type(error).__name__}: {error}); pass small_model= an "
+            f"estimator that accepts them"
+        )
+        stages.close()
+        return fitted
     if fitted.classification:
-        fitted.small_model = train_like(model, small_X, y, random_state, small_model)
+        fitted.small_model = trained
     stage("small model trained")
 
     if not cascades_wanted:
@@ -275,8 +285,9 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
         fitted.top_k_reason = "not requested (top_k=False)"
     else:
         filter_costs = {"preprocessing": pre_cost, "model": model_cost} if check_speed else None
-        filter_inputs = (small_X, y, small_valid_X, small_model, random_state)
-        _fit_filter(executor, fitted, model, valid, valid_X, filter_inputs, top_k_precision, filter_costs)
+        filter_model = fitted.small_model if fitted.classification else trained
+        _fit_filter(executor, fitted, model, filter_model, valid, valid_X, small_valid_X, top_k_precision, filter_costs,
+                    random_state)
     stage("filter model ready")
     stages.close()
     logger.info("fit: done: %s", summary)
@@ -460,22 +471,18 @@ def _measure_serving(executor, fitted, valid: dict, summary: dict, single_rows: 
         ))
 
 
-def _fit_filter(executor, fitted, model, valid, valid_X, filter_inputs, target, costs) -> None:
-    """Train the filter model on the efficient IFVs and validate how many candidates each query
-    shape needs for ``target`` precision; with ``costs`` (per-row seconds of preprocessing and
-    the model), keep only the shapes where the filter is expected to pay, and the filter only
-    if it is faster than the exact query on the validation rows."""
-    small_X, y, small_valid_X, replacement, random_state = filter_inputs
+def _fit_filter(executor, fitted, model, filter_model, valid, valid_X, small_valid_X, target, costs,
+                random_state) -> None:
+    """Validate how many candidates the filter model (on the efficient IFVs, its validation input
+    ``small_valid_X``) must keep for each query shape to meet ``target`` precision; with ``costs``
+    (per-row seconds of preprocessing and the model), keep only the shapes where the filter is
+    expected to pay, and the filter only if it is faster than the exact query on the validation rows."""
     summary = fitted.summary
     try:
         full_scores = ranking_score(model, valid_X)
     except ValueError as error:
         fitted.top_k_reason = str(error)
         return
-    if fitted.small_model is not None:
-        filter_model = fitted.small_model
-    else:
-        filter_model = train_like(model, small_X, y, random_state, replacement)
     filter_scores = ranking_score(filter_model, small_valid_X)
     sizes, shares, precisions = topk_fit.candidate_shares(full_scores, filter_scores, target,
                                                          random_state=random_state)
