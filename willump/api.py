@@ -206,7 +206,7 @@ class OptimizedFunction:
         of the full model on the validation rows. ``gamma`` is Algorithm 1's stopping factor.
         """
         if self._executor is None:
-            raise ValueError(f"fit needs the transformation graph, but {self.graph.unmodified_reason}")
+            raise ValueError(self.graph.refusal("fit"))
         self._fitted = fit_optimizations(
             self._executor, inputs, y, validation=validation, validation_fraction=validation_fraction,
             metric=metric, accuracy_loss=accuracy_loss, cascades_wanted=cascades, top_k_wanted=top_k,
@@ -237,7 +237,7 @@ class OptimizedFunction:
         ``k`` larger than the batch is clamped to its size.
         """
         if self._executor is None:
-            raise ValueError(f"top_k needs the transformation graph, but {self.graph.unmodified_reason}")
+            raise ValueError(self.graph.refusal("top_k"))
         if self._executor.model_split_problem:
             raise ValueError(f"top_k cannot score rows: {self._executor.model_split_problem}")
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:

@@ -69,6 +69,14 @@ class TransformationGraph:
     tail: list[Statement] = field(default_factory=list)  # the combine step and what follows it
     notes: list[str] = field(default_factory=list)  # lines that run as plain Python, and why
     unmodified_reason: str | None = None  # set when the whole function runs unmodified
+    unmodified_hint: str | None = None  # how to write the function so that it does not
+
+    def refusal(self, action: str) -> str:
+        """Why ``action`` (fit, top_k) cannot work on a function that runs unmodified, and what to write instead."""
+        return (
+            f"{action} needs the transformation graph of {self.name}, but it runs unmodified because of "
+            f"{self.unmodified_reason}; to fix it, {self.unmodified_hint}"
+        )
 
     @property
     def optimizable(self) -> bool:
