@@ -161,6 +161,10 @@ class OptimizedFunction:
                 self._count_exact((*args, *kwargs.values()))
                 return self._executor(*args, **kwargs)
             arguments = self._executor.arguments(args, kwargs)
+            fired = self._executor.guard(arguments)  # a leading guard ends the call as written
+            if fired is not None:
+                self._count_exact(arguments.values())
+                return fired.result
             if self._predictions is not None:
                 return self._predictions.serve(arguments, self._answer)
             return self._answer(arguments)
@@ -204,9 +208,15 @@ class OptimizedFunction:
         ``validation_fraction`` of the given rows are held out. The cascade threshold keeps
         ``metric`` (default: accuracy for labels, ROC AUC for scores) within ``accuracy_loss``
         of the full model on the validation rows. ``gamma`` is Algorithm 1's stopping factor.
+        A guard the function starts with (``if len(df) == 0: return ...``) that ends the call for
+        the training or validation rows is a ValueError: fit needs the model's output for them.
         """
         if self._executor is None:
             raise ValueError(self.graph.refusal("fit"))
+        self._refuse_guarded("fit", "the training rows", self._executor.arguments(inputs, {}))
+        if isinstance(validation, tuple) and len(validation) == 2:
+            given = validation[0] if isinstance(validation[0], tuple) else (validation[0],)
+            self._refuse_guarded("fit", "the validation rows", self._executor.arguments(given, {}))
         self._fitted = fit_optimizations(
             self._executor, inputs, y, validation=validation, validation_fraction=validation_fraction,
             metric=metric, accuracy_loss=accuracy_loss, cascades_wanted=cascades, top_k_wanted=top_k,
@@ -214,6 +224,16 @@ class OptimizedFunction:
         )
         self._stats.reset()
         return self
+
+    def _refuse_guarded(self, action: str, rows: str, arguments: dict) -> None:
+        """ValueError when a leading guard ends the call for ``arguments``: ``action`` needs the
+        model's output for the rows (what the guard raises, it raises)."""
+        fired = self._executor.guard(arguments)
+        if fired is not None:
+            raise ValueError(
+                f"{action} needs the model's output for {rows}, but the guard on line {fired.line} of "
+                f"{self.py_func.__qualname__} ends the call for them without calling the model: pass rows it lets through"
+            )
 
     def set_threshold(self, threshold):
         """Cascade at ``threshold`` instead of the threshold ``fit`` chose; None turns cascades off.
@@ -234,7 +254,8 @@ class OptimizedFunction:
         Score: positive-class probability for binary classifiers, predicted value for regressors.
         After ``fit``, a filter model keeps the best max(c_k * k, min_fraction * n) rows and
         only those are ranked by the full model; before ``fit`` the answer is exact.
-        ``k`` larger than the batch is clamped to its size.
+        ``k`` larger than the batch is clamped to its size (an empty batch has no positions). A
+        guard the function starts with that ends the call for the rows is a ValueError.
         """
         if self._executor is None:
             raise ValueError(self.graph.refusal("top_k"))
@@ -253,6 +274,7 @@ class OptimizedFunction:
         k = min(int(k), n)
         if k == 0:
             return np.array([], dtype=np.intp)
+        self._refuse_guarded("top_k", "these rows", arguments)
         call = start_call(self._stats, self._lookup_caches)  # (its lookups count, and use the caches, as a call's)
         try:
             if self._fitted is None or self._fitted.filter_model is None:
@@ -268,17 +290,24 @@ class OptimizedFunction:
         """Per IFV: cost per row, importance, cost-effectiveness, selected; ``.attrs["summary"]`` has the rest."""
         if self._fitted is None:
             table = Fitted([ifv.name for ifv in self.graph.ifvs]).explain()
-            table.attrs["summary"] = {"fitted": False, "cascades": "off: call fit() first"}
+            table.attrs["summary"] = {"fitted": False, "cascades": "off: call fit() first", **self._guards()}
             return table
         table = self._fitted.explain()
         summary = table.attrs["summary"]
         summary["fitted"] = True
+        summary.update(self._guards())
         if self._fitted.cascading:
             summary["cascades"] = "on"
         else:
             summary["cascades"] = f"off: {self._fitted.cascade_reason}"
         summary["top_k_filter"] = "on" if self._fitted.filter_model is not None else f"off: {self._fitted.top_k_reason}"
         return table
+
+    def _guards(self) -> dict:
+        """The summary's ``guards``: the leading guards every call runs first, when there are any."""
+        if not self.graph.guards:
+            return {}
+        return {"guards": [f"{line} (when it fires, the call returns or raises as written)" for line in self.graph.guard_lines]}
 
     def explain_compilation(self) -> pd.DataFrame:
         """One row per call a compiled kernel may answer: line, call, operator, status, calls.

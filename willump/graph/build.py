@@ -7,6 +7,9 @@ one feature generator per IFV. The executor runs preprocessing once, then
 each generator in its own namespace, then the combine step; the checks at
 the end make sure that order gives every statement the same values as the
 original order, moving generators into preprocessing where it would not.
+Guards the body starts with (``if len(df) == 0: return ...``) stay out of the
+graph: every call runs them first, as written, and the graph only when none
+of them ends the call.
 """
 
 import ast
@@ -31,7 +34,10 @@ HINTS = {
     "outer names": "return the value instead of assigning a name outside the function",
     "nested definition": "define the helper outside the function, at module level",
     "generator": "return the predictions instead of yielding them",
-    "early return": "compute the result and return it once, at the end",
+    "early return": (
+        "put early returns first, as 'if <test>: return ...' (or raise) reading only the parameters "
+        "and globals, before the feature code; or compute the result and return it at the end"
+    ),
     "dynamic scope": "name the variables directly instead of locals(), vars(), eval(), exec() or super()",
     "late binding": (
         "pass the lambda or generator expression straight to the call that runs it "
@@ -99,13 +105,15 @@ def build_plan(source: FunctionSource) -> Plan:
     parameters = _parameters(definition.args)
     graph = TransformationGraph(definition.name, parameters, [])
     plan = Plan(graph, frozenset(parameters), frozenset(), [])
-    obstacle = _whole_function_obstacle(definition)
-    if obstacle:
-        return _unmodified(plan, *obstacle)
-
     body = definition.body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # the docstring
+    guards, body = _leading_guards(body, parameters)
+    obstacle = _whole_function_obstacle(definition, guards)
+    if obstacle:
+        return _unmodified(plan, *obstacle)
+    graph.guards = [analyze_statement(i, node) for i, node in enumerate(guards)]
+
     statements = [analyze_statement(i, node) for i, node in enumerate(body)]
     graph.statements = statements
     graph.notes = [f"line {s.lineno}: {s.opaque}" for s in statements if s.opaque]
@@ -259,14 +267,60 @@ def _parameters(args: ast.arguments) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _whole_function_obstacle(definition: ast.AST) -> tuple[int, str, str] | None:
-    """A construct that keeps the whole function from being split: its line, the reason, its kind."""
+def _leading_guards(body: list[ast.stmt], parameters) -> tuple[list[ast.If], list[ast.stmt]]:
+    """(the guards the body starts with, the statements after them).
+
+    A guard is ``if <test>: ... return`` (or ``raise``), ``elif`` branches alike, no ``else``:
+    a branch that runs ends the call, so when none runs the call goes on as if the guard were
+    not there. Each guard runs on the parameters alone, before the graph: it may read a local
+    name only where it binds it itself, its tests bind none (no ``:=``), and the rest of the
+    body reads no name only a guard binds.
+    """
+    statements = [analyze_statement(i, node) for i, node in enumerate(body)]
+    local = set(parameters).union(*(s.bound for s in statements))
+    count = 0
+    while count < len(body) and _is_guard(body[count]):
+        guard, later = statements[count], statements[count + 1:]
+        own = guard.bound - set(parameters)
+        later_reads = set().union(*(s.reads for s in later))
+        later_binds = set().union(*(s.bound for s in later))
+        if (
+            any(isinstance(n, ast.NamedExpr) for test in _guard_tests(guard.node) for n in ast.walk(test))
+            or names_read(guard.node) & (local - set(parameters) - own)
+            or own & (later_reads - later_binds)
+        ):
+            break
+        count += 1
+    return body[:count], body[count:]
+
+
+def _is_guard(node: ast.stmt) -> bool:
+    """``if``/``elif`` whose every branch ends the call, without ``else``."""
+    if not isinstance(node, ast.If) or not node.body or not isinstance(node.body[-1], (ast.Return, ast.Raise)):
+        return False
+    return not node.orelse or (len(node.orelse) == 1 and _is_guard(node.orelse[0]))
+
+
+def _guard_tests(node: ast.If) -> list[ast.expr]:
+    tests = [node.test]
+    while node.orelse:
+        node = node.orelse[0]
+        tests.append(node.test)
+    return tests
+
+
+def _whole_function_obstacle(definition: ast.AST, guards: list[ast.If]) -> tuple[int, str, str] | None:
+    """A construct that keeps the whole function from being split: its line, the reason, its kind.
+
+    The returns of the leading ``guards`` are allowed.
+    """
     if isinstance(definition, ast.AsyncFunctionDef):
         return definition.lineno, "async functions are not optimized", "async"
     args = definition.args
     if args.vararg or args.kwarg:
         return definition.lineno, "star-arguments (*args / **kwargs) in the signature", "star-arguments"
     last = definition.body[-1] if definition.body else None
+    guarded = {id(n) for guard in guards for n in ast.walk(guard) if isinstance(n, ast.Return)}
     for node in ast.walk(definition):
         if node is definition:
             continue
@@ -277,7 +331,7 @@ def _whole_function_obstacle(definition: ast.AST) -> tuple[int, str, str] | None
             return node.lineno, f"nested definition of {node.name!r}", "nested definition"
         if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await)):
             return node.lineno, "generator and coroutine functions are not optimized", "generator"
-        if isinstance(node, ast.Return) and node is not last:
+        if isinstance(node, ast.Return) and node is not last and id(node) not in guarded:
             return node.lineno, "an early return (a 'return' that is not the last statement)", "early return"
         if isinstance(node, ast.Name) and node.id in _DYNAMIC_SCOPE:
             return node.lineno, f"'{node.id}' reads or changes the function's scope dynamically", "dynamic scope"
