@@ -93,7 +93,7 @@ class TransformationGraph:
         if not self.optimizable:
             out.append(f"  runs unmodified: {self.unmodified_reason}")
             return "\n".join(out)
-        out += [f"guard: {guard} (when it ends the call, the call runs as written)" for guard in self.guard_lines]
+        out += [f"guard: {guard} (when it fires, the call returns or raises as written)" for guard in self.guard_lines]
         out.append("preprocessing (runs once, before any feature generator):")
         out += _statement_lines(self.preprocessing) or ["    (none)"]
         for ifv in self.ifvs:
