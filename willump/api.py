@@ -161,6 +161,10 @@ class OptimizedFunction:
                 self._count_exact((*args, *kwargs.values()))
                 return self._executor(*args, **kwargs)
             arguments = self._executor.arguments(args, kwargs)
+            fired = self._executor.guard(arguments)  # a leading guard ends the call as written
+            if fired is not None:
+                self._count_exact(arguments.values())
+                return fired.result
             if self._predictions is not None:  # (cascaded results are not reused once serving is exact)
                 return self._predictions.serve(arguments, self._answer, variant=self._fitted_exactly())
             return self._answer(arguments)
@@ -225,9 +229,15 @@ class OptimizedFunction:
         (``WillumpWarning``) and counts ``drift_alarms`` in ``stats``; ``on_drift="exact"`` also
         serves exactly from then on (calls and ``top_k``) until ``fit`` is called again, and
         ``on_drift=None`` turns the guard off. ``explain()`` shows its state.
+        A guard the function starts with (``if len(df) == 0: return ...``) that ends the call for
+        the training or validation rows is a ValueError: fit needs the model's output for them.
         """
         if self._executor is None:
-            raise ValueError(f"fit needs the transformation graph, but {self.graph.unmodified_reason}")
+            raise ValueError(self.graph.refusal("fit"))
+        self._refuse_guarded("fit", "the training rows", self._executor.arguments(inputs, {}))
+        if isinstance(validation, tuple) and len(validation) == 2:
+            given = validation[0] if isinstance(validation[0], tuple) else (validation[0],)
+            self._refuse_guarded("fit", "the validation rows", self._executor.arguments(given, {}))
         self._fitted = fit_optimizations(
             self._executor, inputs, y, validation=validation, validation_fraction=validation_fraction,
             metric=metric, accuracy_loss=accuracy_loss, top_k_precision=top_k_precision, cascades_wanted=cascades, top_k_wanted=top_k,
@@ -236,6 +246,16 @@ class OptimizedFunction:
         )
         self._stats.reset()
         return self
+
+    def _refuse_guarded(self, action: str, rows: str, arguments: dict) -> None:
+        """ValueError when a leading guard ends the call for ``arguments``: ``action`` needs the
+        model's output for the rows (what the guard raises, it raises)."""
+        fired = self._executor.guard(arguments)
+        if fired is not None:
+            raise ValueError(
+                f"{action} needs the model's output for {rows}, but the guard on line {fired.line} of "
+                f"{self.py_func.__qualname__} ends the call for them without calling the model: pass rows it lets through"
+            )
 
     def set_threshold(self, threshold):
         """Cascade at ``threshold`` instead of the threshold ``fit`` chose; None turns cascades off.
@@ -260,9 +280,11 @@ class OptimizedFunction:
         top-K, at least max(c_k * k, min_fraction * n) when those are given; a query unlike
         any validated (a batch smaller, or k/n larger) is answered exactly. ``k`` larger than
         the batch is clamped to its size.
+        An empty batch has no positions; a guard the function starts with that ends the call
+        for the rows is a ValueError.
         """
         if self._executor is None:
-            raise ValueError(f"top_k needs the transformation graph, but {self.graph.unmodified_reason}")
+            raise ValueError(self.graph.refusal("top_k"))
         if self._executor.model_split_problem:
             raise ValueError(f"top_k cannot score rows: {self._executor.model_split_problem}")
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
@@ -278,6 +300,7 @@ class OptimizedFunction:
         k = min(int(k), n)
         if k == 0:
             return np.array([], dtype=np.intp)
+        self._refuse_guarded("top_k", "these rows", arguments)
         call = start_call(self._stats, self._lookup_caches)  # (its lookups count, and use the caches, as a call's)
         try:
             keep = None if self._fitted_exactly() else self._candidates(n, k, c_k, min_fraction)
@@ -303,11 +326,12 @@ class OptimizedFunction:
         """Per IFV: cost per row, importance, cost-effectiveness, selected; ``.attrs["summary"]`` has the rest."""
         if self._fitted is None:
             table = Fitted([ifv.name for ifv in self.graph.ifvs]).explain()
-            table.attrs["summary"] = {"fitted": False, "cascades": "off: call fit() first"}
+            table.attrs["summary"] = {"fitted": False, "cascades": "off: call fit() first", **self._guards()}
             return table
         table = self._fitted.explain()
         summary = table.attrs["summary"]
         summary["fitted"] = True
+        summary.update(self._guards())
         if self._fitted.cascading:
             summary["cascades"] = "on"
         else:
@@ -320,6 +344,12 @@ class OptimizedFunction:
             else "off: on_drift=None" if self._fitted.cascadable else "off: no cascade to guard"
         )
         return table
+
+    def _guards(self) -> dict:
+        """The summary's ``guards``: the leading guards every call runs first, when there are any."""
+        if not self.graph.guards:
+            return {}
+        return {"guards": [f"{line} (when it fires, the call returns or raises as written)" for line in self.graph.guard_lines]}
 
     def explain_compilation(self) -> pd.DataFrame:
         """One row per call a compiled kernel may answer: line, call, operator, status, calls.

@@ -7,6 +7,9 @@ one feature generator per IFV. The executor runs preprocessing once, then
 each generator in its own namespace, then the combine step; the checks at
 the end make sure that order gives every statement the same values as the
 original order, moving generators into preprocessing where it would not.
+Guards the body starts with (``if len(df) == 0: return ...``) stay out of the
+graph: every call runs them first, as written, and the graph only when none
+of them ends the call.
 """
 
 import ast
@@ -23,6 +26,37 @@ from willump.graph.statements import Statement, analyze_statement, names_read, w
 
 PARAMETER = -1  # the definition index of a value the function received as an argument
 _DYNAMIC_SCOPE = {"locals", "vars", "eval", "exec", "super", "__class__"}
+
+# How to write the function instead, per kind of reason it runs unmodified (fit and top_k say it).
+HINTS = {
+    "async": "define it with 'def', not 'async def'",
+    "star-arguments": "name each argument in the signature instead of *args / **kwargs",
+    "outer names": "return the value instead of assigning a name outside the function",
+    "nested definition": "define the helper outside the function, at module level",
+    "generator": "return the predictions instead of yielding them",
+    "early return": (
+        "put early returns first, as 'if <test>: return ...' (or raise) reading only the parameters "
+        "and globals, before the feature code; or compute the result and return it at the end"
+    ),
+    "dynamic scope": "name the variables directly instead of locals(), vars(), eval(), exec() or super()",
+    "late binding": (
+        "pass the lambda or generator expression straight to the call that runs it "
+        "(df.apply(lambda r: ...)), or bind the locals it reads as default arguments"
+    ),
+    "no return": "end the function with 'return model.predict(...)' (or a value computed from it)",
+    "no model": (
+        "end the function with 'return model.predict(X)' (or predict_proba / decision_function), "
+        "or assign 'y = model.predict(X)' and return y or a value computed from it"
+    ),
+    "conditional model": (
+        "move the model call out of the condition: call it on every row and choose among its "
+        "outputs afterwards (np.where)"
+    ),
+    "walrus": "compute the features without :=, each assigned to a variable on its own line",
+    "rebinding": "give the new value another name, so each variable is assigned once before the features read it",
+    "input after model": "use the model's input only in the model call; compute what else you need from the features before it",
+    "model arguments": "call the model with the features alone; set its options on the model object",
+}
 
 
 @dataclass
@@ -71,20 +105,22 @@ def build_plan(source: FunctionSource) -> Plan:
     parameters = _parameters(definition.args)
     graph = TransformationGraph(definition.name, parameters, [])
     plan = Plan(graph, frozenset(parameters), frozenset(), [])
-    obstacle = _whole_function_obstacle(definition)
-    if obstacle:
-        return _unmodified(plan, *obstacle)
-
     body = definition.body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # the docstring
+    guards, body = _leading_guards(body, parameters)
+    obstacle = _whole_function_obstacle(definition, guards)
+    if obstacle:
+        return _unmodified(plan, *obstacle)
+    graph.guards = [analyze_statement(i, node) for i, node in enumerate(guards)]
+
     statements = [analyze_statement(i, node) for i, node in enumerate(body)]
     graph.statements = statements
     graph.notes = [f"line {s.lineno}: {s.opaque}" for s in statements if s.opaque]
     last = statements[-1] if statements else None
     if last is None or not isinstance(last.node, ast.Return) or last.node.value is None:
         line = last.lineno if last else definition.lineno
-        return _unmodified(plan, line, "the function does not end with 'return <prediction>'")
+        return _unmodified(plan, line, "the function does not end with 'return <prediction>'", "no return")
 
     flow = _DataFlow(statements, parameters)
     plan.local_names = frozenset(flow.local_names)
@@ -95,9 +131,10 @@ def build_plan(source: FunctionSource) -> Plan:
             plan,
             last.lineno,
             "no call to .predict, .predict_proba or .decision_function was found in the returned value",
+            "no model",
         )
     if not _always_evaluated(model.statement.node, model.call):
-        return _unmodified(plan, model.statement.lineno, "the model is called under a condition")
+        return _unmodified(plan, model.statement.lineno, "the model is called under a condition", "conditional model")
     resolver = Resolver(source.func, definition)
     holder, container, kind = _find_combiner(statements, flow, model, resolver, graph.notes)
     chain = None if holder else find_join_chain(statements, flow, model, resolver, PARAMETER)
@@ -127,7 +164,7 @@ def build_plan(source: FunctionSource) -> Plan:
         plan.container = tuple if isinstance(container, ast.Tuple) else list
     graph.combiner = Combiner(kind, holder, ast.unparse(container))
     if any(isinstance(n, ast.NamedExpr) for n in ast.walk(holder.node)):
-        return _unmodified(plan, holder.lineno, "an assignment expression (:=) where the features are joined")
+        return _unmodified(plan, holder.lineno, "an assignment expression (:=) where the features are joined", "walrus")
 
     tail = flow.descendants({holder.index})
     rewritten = {holder.index: _replace(holder.node, container, placeholder)}
@@ -156,7 +193,7 @@ def build_plan(source: FunctionSource) -> Plan:
     if problem is None:
         problem = _tail_problem(flow, preprocessing, sorted(tail), tail_reads)
     if problem:
-        return _unmodified(plan, *problem)
+        return _unmodified(plan, *problem, "rebinding")
 
     blocks = {i: PREPROCESSING for i in preprocessing} | {i: COMBINE for i in tail}
     for index, generator in enumerate(generators):
@@ -204,9 +241,9 @@ def _split_at_model(flow, tail, rewritten, model) -> ModelSplit | str:
     for i, statement in zip([at] + [i for i in tail if i > at], after):
         defined = flow.definitions(i, names_read(statement) & flow.local_names)
         if any(d in tail and d < at for d in defined):
-            return f"line {flow.statements[i].lineno}: the model's input is used after the model call"
+            return f"line {flow.statements[i].lineno}: the model's input is used after the model call ({HINTS['input after model']})"
     if call.keywords or len(call.args) != 1:
-        return f"line {model.statement.lineno}: the model call has arguments besides the features"
+        return f"line {model.statement.lineno}: the model call has arguments besides the features ({HINTS['model arguments']})"
     return ModelSplit(before, after)
 
 
@@ -214,8 +251,9 @@ def _calls(call: ast.Call, name: str) -> bool:
     return isinstance(call.func, ast.Name) and call.func.id == name
 
 
-def _unmodified(plan: Plan, line: int, reason: str) -> Plan:
+def _unmodified(plan: Plan, line: int, reason: str, kind: str) -> Plan:
     plan.graph.unmodified_reason = f"line {line}: {reason}"
+    plan.graph.unmodified_hint = HINTS[kind]
     return plan
 
 
@@ -229,35 +267,81 @@ def _parameters(args: ast.arguments) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _whole_function_obstacle(definition: ast.AST) -> tuple[int, str] | None:
-    """A construct that keeps the whole function from being split, with its line."""
+def _leading_guards(body: list[ast.stmt], parameters) -> tuple[list[ast.If], list[ast.stmt]]:
+    """(the guards the body starts with, the statements after them).
+
+    A guard is ``if <test>: ... return`` (or ``raise``), ``elif`` branches alike, no ``else``:
+    a branch that runs ends the call, so when none runs the call goes on as if the guard were
+    not there. Each guard runs on the parameters alone, before the graph: it may read a local
+    name only where it binds it itself, its tests bind none (no ``:=``), and the rest of the
+    body reads no name only a guard binds.
+    """
+    statements = [analyze_statement(i, node) for i, node in enumerate(body)]
+    local = set(parameters).union(*(s.bound for s in statements))
+    count = 0
+    while count < len(body) and _is_guard(body[count]):
+        guard, later = statements[count], statements[count + 1:]
+        own = guard.bound - set(parameters)
+        later_reads = set().union(*(s.reads for s in later))
+        later_binds = set().union(*(s.bound for s in later))
+        if (
+            any(isinstance(n, ast.NamedExpr) for test in _guard_tests(guard.node) for n in ast.walk(test))
+            or names_read(guard.node) & (local - set(parameters) - own)
+            or own & (later_reads - later_binds)
+        ):
+            break
+        count += 1
+    return body[:count], body[count:]
+
+
+def _is_guard(node: ast.stmt) -> bool:
+    """``if``/``elif`` whose every branch ends the call, without ``else``."""
+    if not isinstance(node, ast.If) or not node.body or not isinstance(node.body[-1], (ast.Return, ast.Raise)):
+        return False
+    return not node.orelse or (len(node.orelse) == 1 and _is_guard(node.orelse[0]))
+
+
+def _guard_tests(node: ast.If) -> list[ast.expr]:
+    tests = [node.test]
+    while node.orelse:
+        node = node.orelse[0]
+        tests.append(node.test)
+    return tests
+
+
+def _whole_function_obstacle(definition: ast.AST, guards: list[ast.If]) -> tuple[int, str, str] | None:
+    """A construct that keeps the whole function from being split: its line, the reason, its kind.
+
+    The returns of the leading ``guards`` are allowed.
+    """
     if isinstance(definition, ast.AsyncFunctionDef):
-        return definition.lineno, "async functions are not optimized"
+        return definition.lineno, "async functions are not optimized", "async"
     args = definition.args
     if args.vararg or args.kwarg:
-        return definition.lineno, "star-arguments (*args / **kwargs) in the signature"
+        return definition.lineno, "star-arguments (*args / **kwargs) in the signature", "star-arguments"
     last = definition.body[-1] if definition.body else None
+    guarded = {id(n) for guard in guards for n in ast.walk(guard) if isinstance(n, ast.Return)}
     for node in ast.walk(definition):
         if node is definition:
             continue
         if isinstance(node, (ast.Global, ast.Nonlocal)):
             keyword = "global" if isinstance(node, ast.Global) else "nonlocal"
-            return node.lineno, f"'{keyword} {', '.join(node.names)}' rebinds names outside the function"
+            return node.lineno, f"'{keyword} {', '.join(node.names)}' rebinds names outside the function", "outer names"
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            return node.lineno, f"nested definition of {node.name!r}"
+            return node.lineno, f"nested definition of {node.name!r}", "nested definition"
         if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await)):
-            return node.lineno, "generator and coroutine functions are not optimized"
-        if isinstance(node, ast.Return) and node is not last:
-            return node.lineno, "an early return (a 'return' that is not the last statement)"
+            return node.lineno, "generator and coroutine functions are not optimized", "generator"
+        if isinstance(node, ast.Return) and node is not last and id(node) not in guarded:
+            return node.lineno, "an early return (a 'return' that is not the last statement)", "early return"
         if isinstance(node, ast.Name) and node.id in _DYNAMIC_SCOPE:
-            return node.lineno, f"'{node.id}' reads or changes the function's scope dynamically"
+            return node.lineno, f"'{node.id}' reads or changes the function's scope dynamically", "dynamic scope"
     late = _late_binding(definition)
     if late:
         return late
     return None
 
 
-def _late_binding(definition: ast.FunctionDef) -> tuple[int, str] | None:
+def _late_binding(definition: ast.FunctionDef) -> tuple[int, str, str] | None:
     """A lambda or generator expression that may run after its statement and reads locals.
 
     It would read the variables when it runs; separate blocks have separate variables.
@@ -276,7 +360,7 @@ def _late_binding(definition: ast.FunctionDef) -> tuple[int, str] | None:
         if isinstance(node, (ast.Lambda, ast.GeneratorExp)) and id(node) not in consumed:
             if names_read(node) & local:
                 kind = "a lambda" if isinstance(node, ast.Lambda) else "a generator expression"
-                return node.lineno, f"{kind} kept for later reads local variables when it runs"
+                return node.lineno, f"{kind} kept for later reads local variables when it runs", "late binding"
     return None
 
 

@@ -68,7 +68,21 @@ class TransformationGraph:
     model: ModelNode | None = None
     tail: list[Statement] = field(default_factory=list)  # the combine step and what follows it
     notes: list[str] = field(default_factory=list)  # lines that run as plain Python, and why
+    guards: list[Statement] = field(default_factory=list)  # leading 'if <test>: return/raise', run first
     unmodified_reason: str | None = None  # set when the whole function runs unmodified
+    unmodified_hint: str | None = None  # how to write the function so that it does not
+
+    @property
+    def guard_lines(self) -> list[str]:
+        """``line N: if <test>:`` per guard: they run first, and end the call as written when they fire."""
+        return [f"line {guard.lineno}: {_first_line(guard)}" for guard in self.guards]
+
+    def refusal(self, action: str) -> str:
+        """Why ``action`` (fit, top_k) cannot work on a function that runs unmodified, and what to write instead."""
+        return (
+            f"{action} needs the transformation graph of {self.name}, but it runs unmodified because of "
+            f"{self.unmodified_reason}; to fix it, {self.unmodified_hint}"
+        )
 
     @property
     def optimizable(self) -> bool:
@@ -79,6 +93,7 @@ class TransformationGraph:
         if not self.optimizable:
             out.append(f"  runs unmodified: {self.unmodified_reason}")
             return "\n".join(out)
+        out += [f"guard: {guard} (when it fires, the call returns or raises as written)" for guard in self.guard_lines]
         out.append("preprocessing (runs once, before any feature generator):")
         out += _statement_lines(self.preprocessing) or ["    (none)"]
         for ifv in self.ifvs:
@@ -100,16 +115,21 @@ class TransformationGraph:
         return "\n".join(out)
 
     def __repr__(self) -> str:
+        guards = "".join(f", guard: line {guard.lineno}" for guard in self.guards)
         return (
             f"<TransformationGraph {self.name}: {len(self.preprocessing)} preprocessing, "
-            f"{len(self.ifvs)} IFVs, model {self.model.method if self.model else None}>"
+            f"{len(self.ifvs)} IFVs, model {self.model.method if self.model else None}{guards}>"
         )
 
 
 def _statement_lines(statements: list[Statement]) -> list[str]:
     lines = []
     for statement in statements:
-        text = statement.source.splitlines()
         marker = "  [plain Python]" if statement.opaque else ""
-        lines.append(f"    line {statement.lineno}: {text[0]}{' ...' if len(text) > 1 else ''}{marker}")
+        lines.append(f"    line {statement.lineno}: {_first_line(statement)}{marker}")
     return lines
+
+
+def _first_line(statement: Statement) -> str:
+    text = statement.source.splitlines()
+    return text[0] + (" ..." if len(text) > 1 else "")

@@ -40,6 +40,16 @@ from willump.runtime.models import ranking_method, scores_from
 from willump.runtime.rows import take_argument_rows
 
 _HELPERS = {JOIN_BASE: join_base, JOIN_PART: join_part, JOIN_ASSEMBLE: join_assemble}
+_PASSED = "__willump_guard_passed"  # what a guard block returns when no branch of the guard ran
+_GUARD_PASSED = object()
+
+
+@dataclass(frozen=True)
+class Fired:
+    """A leading guard that ended the call: its line, and what the call returns."""
+
+    line: int
+    result: object
 
 
 @dataclass
@@ -65,6 +75,12 @@ class GraphExecutor:
         self._helpers = {name: _HELPERS[name] for name in plan.helpers}
         self._container = plan.container or list
         self._warned = False  # about running part of the function as written
+        # Each leading guard, as written, on the parameters: it returns _PASSED when the call goes on.
+        self._guards = [
+            (guard.lineno, compile_block(source.func, source.filename, [*self.parameters, _PASSED], [guard.node],
+                                         ast.Name(_PASSED, ast.Load())))
+            for guard in self.graph.guards
+        ]
 
         def compile_run(block, nodes, assigned, holder=False, result=None):
             if compile:
@@ -126,11 +142,26 @@ class GraphExecutor:
     # --- running whole calls -------------------------------------------------------------
 
     def __call__(self, *args, **kwargs):
-        """The function's result: its statements as written, compiled calls answered by kernels."""
-        return self._answer(self._bind(*args, **kwargs))
+        """The function's result: its guards, then its statements as written, compiled calls answered by kernels."""
+        bound = self._bind(*args, **kwargs)
+        fired = self._fired(bound) if self._guards else None
+        return fired.result if fired is not None else self._answer(bound)
+
+    def guard(self, arguments: dict) -> Fired | None:
+        """The first leading guard that ends the call for these arguments (bound by name), with what
+        the call returns; what a guard raises, it raises. None: the graph answers. Every way of
+        answering a call (plain, cascaded, top-K, fit's rows) runs this first."""
+        return self._fired(self.bound(arguments)) if self._guards else None
+
+    def _fired(self, bound: tuple) -> Fired | None:
+        for line, guard in self._guards:
+            result = guard(*bound, _GUARD_PASSED)
+            if result is not _GUARD_PASSED:
+                return Fired(line, result)
+        return None
 
     def run(self, arguments: dict):
-        """As calling the executor, with the arguments already bound by name."""
+        """As calling the executor, with the arguments already bound by name and the guards passed."""
         return self._answer(self.bound(arguments))
 
     def bound(self, arguments: dict) -> tuple:
