@@ -369,3 +369,28 @@ def test_prediction_assigned_then_wrapped_in_the_return():
     f = optimized(wrapped)
     assert f.graph.model.method == "predict_proba" and ifv_names(f) == ["a", "b"]
     pd.testing.assert_series_equal(f(FRAME), wrapped(FRAME))
+
+
+SIDE = pd.DataFrame({"key": np.arange(50), "c": np.linspace(-1, 1, 50)})
+RATIO_MODEL = Ridge().fit(np.random.default_rng(0).normal(size=(60, 4)), np.arange(60.0))
+
+
+def joined_then_assigned(df):
+    df = df.merge(SIDE, on="key", how="left")
+    X = df[["a", "b", "c"]].assign(ratio=df["a"] / df["b"])
+    return RATIO_MODEL.predict(X)
+
+
+def test_a_joined_frame_read_beside_its_selection_keeps_the_joins_whole():
+    """``df[cols].assign(r=df["a"] / df["b"])`` reads the joined frame twice: splitting the joins
+    into IFVs would leave the second read seeing the frame before the joins (whose index differs
+    from the joined one's for most inputs), so the chain is not split."""
+    optimized = willump.optimize(joined_then_assigned)
+    assert len(optimized.graph.ifvs) == 1
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"key": rng.integers(0, 50, 40), "a": rng.normal(size=40), "b": rng.uniform(1, 2, 40)},
+                         index=np.arange(100, 140))
+    rows = np.arange(0, 40, 3)
+    env, values = optimized.executor.features((frame,), rows=rows)
+    combined = optimized.executor.combine(env, [values[i] for i in range(len(values))])
+    np.testing.assert_array_equal(combined, joined_then_assigned(frame.iloc[rows]))

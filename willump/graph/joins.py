@@ -82,6 +82,8 @@ def find_join_chain(statements, flow, model, resolver, parameter_marker) -> Join
                 return None
     if flow.definitions(holder.index, _names(columns)) & set(join_indices):
         return None
+    if _reads_outside(holder.node, selection.value.id, selection):
+        return None  # (the rewrite would leave that read seeing the frame before the joins)
     # The rewrite reads the frame and the tables at the selection: they must not change before it.
     for join in joins:
         operands = _names(join.table) | _names(join.on)
@@ -92,6 +94,15 @@ def find_join_chain(statements, flow, model, resolver, parameter_marker) -> Join
                 return None
     groups = _groups(joins, resolver)
     return _rewrite(statements, holder, selection, columns, base, joins, groups)
+
+
+def _reads_outside(statement: ast.stmt, name: str, selection: ast.Subscript) -> bool:
+    """Does ``statement`` read ``name`` anywhere but in ``selection`` (``df[cols].assign(r=df["a"])``)?"""
+    inside = {id(n) for n in ast.walk(selection)}
+    return any(
+        isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) and id(n) not in inside
+        for n in ast.walk(statement)
+    )
 
 
 def _selection(statements, flow, model, parameter_marker):
