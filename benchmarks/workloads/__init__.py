@@ -1,7 +1,7 @@
 """The six benchmark workloads, by name: each module's ``build(rows=None, random_state=0)``
 returns a trained :class:`benchmarks.workloads.common.Workload`."""
 
-from benchmarks.workloads import credit, music, price, product, toxic, tracking
+from benchmarks.workloads import annuity, credit, loans, music, price, product, sms, toxic, tracking, tweets
 
 WORKLOADS = {
     "toxic": toxic,
@@ -10,6 +10,10 @@ WORKLOADS = {
     "credit": credit,
     "price": price,
     "tracking": tracking,
+    "loans": loans,
+    "annuity": annuity,
+    "tweets": tweets,
+    "sms": sms,
 }
 
 __all__ = ["WORKLOADS"]
