@@ -1,4 +1,4 @@
-"""Annuity: how large will an applicant's loan annuity be? Application columns and merged group means, LightGBM regressor.
+"""Annuity: how large will a loan's annuity be? Application columns and merged group means, LightGBM.
 
 Written the way a data scientist outside the project writes it (issue 28): statistics per
 organisation type and per occupation computed from the training rows with ``groupby().agg()``,
@@ -50,6 +50,6 @@ def build(rows: int | None = None, random_state: int = 0) -> Workload:
         return model.predict(X)
 
     model = FeatureCapture()  # fit_workload() puts the fitted model here
-    regressor = LGBMRegressor(n_estimators=200, learning_rate=0.05, random_state=random_state, verbose=-1,
+    regressor = LGBMRegressor(n_estimators=100, learning_rate=0.05, random_state=random_state, verbose=-1,
                               deterministic=True, force_row_wise=True)
     return fit_workload("annuity", predict, regressor, data, TASK, DESCRIPTION)
