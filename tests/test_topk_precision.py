@@ -21,7 +21,7 @@ from benchmarks.workloads import WORKLOADS
 
 # workload -> row cap (None: all of it) small enough for a quick fit on two cores
 OUTSIDE_STYLES = {"tweets": 4000, "sms": 3000, "loans": None, "annuity": 3000}
-BENCHMARKS = {"toxic": 3000, "product": 3000, "credit": None, "price": 3000, "music": 3000, "tracking": None}
+BENCHMARKS = {"toxic": 3000, "credit": None, "price": 3000, "music": 3000, "tracking": None}
 DEFAULT_TARGET = 0.95  # fit's documented default top_k_precision
 STRICT_TARGET = 0.99
 KS = (10, 50, 100)
@@ -64,7 +64,7 @@ def check_precision(name, target):
     """Ask every query; a failure lists each query's precision, the filter's state and its IFVs."""
     workload, optimized = trained(name), fitted(name, target)
     summary = optimized.explain().attrs["summary"]
-    filter_on = summary["top_k_filter"] == "on"
+    filter_on = str(summary["top_k_filter"]).startswith("on")  # "off: <why>" otherwise
     wanted = DEFAULT_TARGET if target is None else target
     lines, failures = [], 0
     for rows, k in queries(workload.test_inputs):
