@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 
 import willump
-from benchmarks.measure import top_k_positions, timed
+from benchmarks.measure import top_k_by_partition, top_k_positions, timed
 
 
 @dataclass
@@ -28,20 +28,29 @@ def _top_k_by_scores(predict):
     return lambda inputs, k: top_k_positions(predict(inputs), k)
 
 
+def _willump_top_k(optimized):
+    return lambda inputs, k: optimized.top_k(inputs, k=k)
+
+
+def scoring_and_argpartition(prepared: Prepared):
+    """The exact top K a user gets without willump's ``top_k``: the decorated call's scores and
+    ``np.argpartition``; the bar ``top_k`` must not fall below, with or without a filter."""
+    return lambda inputs, k: top_k_by_partition(prepared.predict(inputs), k)
+
+
 def python(workload) -> Prepared:
     """The undecorated pipeline: the baseline every ratio is against."""
     return Prepared(workload.predict, _top_k_by_scores(workload.predict))
 
 
 def willump_exact(workload) -> Prepared:
-    """``@willump.optimize`` without fit: the exact drop-in, compiled kernels on (the default)."""
+    """``@willump.optimize`` without fit: the exact drop-in, compiled kernels on (the default);
+    top-K by its ``top_k``, which is exact before fit."""
     start = time.perf_counter()
     optimized = willump.optimize(workload.predict)
     decoration = time.perf_counter() - start
     first_call, _ = timed(optimized, workload.test_inputs.iloc[:1])
-    return Prepared(
-        optimized, _top_k_by_scores(optimized), {"decoration": decoration, "first_call": first_call}
-    )
+    return Prepared(optimized, _willump_top_k(optimized), {"decoration": decoration, "first_call": first_call})
 
 
 def positive_class_accuracy(y_true, probabilities) -> float:
@@ -75,15 +84,13 @@ def willump_fitted(workload) -> Prepared:
         )
     )
     first_call, _ = timed(optimized, workload.test_inputs.iloc[:1])
-    return Prepared(
-        optimized,
-        lambda inputs, k: optimized.top_k(inputs, k=k),
-        {"decoration": decoration, "fit": fit, "first_call": first_call},
-    )
+    times = {"decoration": decoration, "fit": fit, "first_call": first_call}
+    return Prepared(optimized, _willump_top_k(optimized), times)
 
 
 CONFIGURATIONS = {"python": python, "willump": willump_exact, "willump-fit": willump_fitted}
 BASELINE = "python"
+EXACT_TOP_K = "willump"  # the configuration whose decorated call + argpartition is the exact top-K bar
 
 
 def exact_top_k(workload, k: int) -> np.ndarray:

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from benchmarks import report
 from benchmarks.__main__ import main
-from benchmarks.measure import average_precision, top_k_positions
+from benchmarks.measure import average_precision, top_k_by_partition, top_k_positions
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIRED = {"workload", "config", "mode", "metric", "value", "ratio_vs_python", "quality", "quality_metric"}
@@ -38,6 +40,7 @@ def test_quick_run_writes_records_for_every_configuration_and_mode(quick_results
             ("topk", "top100_throughput"),
             ("topk", "top100_precision"),
             ("topk", "top100_map"),
+            ("topk", "top10_precision"),
         ]:
             assert (config, mode, metric) in measured
     assert all(r["ratio_vs_python"] is None for r in records if r["config"] == "python")
@@ -45,9 +48,17 @@ def test_quick_run_writes_records_for_every_configuration_and_mode(quick_results
     # The exact drop-in answers exactly: the same quality and the exact top-100.
     exact = [r for r in records if r["config"] in ("python", "willump")]
     assert len({r["quality"] for r in exact}) == 1
-    assert all(r["value"] == 1.0 for r in exact if r["metric"] in ("top100_precision", "top100_map"))
+    assert all(r["value"] == 1.0 for r in exact if r["metric"].endswith(("_precision", "_map")))
     fitted = {r["metric"] for r in records if r["config"] == "willump-fit"}
     assert {"fit_time", "throughput", "p50_latency", "top100_precision", "accuracy"} <= fitted
+    # top_k against the exact bar (decorated call + argpartition), measured in the same rounds
+    for k in (100, 10):
+        bar = next(r["value"] for r in records if r["metric"] == f"top{k}_argpartition_throughput")
+        versus = {r["config"]: r["value"] for r in records if r["metric"] == f"top{k}_vs_exact"}
+        assert set(versus) == {"willump", "willump-fit"}
+        throughputs = {r["config"]: r["value"] for r in records if r["metric"] == f"top{k}_throughput"}
+        for config, value in versus.items():
+            assert value == pytest.approx(throughputs[config] / bar)
 
 
 def test_report_regenerates_the_readme_section(quick_results, tmp_path):
@@ -75,8 +86,21 @@ def test_missing_data_is_a_one_line_error_naming_path_and_variable(tmp_path):
 def test_top_k_helpers():
     scores = np.array([0.1, 0.9, 0.5, 0.9, 0.2])
     np.testing.assert_array_equal(top_k_positions(scores, 3), [1, 3, 2])
+    np.testing.assert_array_equal(top_k_by_partition(scores, 3), [1, 3, 2])
+    np.testing.assert_array_equal(top_k_by_partition(scores, 5), top_k_positions(scores, 5))
     assert average_precision(np.array([1, 3, 2]), np.array([1, 3, 2])) == 1.0
     assert average_precision(np.array([0, 1, 3]), np.array([1, 3, 2])) == pytest.approx((1 / 2 + 2 / 3) / 3)
+
+
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=40), st.integers(1, 40))
+def test_top_k_by_partition_ranks_as_the_stable_argsort_up_to_ties(values, k):
+    scores = np.array(values, dtype=float)
+    k = min(k, len(scores))
+    chosen, exact = top_k_by_partition(scores, k), top_k_positions(scores, k)
+    np.testing.assert_array_equal(scores[chosen], scores[exact])  # the same scores, best first
+    assert len(set(chosen.tolist())) == k
+    tied = scores[exact] == scores[exact[-1]]
+    np.testing.assert_array_equal(chosen[~tied], exact[~tied])  # the same rows above the K-th score
 
 
 def test_music_stream_counts_keys_against_the_undecorated_pipeline(redis_client, datasets):

@@ -1,4 +1,4 @@
-"""The six workloads on real data: the graphs willump finds and exact answers.
+"""The benchmark workloads on real data: the graphs willump finds and exact answers.
 
 Each workload trains its pipeline the way a data scientist would (``benchmarks/workloads``);
 the optimized function must return exactly what the undecorated one returns on the whole
@@ -23,6 +23,10 @@ EXPECTED_IFVS = {
         "df", "ip_clicks", "app_clicks", "device_clicks", "os_clicks", "channel_clicks",
         "ip_app_clicks", "ip_os_clicks", "app_channel_clicks", "ip_apps", "ip_channels",
     ],
+    "tweets": ["words", "chars", "counts"],
+    "sms": ["words", "grams", "length"],
+    "loans": ["df", "bureau_agg", "previous_agg", "installments_agg"],
+    "annuity": ["df", "by_organisation", "by_occupation"],
 }
 
 

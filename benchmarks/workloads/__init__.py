@@ -1,7 +1,10 @@
-"""The six benchmark workloads, by name: each module's ``build(rows=None, random_state=0)``
-returns a trained :class:`benchmarks.workloads.common.Workload`."""
+"""The benchmark workloads, by name: each module's ``build(rows=None, random_state=0)``
+returns a trained :class:`benchmarks.workloads.common.Workload`.
 
-from benchmarks.workloads import credit, music, price, product, toxic, tracking
+The paper's six (toxic, product, music, credit, price, tracking), then four written in the
+styles of people outside the project (tweets, sms, loans, annuity: issue 28)."""
+
+from benchmarks.workloads import annuity, credit, loans, music, price, product, sms, toxic, tracking, tweets
 
 WORKLOADS = {
     "toxic": toxic,
@@ -10,6 +13,10 @@ WORKLOADS = {
     "credit": credit,
     "price": price,
     "tracking": tracking,
+    "loans": loans,
+    "annuity": annuity,
+    "tweets": tweets,
+    "sms": sms,
 }
 
 __all__ = ["WORKLOADS"]
