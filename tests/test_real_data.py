@@ -25,8 +25,10 @@ EXPECTED_IFVS = {
     ],
     "tweets": ["words", "chars", "counts"],
     "sms": ["words", "grams", "length"],
-    "loans": ["df", "bureau_agg", "previous_agg", "installments_agg"],
-    "annuity": ["df", "by_organisation", "by_occupation"],
+    # df[cols].assign(ratio=df["a"] / df["b"]) reads the joined frame beside its selection: the
+    # joins are not split into IFVs, so these two have one (issue 29 splits such spellings).
+    "loans": ["X"],
+    "annuity": ["X"],
 }
 
 

@@ -117,14 +117,23 @@ def plan(shares):
 
 def test_the_plan_serves_the_cells_around_a_query_and_exactly_outside_them():
     p = plan([[0.2, 0.5], [0.1, 0.3]])
-    assert p.candidates(99, 1) is None  # a batch smaller than every validated one
-    assert p.candidates(400, 80) is None  # k/n = 0.2, larger than every validated share
-    assert p.candidates(400, 4) == 40  # a validated cell
-    assert p.candidates(200, 2) == 40  # between batch sizes: the larger share of the two (0.2)
-    assert p.candidates(1000, 50) == 300  # above the largest batch: its share, for k/n = 0.05 -> 0.1's
-    assert p.candidates(100, 1) == 20
-    assert plan([[0.2, np.nan], [0.1, 0.3]]).candidates(200, 20) is None  # a cell around it runs exactly
-    assert plan([[0.2, 1.0], [0.1, 0.3]]).candidates(100, 10) is None  # the whole batch: exactly
+    cells = {"c_k": 1, "min_fraction": 0}  # (no floors: the validated cells alone)
+    assert p.candidates(99, 1, **cells) is None  # a batch smaller than every validated one
+    assert p.candidates(400, 80, **cells) is None  # k/n = 0.2, larger than every validated share
+    assert p.candidates(400, 4, **cells) == 40  # a validated cell
+    assert p.candidates(200, 2, **cells) == 40  # between batch sizes: the larger share of the two (0.2)
+    assert p.candidates(1000, 50, **cells) == 300  # above the largest batch: its share, for k/n = 0.05 -> 0.1's
+    assert p.candidates(100, 1, **cells) == 20
+    assert plan([[0.2, np.nan], [0.1, 0.3]]).candidates(200, 20, **cells) is None  # a cell around it runs exactly
+    assert plan([[0.2, 1.0], [0.1, 0.3]]).candidates(100, 10, **cells) is None  # the whole batch: exactly
+
+
+def test_the_plan_keeps_at_least_the_papers_floors():
+    p = plan([[0.02, 0.5], [0.01, 0.3]])
+    assert p.candidates(4000, 4) == 200  # min_fraction 0.05 of 4000 above the validated 1%
+    assert p.candidates(4000, 30) == 300  # c_k 10 * 30
+    assert p.candidates(4000, 30, c_k=1, min_fraction=0.01) == 40  # lower floors: the validated 1%
+    assert p.candidates(400, 40) is None  # 10 * 40 is the whole batch: exactly
 
 
 def scored(df):
@@ -163,8 +172,8 @@ def test_filtered_top_k_meets_its_precision_target_on_new_rows(target):
 def test_explain_shows_the_reference_query_and_the_shares():
     summary = fitted_scored().explain().attrs["summary"]
     reference = summary["top_k_reference_query"]
-    assert set(reference) == {"k_share", "batch_rows", "candidate_share", "expected_precision"}
-    assert reference["expected_precision"] >= 0.95 and 0 < reference["candidate_share"] < 1
+    assert set(reference) == {"k_share", "batch_rows", "validated_share", "candidate_share", "expected_precision"}
+    assert reference["expected_precision"] >= 0.95 and 0 < reference["validated_share"] <= reference["candidate_share"] < 1
     assert "99% of 200" in summary["top_k_rule"]
     assert set(summary["top_k_candidate_shares"]) == {125, 500, 2000}
 

@@ -1,7 +1,6 @@
 """``willump.optimize``: the decorator and the function object it returns."""
 
 import functools
-import math
 import types
 import warnings
 
@@ -12,6 +11,7 @@ from willump import persistence
 from willump.compile.parallel import Workers, default_workers
 from willump.errors import WillumpWarning, warn
 from willump.runtime import cascade, drift, topk
+from willump.runtime.topk import DEFAULT_C_K, DEFAULT_MIN_FRACTION
 from willump.optimizations.fit import Fitted
 from willump.optimizations.fit import fit as fit_optimizations
 from willump.optimizations.selection import DEFAULT_GAMMA
@@ -270,14 +270,14 @@ class OptimizedFunction:
         self._fitted.set_threshold(threshold)
         return self
 
-    def top_k(self, *inputs, k, c_k=None, min_fraction=None):
+    def top_k(self, *inputs, k, c_k=DEFAULT_C_K, min_fraction=DEFAULT_MIN_FRACTION):
         """Positions (np.ndarray) of the ``k`` best-scoring rows, best first (ties by position).
 
         Score: positive-class probability for binary classifiers, predicted value for regressors.
         Before ``fit`` the answer is exact. After ``fit``, when the filter is on, a filter model
         keeps the candidates and only those are ranked by the full model: as many as ``fit``
         validated for this query's batch size and k/n to hold ``top_k_precision`` of the exact
-        top-K, at least max(c_k * k, min_fraction * n) when those are given; a query unlike
+        top-K, and at least max(c_k * k, min_fraction * n) (the paper's floors); a query unlike
         any validated (a batch smaller, or k/n larger) is answered exactly. ``k`` larger than
         the batch is clamped to its size.
         An empty batch has no positions; a guard the function starts with that ends the call
@@ -289,9 +289,9 @@ class OptimizedFunction:
             raise ValueError(f"top_k cannot score rows: {self._executor.model_split_problem}")
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
             raise ValueError(f"k must be a positive integer; got {k!r}")
-        if c_k is not None and not (np.isfinite(c_k) and c_k >= 1):
+        if not (np.isfinite(c_k) and c_k >= 1):
             raise ValueError(f"c_k must be a number >= 1 (candidates kept per row asked for); got {c_k!r}")
-        if min_fraction is not None and not 0 <= min_fraction <= 1:
+        if not 0 <= min_fraction <= 1:
             raise ValueError(f"min_fraction must be between 0 and 1; got {min_fraction!r}")
         arguments = self._executor.arguments(inputs, {})
         n = batch_length(arguments)
@@ -303,7 +303,8 @@ class OptimizedFunction:
         self._refuse_guarded("top_k", "these rows", arguments)
         call = start_call(self._stats, self._lookup_caches)  # (its lookups count, and use the caches, as a call's)
         try:
-            keep = None if self._fitted_exactly() else self._candidates(n, k, c_k, min_fraction)
+            plan = None if self._fitted is None or self._fitted_exactly() else self._fitted.top_k_plan
+            keep = plan.candidates(n, k, c_k, min_fraction) if plan is not None else None
             if keep is None:
                 self._stats.count(top_k_candidates=n)
                 return topk.exact(self._executor, arguments, k, self._feature_rows)
@@ -312,15 +313,6 @@ class OptimizedFunction:
             raise ValueError(f"top_k cannot compute the IFVs of these inputs separately ({reason})") from None
         finally:
             end_call(call)
-
-    def _candidates(self, n: int, k: int, c_k, min_fraction) -> int | None:
-        """Rows the filter keeps for the k best of n, or None: the query is answered exactly."""
-        plan = self._fitted.top_k_plan if self._fitted is not None else None
-        keep = plan.candidates(n, k) if plan is not None else None
-        if keep is None:
-            return None
-        keep = max(keep, math.ceil((c_k or 1) * k), math.ceil((min_fraction or 0) * n))
-        return keep if keep < n else None
 
     def explain(self) -> pd.DataFrame:
         """Per IFV: cost per row, importance, cost-effectiveness, selected; ``.attrs["summary"]`` has the rest."""

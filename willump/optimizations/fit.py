@@ -497,16 +497,20 @@ def _fit_filter(executor, fitted, model, filter_model, valid, valid_X, small_val
             f"(at least {topk_fit.SMALLEST_BATCH} are needed)"
         )
         return
-    usable = shares < 1
+    kept = topk_fit.with_floors(shares)  # (what a query with top_k's default options keeps)
+    # A filter that must keep more than half of the batch can hardly pay, and a large share says it
+    # ranks the top rows poorly, where a few validation rows decide: such shapes run exactly.
+    usable = kept <= topk_fit.MAX_SHARE
     if costs is not None:
         costs = {**costs, **_split_costs(fitted), "filter": _seconds_per_row(lambda: ranking_score(filter_model, small_valid_X), len(filter_scores))}
-        speedups = topk_fit.expected_speedups(shares, costs)
+        speedups = topk_fit.expected_speedups(kept, costs)
         usable &= speedups >= topk_fit.MIN_SPEEDUP
     reference = _reference_cell(shares, usable)
     i, j = reference
     figures = {
         "k_share": topk_fit.QUERY_SHARES[j], "batch_rows": int(sizes[i]),
-        "candidate_share": float(shares[i, j]), "expected_precision": float(precisions[i, j]),
+        "validated_share": float(shares[i, j]), "candidate_share": float(kept[i, j]),
+        "expected_precision": float(precisions[i, j]),
     }
     if costs is not None:
         figures["expected_speedup"] = float(speedups[i, j])

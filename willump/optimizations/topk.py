@@ -17,11 +17,14 @@ import math
 
 import numpy as np
 
+from willump.runtime.topk import DEFAULT_C_K, DEFAULT_MIN_FRACTION
+
 RESAMPLES = 200  # batches drawn per batch size
 LEVEL = 0.99  # share of the batches the candidate share must meet the target in
 QUERY_SHARES = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)  # k / n of the validated queries
 SMALLEST_BATCH = 100  # batch sizes validated: the validation rows' count, then quarter by quarter down to this
 MARGIN = 1.5  # candidates kept per candidate the resamples need
+MAX_SHARE = 0.5  # a query shape whose filter must keep more of the batch runs exactly
 MIN_SPEEDUP = 1.25  # expected speed-up (from the measured costs) a query shape needs to use the filter
 
 
@@ -77,6 +80,12 @@ def candidate_shares(full, filtered, target: float, level: float = LEVEL, resamp
             shares[i, j] = needed / size
             precisions[i, j] = np.mean([np.searchsorted(r, needed) / k for r in ranks])
     return np.asarray(sizes), shares, precisions
+
+
+def with_floors(shares: np.ndarray) -> np.ndarray:
+    """The shares a query keeps with top_k's default floors, max(c_k * k, min_fraction * n), per query share."""
+    floors = np.maximum(DEFAULT_C_K * np.asarray(QUERY_SHARES), DEFAULT_MIN_FRACTION)
+    return np.minimum(np.maximum(shares, floors), 1.0)
 
 
 def expected_speedups(shares: np.ndarray, costs: dict) -> np.ndarray:

@@ -13,6 +13,9 @@ from willump.runtime.cascade import full_model_input, ifv_values
 from willump.runtime.features import feature_matrix
 from willump.runtime.models import ranking_score
 
+DEFAULT_C_K = 10  # the paper's floors on the candidates: c_k * k ...
+DEFAULT_MIN_FRACTION = 0.05  # ... and this share of the batch (its Table 7: smaller subsets cost precision, not time)
+
 
 @dataclass
 class FilterPlan:
@@ -33,13 +36,15 @@ class FilterPlan:
     query_shares: np.ndarray  # ascending
     candidate_shares: np.ndarray  # (batch sizes, query shares)
 
-    def candidates(self, n: int, k: int) -> int | None:
+    def candidates(self, n: int, k: int, c_k: float = DEFAULT_C_K, min_fraction: float = DEFAULT_MIN_FRACTION) -> int | None:
         """Candidates to keep for the k best of n rows, or None: this query runs exactly.
 
         The validated cells around the query (the batch sizes just below and above ``n``,
-        the nearest query share at least ``k / n``): the largest of their shares. A query
-        outside what was validated (a batch smaller than every validated one, a share larger
-        than every validated one) runs exactly, as does one a cell around it says to.
+        the nearest query share at least ``k / n``): the largest of their shares, and at
+        least max(c_k * k, min_fraction * n), the paper's floors. A query outside what was
+        validated (a batch smaller than every validated one, a share larger than every
+        validated one) runs exactly, as does one a cell around it says to, or one whose
+        candidates would be the whole batch.
         """
         sizes = self.batch_sizes
         column = np.searchsorted(self.query_shares, k / n, side="left")
@@ -50,7 +55,7 @@ class FilterPlan:
         shares = self.candidate_shares[rows, column]
         if np.isnan(shares).any():
             return None
-        keep = max(int(math.ceil(shares.max() * n)), k)
+        keep = max(math.ceil(shares.max() * n), math.ceil(c_k * k), math.ceil(min_fraction * n), k)
         return keep if keep < n else None
 
     def describe(self) -> dict:
