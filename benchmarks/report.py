@@ -44,11 +44,11 @@ def render(documents: list[dict]) -> str:
         "configuration called 50 times in a row (its own steady state); "
         "top-K is the 100 (or 10) best rows of the test split, precision against the undecorated function's; "
         "\"vs exact\" is `top_k`'s throughput over the decorated call's scores plus `np.argpartition` "
-        "(below 1: slower than exact). "
+        "(below 1: slower than exact); the drift guard's checks and alarms count over one call on the test split. "
         f"Python {machine['python']}, " + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()) + ".",
         "",
-        "| workload | config | batch rows/s | × | p50 ms | × | p99 ms | × | p50 ms, blocks | × | top-100 rows/s | × | top-100 vs exact | top-100 precision | top-10 vs exact | top-10 precision | quality | accuracy | small model answers | fit s | decoration s | first call s |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|",
+        "| workload | config | batch rows/s | × | p50 ms | × | p99 ms | × | p50 ms, blocks | × | top-100 rows/s | × | top-100 vs exact | top-100 precision | top-10 vs exact | top-10 precision | quality | accuracy | small model answers | drift checks / alarms | fit s | decoration s | first call s |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|",
     ]
     for document in sorted(documents, key=lambda d: d["workload"]):
         records = document["records"]
@@ -71,10 +71,16 @@ def render(documents: list[dict]) -> str:
                 f"| {value('top100_throughput')} | {ratio('top100_throughput')} | {value('top100_vs_exact', 2)} "
                 f"| {value('top100_precision', 2)} | {value('top10_vs_exact', 2)} | {value('top10_precision', 2)} "
                 f"| {any_record['quality_metric']} {any_record['quality']:.4f} "
-                f"| {value('accuracy', 4)} | {value('small_model_fraction', 2)} "
+                f"| {value('accuracy', 4)} | {value('small_model_fraction', 2)} | {_drift(value)} "
                 f"| {value('fit_time', 1)} | {value('decoration_time', 3)} | {value('first_call_time', 3)} |"
             )
     return "\n".join(lines)
+
+
+def _drift(value) -> str:
+    """The drift guard's checks and alarms over the test split (fitted configurations)."""
+    checks = value("drift_checks")
+    return f"{checks} / {value('drift_alarms')}" if checks else ""
 
 
 def _configuration_order(config: str) -> int:

@@ -88,6 +88,9 @@ def run_workload(name: str, modes, settings: Settings, out: Path, log=print) -> 
             stats = p.predict.stats
             if stats["rows_seen"]:
                 record(config, "quality", "small_model_fraction", stats["rows_small_model"] / stats["rows_seen"], "")
+            if getattr(p.predict, "_fitted", None) is not None:  # the drift guard over the test split
+                record(config, "quality", "drift_checks", stats["drift_checks"], "")
+                record(config, "quality", "drift_alarms", stats["drift_alarms"], "")
     predictors = {config: p.predict for config, p in prepared.items()}
     if "batch" in modes:
         for config, value in batch_throughputs(predictors, workload.test_inputs, settings.batch_repeats).items():
