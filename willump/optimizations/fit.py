@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import mean_squared_error, roc_auc_score
 
-from willump.analysis.costs import generator_costs, preprocessing_cost
+from willump.analysis.costs import generator_costs, least_seconds, preprocessing_cost
 from willump.analysis.importance import (
     column_blocks,
     is_linear,
@@ -195,9 +195,7 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
 
     fitted.costs = generator_costs(executor, env, n) if given_costs is None else given_costs
     pre_cost = preprocessing_cost(executor, train, n)
-    started = time.perf_counter()
-    call(model, fitted.method, X)
-    model_cost = (time.perf_counter() - started) / n
+    model_cost = least_seconds(lambda: call(model, fitted.method, X)) / n
     stage("costs measured")
 
     _, valid_X = executor.model_input(valid_env, [valid_values[i] for i in range(k)])
