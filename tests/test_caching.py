@@ -322,7 +322,7 @@ def test_cascades_fetch_nothing_for_rows_the_small_model_answers(redis_client):
         return model.predict(np.hstack([cheap, s.to_numpy(dtype=float)]))
 
     optimized = willump.optimize(predict, cache_size=10)
-    optimized.fit(df.iloc[:2000], y=y[:2000], progress=False)
+    optimized.fit(df.iloc[:2000], y=y[:2000], costs={"cheap": 1e-8, "s": 1e-5}, check_speed=False, progress=False)
     assert optimized.explain().attrs["summary"]["cascades"] == "on"
     optimized.reset_stats()
     test = df.iloc[2000:]
