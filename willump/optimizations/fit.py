@@ -405,8 +405,8 @@ def _percent(share: float) -> str:
 def _check_expected_speedup(fitted, small_valid_X, pre_cost, model_cost, summary) -> None:
     """Turn the cascade off when the measured costs say it cannot pay for computing the small model's IFVs first.
 
-    The small model is timed as the IFVs are (``analysis.costs``): the least of ``REPEATS``
-    calls after one not counted, which pays for compiling its kernel.
+    The small model is timed as the IFVs are (``analysis.costs``): the least of several calls
+    after one not counted, which pays for compiling its kernel.
     """
     small_cost = least_seconds(lambda: call(fitted.small_model, fitted.method, small_valid_X)) / small_valid_X.shape[0]
     costs = PathCosts(
@@ -539,16 +539,16 @@ def serving_decision(exact: dict, cascaded: dict) -> tuple[bool, str]:
 
 def _measure_serving(executor, fitted, valid: dict, summary: dict, single_rows: int = 20) -> None:
     """Time the cascade against the exact (compiled) path on the validation rows, as a batch and
-    row by row, and keep it as ``serving_decision`` says. Each query is timed as the IFVs are
-    (``analysis.costs``): the least of ``REPEATS`` runs after one not counted, which builds the
-    compiled programs."""
+    row by row, and keep it as ``serving_decision`` says. The batch, and the single rows one
+    after the other, are timed as the IFVs are (``analysis.costs``): the least of several runs
+    after one not counted, which builds the compiled programs."""
     discard = Stats()
     paths = {"exact": executor.run, "cascaded": lambda arguments: cascade.serve(executor, fitted, arguments, discard)}
     rows = [take_argument_rows(valid, [i], fitted.batch_names) for i in range(min(single_rows, _rows(valid)))]
     seconds = {path: {} for path in paths}
     for size, inputs, count in (("batch", [valid], _rows(valid)), ("single_row", rows, len(rows))):
         for path, run in paths.items():
-            seconds[path][size] = sum(least_seconds(lambda a=a, run=run: run(a)) for a in inputs) / count
+            seconds[path][size] = least_seconds(lambda run=run, inputs=inputs: [run(a) for a in inputs]) / count
         summary[f"measured_speedup_{size}"] = seconds["exact"][size] / seconds["cascaded"][size]
     keep, reason = serving_decision(seconds["exact"], seconds["cascaded"])
     logger.info("fit: %s", reason)
