@@ -132,35 +132,27 @@ def deciding(monkeypatch, name, verdict):
     monkeypatch.setattr(fitting, name, decided)
 
 
-def test_fit_turns_the_cascade_off_with_the_reason_the_expected_speedup_gives(monkeypatch):
-    deciding(monkeypatch, "expected_speedup_decision", False)
+@pytest.mark.parametrize("worth, keep, outcome", [
+    (False, None, "off: at threshold "),  # (then the serving check is not measured)
+    (True, False, "off: measured on the validation rows, the cascade takes "),
+    (True, True, "on"),
+], ids=["not worth measuring", "measured slower", "measured faster"])
+def test_fit_acts_on_what_its_speed_decisions_say(monkeypatch, worth, keep, outcome):
+    deciding(monkeypatch, "expected_speedup_decision", worth)
+    if keep is not None:
+        deciding(monkeypatch, "serving_decision", keep)
     f = optimized(scored, LogisticRegression(), costs=SCORED_COSTS)
     summary = f.explain().attrs["summary"]
-    assert summary["cascades"].startswith("off: at threshold ")
-    assert "of the validation rows; per row the cascade costs " in summary["cascades"]
-    assert "threshold" not in summary and "expected_speedup" not in summary
-    assert "measured_speedup_batch" not in summary  # (not worth measuring)
-    pd.testing.assert_series_equal(f(TEST), f.py_func(TEST))
-
-
-def test_fit_turns_the_cascade_off_with_the_reason_the_serving_check_gives(monkeypatch):
-    deciding(monkeypatch, "expected_speedup_decision", True)
-    deciding(monkeypatch, "serving_decision", False)
-    f = optimized(scored, LogisticRegression(), costs=SCORED_COSTS)
-    summary = f.explain().attrs["summary"]
-    assert summary["cascades"].startswith("off: measured on the validation rows, the cascade takes ")
-    assert "threshold" not in summary and summary["measured_speedup_batch"] > 0
-    pd.testing.assert_series_equal(f(TEST), f.py_func(TEST))
-
-
-def test_fit_keeps_the_cascade_the_serving_check_keeps(monkeypatch):
-    deciding(monkeypatch, "expected_speedup_decision", True)
-    deciding(monkeypatch, "serving_decision", True)
-    f = optimized(scored, LogisticRegression(), costs=SCORED_COSTS)
-    summary = f.explain().attrs["summary"]
-    assert summary["cascades"] == "on" and summary["expected_speedup"] > 0 and summary["measured_speedup_single_row"] > 0
-    f(TEST)
-    assert f.stats["rows_small_model"] > 0
+    assert summary["cascades"].startswith(outcome)
+    assert ("threshold" in summary) == ("expected_speedup" in summary) == (outcome == "on")
+    assert ("measured_speedup_batch" in summary) == ("measured_speedup_single_row" in summary) == worth
+    f.reset_stats()
+    result = f(TEST)
+    if outcome == "on":
+        assert f.stats["rows_small_model"] > 0
+    else:
+        assert "per row" in summary["cascades"] and f.stats["rows_small_model"] == 0
+        pd.testing.assert_series_equal(result, f.py_func(TEST))
 
 
 # --- the threshold boundary: confidence at least the threshold takes the small model's answer ---
