@@ -1,10 +1,11 @@
 """Helpers shared by the tests: a model stand-in, running a function both ways, pipelines defined
-from source text, and work on several threads at once."""
+from source text, work on several threads at once, and Redis connections that count their attempts."""
 
 import linecache
 import threading
 
 import pytest
+import redis
 
 
 class Identity:
@@ -45,3 +46,25 @@ def in_threads(work, items, timeout: float | None = None) -> list:
     for thread in threads:
         thread.join(timeout)
     return threads
+
+
+class _Counting:
+    """A redis-py connection that counts, in its class's ``attempts``, the sockets it tries to open,
+    and keeps in ``timeouts`` the read timeout of each it opened: how long a request on it waits."""
+
+    attempts = 0
+    timeouts = ()
+
+    def _connect(self):
+        type(self).attempts += 1
+        opened = super()._connect()
+        type(self).timeouts += (opened.gettimeout(),)
+        return opened
+
+
+class CountedConnection(_Counting, redis.Connection):
+    pass
+
+
+class CountedUnixConnection(_Counting, redis.UnixDomainSocketConnection):
+    pass

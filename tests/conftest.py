@@ -79,6 +79,42 @@ def redis_server():
 
 
 @pytest.fixture
+def stopped_redis(redis_server):
+    """``with stopped_redis():`` the session's redis-server is stopped (SIGSTOP) for the block: its
+    connections stay open and nobody reads a request, a server slower than any timeout, with no
+    clock in the test. It goes on (SIGCONT) when the block ends, or after a minute should the test
+    wait for it (the test then fails on the late answer instead of hanging)."""
+    import contextlib
+    import signal
+    import threading
+
+    import redis
+
+    with redis.Redis(host=redis_server[0], port=redis_server[1]) as client:
+        pid = int(client.info("server")["process_id"])
+
+    def state() -> str:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0]
+
+    @contextlib.contextmanager
+    def stopped():
+        go_on = lambda: os.kill(pid, signal.SIGCONT)  # noqa: E731
+        watchdog = threading.Timer(60, go_on)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            while state() != "T":  # (the signal is delivered, not yet acted on)
+                os.sched_yield()
+            watchdog.start()
+            yield
+        finally:
+            watchdog.cancel()
+            go_on()
+
+    return stopped
+
+
+@pytest.fixture
 def redis_client(redis_server):
     """A client of the session's redis-server, on an empty database."""
     import redis

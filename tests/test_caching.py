@@ -2,7 +2,6 @@
 and their counters, against a real redis-server: the answers are always the undecorated ones."""
 
 import threading
-import time
 
 import numpy as np
 import pandas as pd
@@ -14,7 +13,7 @@ from sklearn.linear_model import LogisticRegression
 
 import willump
 from willump.runtime.caches import MISSING, LRUCache
-from answers import in_threads
+from answers import CountedConnection, in_threads
 
 pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
 
@@ -280,9 +279,10 @@ def test_calls_from_many_threads_share_the_cache(remote_tables):
     assert stats["cache_hits"] + stats["cache_misses"] > 0 and stats["remote_keys"] == stats["cache_misses"]
 
 
-def test_a_slow_redis_is_an_error_and_the_cache_stays_correct(redis_server, redis_client):
+def test_a_slow_redis_is_an_error_and_the_cache_stays_correct(redis_server, redis_client, stopped_redis):
     host, port = redis_server
-    client = redis.Redis(host=host, port=port)
+    client = redis.Redis(connection_pool=redis.ConnectionPool(connection_class=CountedConnection, host=host, port=port))
+    CountedConnection.timeouts = ()
     users = willump.RedisTable(client, "users", key="userId", timeout=0.3)
     songs = willump.RedisTable(client, "songs", key="songId", timeout=0.3)
     users.put(USERS)
@@ -292,15 +292,11 @@ def test_a_slow_redis_is_an_error_and_the_cache_stays_correct(redis_server, redi
     known = inputs([1], ["s1"])
     expected = predict(known)
     assert_same(optimized(known), expected)
-    sleeper = threading.Thread(target=lambda: redis.Redis(host=host, port=port).execute_command("DEBUG", "SLEEP", 1.0))
-    sleeper.start()
-    time.sleep(0.1)
-    started = time.perf_counter()
-    with pytest.raises(willump.RemoteLookupError, match="did not answer within the timeout"):
-        optimized(inputs([2], ["s2"]))
-    assert time.perf_counter() - started < 0.9
-    assert_same(optimized(known), expected)  # from the cache, while Redis still sleeps
-    sleeper.join()
+    with stopped_redis():  # (it answers nothing until the block ends: waiting for it never succeeds)
+        with pytest.raises(willump.RemoteLookupError, match="did not answer within the timeout"):
+            optimized(inputs([2], ["s2"]))
+        assert_same(optimized(known), expected)  # from the cache, while Redis answers nothing
+    assert set(CountedConnection.timeouts) == {0.3}  # each request waited the tables' timeout at most
     df = inputs([2, 1], ["s2", "s1"])
     assert_same(optimized(df), predict(df))
 
@@ -322,7 +318,7 @@ def test_cascades_fetch_nothing_for_rows_the_small_model_answers(redis_client):
         return model.predict(np.hstack([cheap, s.to_numpy(dtype=float)]))
 
     optimized = willump.optimize(predict, cache_size=10)
-    optimized.fit(df.iloc[:2000], y=y[:2000], progress=False)
+    optimized.fit(df.iloc[:2000], y=y[:2000], costs={"cheap": 1e-8, "s": 1e-5}, check_speed=False, progress=False)
     assert optimized.explain().attrs["summary"]["cascades"] == "on"
     optimized.reset_stats()
     test = df.iloc[2000:]

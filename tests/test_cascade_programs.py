@@ -95,9 +95,10 @@ def _fit(shape: str, **options):
     pipeline = define(SHAPES[shape], namespace, f"<cascaded pipeline {shape} {id(namespace)}>")
     optimized = willump.optimize(pipeline, **options).fit(
         pd.DataFrame({"text": TRAIN}), y=_labels(shape, Y_TRAIN),
-        validation=(pd.DataFrame({"text": VALID}), _labels(shape, Y_VALID)), top_k=False, progress=False,
+        validation=(pd.DataFrame({"text": VALID}), _labels(shape, Y_VALID)), top_k=False, check_speed=False,
+        progress=False,
     )
-    if optimized._fitted.threshold is None:  # turned off as slower: served cascaded all the same
+    if optimized._fitted.threshold is None:  # no threshold within the accuracy loss: served cascaded all the same
         assert optimized._fitted.small_model is not None, optimized.explain().attrs["summary"]
         optimized._fitted.threshold = 0.8
     return optimized
@@ -170,7 +171,8 @@ def test_a_batch_of_sure_and_unsure_rows(shape):
     confidence = optimized._fitted.small_model.predict_proba(
         sp.hstack([values[i] for i in selected], format="csr")
     ).max(axis=1)
-    optimized._fitted.threshold = threshold = np.median(confidence)
+    # a row's confidence: rows exactly at the threshold take the small model's answer ("at least")
+    optimized._fitted.threshold = threshold = np.sort(confidence)[len(confidence) // 2]
     seen, small, full = assert_program_answers_as_the_blocks(optimized, rows)
     assert seen == len(rows) and small > 0 and full > 0
     unsure = confidence < threshold

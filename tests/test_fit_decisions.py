@@ -1,0 +1,212 @@
+"""fit's decisions without the machine's speed: the timing decisions on injected timings, the
+threshold boundary ("confidence at least the threshold" takes the small model's answer), and two
+fits of the same data making the same decisions."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from lightgbm import LGBMClassifier
+from sklearn.linear_model import LogisticRegression
+
+import willump
+from willump.optimizations import fit as fitting
+from willump.optimizations.cascades import choose_threshold
+from willump.optimizations.fit import MIN_SPEEDUP, PathCosts, expected_speedup_decision, serving_decision
+
+
+def slow_feature(value):
+    return math.sin(value) * 0.1 + sum(math.cos(value * i) for i in range(20)) * 1e-3
+
+
+def make_rows(n, random_state):
+    rng = np.random.default_rng(random_state)
+    frame = pd.DataFrame({"x": rng.normal(scale=3.0, size=n), "w": rng.normal(size=n), "z": rng.normal(size=n)})
+    y = (frame["x"] + 0.5 * frame["z"] + 0.3 * frame["w"] + rng.normal(scale=0.3, size=n) > 0).astype(int)
+    return frame, y.to_numpy()
+
+
+TRAIN, Y_TRAIN = make_rows(1500, 0)
+VALID, Y_VALID = make_rows(1000, 1)
+TEST, _ = make_rows(500, 2)
+
+
+def scored(df):
+    cheap = df[["x"]].to_numpy()
+    costly = df["z"].apply(slow_feature).to_numpy().reshape(-1, 1)
+    return pd.Series(model.predict_proba(np.hstack([cheap, costly]))[:, 1], index=df.index, name="p")
+
+
+def three_ifvs(df):
+    cheap = df[["x"]].to_numpy()
+    middle = df[["w"]].to_numpy() * 2.0
+    costly = df["z"].apply(slow_feature).to_numpy().reshape(-1, 1)
+    return model.predict_proba(np.hstack([cheap, middle, costly]))[:, 1]
+
+
+def features(function, frame):
+    columns = {"scored": [frame["x"], frame["z"].apply(slow_feature)],
+               "three_ifvs": [frame["x"], frame["w"] * 2.0, frame["z"].apply(slow_feature)]}[function.__name__]
+    return np.column_stack(columns)
+
+
+def optimized(function, estimator, **options):
+    """``function`` with ``estimator`` trained on its features as the global ``model``, fitted."""
+    globals()["model"] = estimator.fit(features(function, TRAIN), Y_TRAIN)
+    options = {"validation": (VALID, Y_VALID), "progress": False, **options}
+    return willump.optimize(function).fit(TRAIN, y=Y_TRAIN, **options)
+
+
+SCORED_COSTS = {"cheap": 1e-7, "costly": 1e-5}  # (what the machine measures, to 100x; given, to decide alike)
+
+
+# --- the expected speed-up, on injected costs ------------------------------------------------
+
+
+def test_the_expected_speedup_says_what_was_measured_when_the_small_model_answers_every_row():
+    costs = PathCosts(preprocessing=0.2e-6, small_ifvs=1.1e-6, small_model=11e-6, other_ifvs=0.2e-6, full_model=0.2e-6)
+    worth, speedup, reason = expected_speedup_decision(costs, answered=1.0, threshold=0.1)
+    assert not worth and speedup == pytest.approx(1.7 / 12.3)
+    assert reason == (
+        "at threshold 0.1 the small model answers 100% of the validation rows; per row the cascade costs 12.3 us "
+        "(preprocessing 0.2 us + its IFVs 1.1 us + small model 11 us) against 1.7 us for the full model's path "
+        "(preprocessing 0.2 us + all IFVs 1.3 us + full model 0.2 us): expected speed-up 0.14x, below 1x"
+    )
+    assert "too few" not in reason
+
+
+def test_the_expected_speedup_counts_the_rows_the_small_model_leaves():
+    costs = PathCosts(preprocessing=0.5e-6, small_ifvs=1e-6, small_model=1e-6, other_ifvs=2e-6, full_model=0.5e-6)
+    worth, speedup, reason = expected_speedup_decision(costs, answered=0.2, threshold=0.5)
+    # exact path 4 us; the cascade 2.5 us for every row and 3 us more for the 80% it leaves
+    assert not worth and speedup == pytest.approx(4 / (2.5 + 0.8 * 3))
+    assert reason.startswith("at threshold 0.5 the small model answers 20% of the validation rows; per row the "
+                             "cascade costs 4.9 us (")
+    assert "+ 80% x 3 us for the rows it leaves to the full model's path) against 4 us" in reason
+    assert reason.endswith("expected speed-up 0.82x, below 1x") and "too few" not in reason
+    worth, speedup, reason = expected_speedup_decision(costs, answered=0.9, threshold=0.5)
+    assert worth and speedup == pytest.approx(4 / 2.8) and reason.endswith("expected speed-up 1.43x")
+
+
+def test_a_share_that_is_almost_all_rows_is_not_rounded_to_all():
+    costs = PathCosts(preprocessing=0.0, small_ifvs=1e-6, small_model=1e-6, other_ifvs=2e-6, full_model=1e-6)
+    reason = expected_speedup_decision(costs, answered=0.996, threshold=0.9)[2]
+    assert "answers 99.6% of the validation rows" in reason and "+ 0.4% x 3 us for the rows it leaves" in reason
+
+
+# --- the measured serving check, on injected timings -----------------------------------------
+
+
+def test_serving_keeps_a_cascade_faster_on_the_whole_and_says_what_was_measured():
+    exact, cascaded = {"batch": 10e-6, "single_row": 100e-6}, {"batch": 2e-6, "single_row": 150e-6}
+    keep, reason = serving_decision(exact, cascaded)
+    assert keep  # 5x in a batch, 0.67x row by row: 1.83x together
+    assert reason == (
+        "measured on the validation rows, the cascade takes 2 us per row against 10 us for the exact compiled "
+        "path in a batch (5.00x) and 150 us against 100 us row by row (0.67x): 1.83x together (geometric mean), "
+        "at least the 1.1x a cascade must reach"
+    )
+
+
+def test_serving_turns_off_a_cascade_that_only_ties_with_the_exact_path():
+    # Speed-ups around 1x, as noise spreads the same cascade's over runs: off every time.
+    for batch, single in [(1.0, 1.0), (1.05, 1.05), (0.95, 1.08), (1.2, 0.9), (1.09, 1.09)]:
+        keep, reason = serving_decision({"batch": batch, "single_row": single}, {"batch": 1.0, "single_row": 1.0})
+        assert not keep, (batch, single)
+        assert reason.endswith(f"below the {MIN_SPEEDUP}x a cascade must reach")
+    assert serving_decision({"batch": 1.1, "single_row": 1.1}, {"batch": 1.0, "single_row": 1.0})[0]
+    assert not serving_decision({"batch": 4.0, "single_row": 0.25}, {"batch": 1.0, "single_row": 1.0})[0]
+
+
+# --- fit acts on what the decisions say -------------------------------------------------------
+
+
+def deciding(monkeypatch, name, verdict):
+    """Make fit's decision ``name`` say ``verdict``, with the reason it gives for what fit measured."""
+    decide = getattr(fitting, name)
+
+    def decided(*args):
+        return (verdict, *decide(*args)[1:])
+
+    monkeypatch.setattr(fitting, name, decided)
+
+
+@pytest.mark.parametrize("worth, keep, outcome", [
+    (False, None, "off: at threshold "),  # (then the serving check is not measured)
+    (True, False, "off: measured on the validation rows, the cascade takes "),
+    (True, True, "on"),
+], ids=["not worth measuring", "measured slower", "measured faster"])
+def test_fit_acts_on_what_its_speed_decisions_say(monkeypatch, worth, keep, outcome):
+    deciding(monkeypatch, "expected_speedup_decision", worth)
+    if keep is not None:
+        deciding(monkeypatch, "serving_decision", keep)
+    f = optimized(scored, LogisticRegression(), costs=SCORED_COSTS)
+    summary = f.explain().attrs["summary"]
+    assert summary["cascades"].startswith(outcome)
+    assert ("threshold" in summary) == ("expected_speedup" in summary) == (outcome == "on")
+    assert ("measured_speedup_batch" in summary) == ("measured_speedup_single_row" in summary) == worth
+    f.reset_stats()
+    result = f(TEST)
+    if outcome == "on":
+        assert f.stats["rows_small_model"] > 0
+    else:
+        assert "per row" in summary["cascades"] and f.stats["rows_small_model"] == 0
+        pd.testing.assert_series_equal(result, f.py_func(TEST))
+
+
+# --- the threshold boundary: confidence at least the threshold takes the small model's answer ---
+
+
+def test_the_threshold_search_lets_the_small_model_answer_rows_exactly_at_the_threshold():
+    class Identity:
+        def finish(self, env, output):
+            return output
+
+    def accuracy(y, output):
+        return float(np.mean(y == output))
+
+    y = np.array([1, 0, 1, 0, 1, 0])
+    wrong_at = lambda rows: np.where(np.isin(np.arange(6), rows), 1 - y, y)  # noqa: E731
+    # The small model is wrong on a row of confidence 0.8 exactly: at threshold 0.8 it answers that
+    # row, so only 0.9 keeps the accuracy.
+    confidences = np.array([0.95, 0.95, 0.95, 0.95, 0.8, 0.6])
+    assert choose_threshold(Identity(), {}, wrong_at([4, 5]), confidences, y, y, accuracy, 0.0) == (0.9, 1.0, 1 - 2 / 6)
+    # Right on the rows of confidence 0.7 exactly: at threshold 0.7 it answers them too.
+    confidences = np.array([0.95, 0.95, 0.95, 0.7, 0.7, 0.6])
+    assert choose_threshold(Identity(), {}, wrong_at([5]), confidences, y, y, accuracy, 0.0) == (0.7, 1.0, 1 - 1 / 6)
+
+
+def test_serving_gives_the_small_models_answer_to_rows_exactly_at_the_threshold():
+    f = optimized(scored, LogisticRegression(), costs=SCORED_COSTS, check_speed=False)
+    small = f._fitted.small_model.predict_proba(TEST[["x"]].to_numpy())[:, 1]
+    confidence = np.maximum(small, 1 - small)
+    threshold = np.sort(confidence)[len(confidence) // 2]  # the confidence of a row
+    at = confidence == threshold
+    f.set_threshold(threshold)
+    f.reset_stats()
+    result, exact = f(TEST), f.py_func(TEST)
+    assert f.stats["rows_small_model"] == (confidence >= threshold).sum()
+    np.testing.assert_array_equal(result[at], small[at])
+    assert not np.array_equal(small[at], exact[at])  # (the full model would answer otherwise)
+    np.testing.assert_array_equal(result[confidence < threshold], exact[confidence < threshold])
+
+
+# --- the same data, the same decisions ------------------------------------------------------
+
+
+MEASURED = ("preprocessing_cost_per_row_us", "model_cost_per_row_us")  # measured even with costs= given
+
+
+@pytest.mark.parametrize("estimator", [LogisticRegression(), LGBMClassifier(n_estimators=30, verbose=-1, random_state=0)],
+                         ids=["linear", "trees"])
+def test_two_fits_of_the_same_data_make_the_same_decisions(estimator):
+    costs = {"cheap": 1e-7, "middle": 2e-7, "costly": 1e-5}
+    fits = [optimized(three_ifvs, estimator, costs=costs, check_speed=False, accuracy_loss=0.02, random_state=4) for _ in range(2)]
+    tables = [f.explain() for f in fits]
+    pd.testing.assert_frame_equal(tables[0], tables[1])  # costs, importances, selected IFVs
+    first, second = ({k: v for k, v in t.attrs["summary"].items() if k not in MEASURED} for t in tables)
+    assert first == second  # threshold, validation scores, filter on or off, ...
+    assert first["cascades"] == "on" and "threshold" in first
+    np.testing.assert_array_equal(fits[0](TEST), fits[1](TEST))
+    np.testing.assert_array_equal(fits[0].top_k(TEST, k=10), fits[1].top_k(TEST, k=10))
