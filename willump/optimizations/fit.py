@@ -414,12 +414,9 @@ def _check_expected_speedup(fitted, small_valid_X, pre_cost, model_cost, summary
     after one not counted, which pays for compiling its kernel.
     """
     small_cost = least_seconds(lambda: call(fitted.small_model, fitted.method, small_valid_X)) / small_valid_X.shape[0]
+    chosen, others = _split_costs(fitted)
     costs = PathCosts(
-        preprocessing=pre_cost,
-        small_ifvs=sum(fitted.costs[i] for i in fitted.selected),
-        small_model=small_cost,
-        other_ifvs=sum(c for i, c in enumerate(fitted.costs) if i not in fitted.selected),
-        full_model=model_cost,
+        preprocessing=pre_cost, small_ifvs=chosen, small_model=small_cost, other_ifvs=others, full_model=model_cost,
     )
     worth, summary["expected_speedup"], reason = expected_speedup_decision(
         costs, summary["small_model_fraction"], summary["threshold"]
@@ -580,7 +577,8 @@ def _fit_filter(executor, fitted, model, filter_model, valid, valid_X, small_val
     # ranks the top rows poorly, where a few validation rows decide: such shapes run exactly.
     usable = kept <= topk_fit.MAX_SHARE
     if costs is not None:
-        costs = {**costs, **_split_costs(fitted), "filter": least_seconds(lambda: ranking_score(filter_model, small_valid_X)) / len(filter_scores)}
+        chosen, others = _split_costs(fitted)
+        costs = {**costs, "filter_ifvs": chosen, "other_ifvs": others, "filter": least_seconds(lambda: ranking_score(filter_model, small_valid_X)) / len(filter_scores)}
         speedups = topk_fit.expected_speedups(kept, costs)
         usable &= speedups >= topk_fit.MIN_SPEEDUP
     reference = _reference_cell(shares, usable)
@@ -610,10 +608,10 @@ def _fit_filter(executor, fitted, model, filter_model, valid, valid_X, small_val
         _measure_top_k(executor, fitted, valid, summary)
 
 
-def _split_costs(fitted) -> dict:
-    """Per-row seconds of the efficient IFVs together and of the others together."""
+def _split_costs(fitted) -> tuple[float, float]:
+    """Per-row seconds of the efficient IFVs together, and of the others together."""
     chosen = sum(fitted.costs[i] for i in fitted.selected)
-    return {"filter_ifvs": chosen, "other_ifvs": sum(fitted.costs) - chosen}
+    return chosen, sum(c for i, c in enumerate(fitted.costs) if i not in fitted.selected)
 
 
 def _reference_cell(shares: np.ndarray, usable: np.ndarray) -> tuple[int, int]:
