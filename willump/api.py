@@ -122,7 +122,7 @@ class OptimizedFunction:
         self._feature_rows = None  # with cache_size: the rows of the IFVs whose rows depend on a few columns
         self._not_keyed = {}  # IFV index -> why its rows are not cached
         if self.graph.optimizable:
-            resolver = Resolver(func, source.definition)
+            resolver = Resolver(func, source.definition, plan.names)
             workers = Workers(self.options["workers"] or default_workers())
             self._executor = GraphExecutor(
                 plan, source, compile=self.options["compile"], resolver=resolver, workers=workers

@@ -13,7 +13,7 @@ import pandas as pd
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, TfidfVectorizer
 
-from willump.compile import linear, sparse, tables, trees
+from willump.compile import composites, linear, sparse, tables, trees
 from willump.compile.dense import CompiledNumpyHstack
 from willump.compile.expressions import CompiledExpression
 from willump.compile.parallel import SERIAL
@@ -54,8 +54,10 @@ FUNCTION_KERNELS = {
     operator.getitem: tables.CompiledSelection(),
     column_str_method: CompiledColumnLower(),
     loc_lookup: CompiledLoc(),
+    composites.union_stack: composites.CompiledUnionStack(),
+    composites.column_stack: composites.CompiledColumnStack(),
 }
-FUNCTION_NAMES = {"hstack"}
+FUNCTION_NAMES = {"hstack", composites.UNION_STACK, composites.COLUMN_STACK}
 NAMES = {method for _, method in [*METHOD_KERNELS, *RECEIVER_KERNELS]} | FUNCTION_NAMES  # callee names worth a call site
 
 

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from willump.graph.composites import Expansion, expand
 from willump.graph.graph import PLACEHOLDER, IFV, Combiner, ModelNode, TransformationGraph
 from willump.graph.joins import HELPERS, JOIN_ASSEMBLE, find_join_chain
-from willump.graph.recognize import Resolver, concatenation_calls, model_call
+from willump.graph.recognize import COMPOSITE_JOINS, Resolver, concatenation_calls, model_call
 from willump.graph.source import FunctionSource
 from willump.graph.statements import Statement, analyze_statement, names_read, walk_scope
 
@@ -71,6 +72,12 @@ class Plan:
     helpers: tuple[str, ...] = ()  # runtime helpers the rewritten code calls, passed as locals
     fallback: list | None = None  # the user's joins and selection, for inputs the split cannot serve
     model_split: "ModelSplit | str | None" = None  # the combine step cut at the model call, or why not
+    expansion: Expansion | None = None  # scikit-learn composites written out as their steps, if any
+
+    @property
+    def names(self) -> dict:
+        """Names the rewritten body reads besides the function's own: the composites' objects."""
+        return self.expansion.names if self.expansion is not None else {}
 
 
 PREPROCESSING, COMBINE = "preprocessing", "combine"
@@ -114,15 +121,22 @@ def build_plan(source: FunctionSource) -> Plan:
         return _unmodified(plan, *obstacle)
     graph.guards = [analyze_statement(i, node) for i, node in enumerate(guards)]
 
+    expansion = expand(body, Resolver(source.func, definition))
+    if expansion.names:
+        body, plan.expansion = expansion.body, expansion
+    hidden = tuple(plan.names)
     statements = [analyze_statement(i, node) for i, node in enumerate(body)]
+    for statement in statements:
+        if names_read(statement.node) & set(hidden):
+            statement.display = expansion.readable(ast.unparse(statement.node))
     graph.statements = statements
-    graph.notes = [f"line {s.lineno}: {s.opaque}" for s in statements if s.opaque]
+    graph.notes = expansion.notes + [f"line {s.lineno}: {s.opaque}" for s in statements if s.opaque]
     last = statements[-1] if statements else None
     if last is None or not isinstance(last.node, ast.Return) or last.node.value is None:
         line = last.lineno if last else definition.lineno
         return _unmodified(plan, line, "the function does not end with 'return <prediction>'", "no return")
 
-    flow = _DataFlow(statements, parameters)
+    flow = _DataFlow(statements, parameters + hidden)
     plan.local_names = frozenset(flow.local_names)
 
     model = _find_model(statements, flow)
@@ -135,7 +149,7 @@ def build_plan(source: FunctionSource) -> Plan:
         )
     if not _always_evaluated(model.statement.node, model.call):
         return _unmodified(plan, model.statement.lineno, "the model is called under a condition", "conditional model")
-    resolver = Resolver(source.func, definition)
+    resolver = Resolver(source.func, definition, plan.names)
     holder, container, kind = _find_combiner(statements, flow, model, resolver, graph.notes)
     chain = None if holder else find_join_chain(statements, flow, model, resolver, PARAMETER)
     if chain:
@@ -143,7 +157,7 @@ def build_plan(source: FunctionSource) -> Plan:
         statements = [analyze_statement(i, node) for i, node in enumerate(chain.body)]
         for statement, original in zip(statements, chain.sources):
             statement.display = graph.statements[original].source
-        flow = _DataFlow(statements, parameters + HELPERS)
+        flow = _DataFlow(statements, parameters + hidden + HELPERS)
         model = _find_model(statements, flow)
         holder, kind = statements[chain.holder_position], "left joins"
         container = next(
@@ -205,7 +219,7 @@ def build_plan(source: FunctionSource) -> Plan:
     plan.model_split = _split_at_model(flow, sorted(tail), rewritten, model)
     graph.preprocessing = [statements[i] for i in sorted(preprocessing)]
     graph.tail = [statements[i] for i in sorted(tail)]
-    names = chain.names if chain else _ifv_names(elements, root_reads, generators, statements)
+    names = chain.names if chain else _ifv_names(elements, root_reads, generators, statements, expansion.display)
     originals = graph.statements
     for index, element in enumerate(elements):
         involved = [statements[i].node for i in sorted(root_ancestors[index])] + [element]
@@ -463,7 +477,7 @@ def _find_combiner(statements, flow, model, resolver, notes):
         for call, kind in concatenation_calls(tree, resolver):
             if not _always_evaluated(statement.node, call):
                 continue
-            container = _entries_argument(call)
+            container = _entries_argument(call, kind)
             holder = statement
             if isinstance(container, ast.Name):
                 holder, container = _list_definition(statements, flow, index, container.id)
@@ -479,7 +493,9 @@ def _find_combiner(statements, flow, model, resolver, notes):
     return None, None, None
 
 
-def _entries_argument(call: ast.Call) -> ast.expr | None:
+def _entries_argument(call: ast.Call, kind: str) -> ast.expr | None:
+    if kind in COMPOSITE_JOINS:
+        return call.args[1]
     if call.args:
         return call.args[0]
     return next((k.value for k in call.keywords if k.arg in ("objs", "blocks", "tup")), None)
@@ -578,11 +594,11 @@ def _rebinding_reason(name, writer, flow) -> str:
     return f"variable {name!r} is rebound{where} after a feature reads it, so features cannot be computed separately"
 
 
-def _ifv_names(elements, root_reads, generators, statements) -> list[str]:
+def _ifv_names(elements, root_reads, generators, statements, display) -> list[str]:
     names = []
     for element, reads, generator in zip(elements, root_reads, generators):
         if isinstance(element, ast.Name):
-            name = element.id
+            name = display.get(element.id, element.id)
         else:
             produced = [n for i in generator for n in sorted(statements[i].writes) if n in reads]
             candidates = produced or sorted(reads)

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse
 
+from willump.compile.composites import column_stack, union_stack
 from willump.graph.statements import walk_scope
 
 MODEL_METHODS = ("predict", "predict_proba", "decision_function")
@@ -25,15 +26,19 @@ _CONCATENATIONS = {
     "numpy.column_stack": (np.column_stack, None),
     "numpy.concatenate": (np.concatenate, ({1, -1}, 1)),
     "pandas.concat": (pd.concat, ({1, "columns"}, None)),
+    "FeatureUnion": (union_stack, None),  # a FeatureUnion's or ColumnTransformer's branches, written out
+    "ColumnTransformer": (column_stack, None),
 }
+COMPOSITE_JOINS = ("FeatureUnion", "ColumnTransformer")  # their blocks are the second argument
 
 
 class Resolver:
     """Finds the object a callee expression names, without side effects."""
 
-    def __init__(self, func: types.FunctionType, definition: ast.FunctionDef):
+    def __init__(self, func: types.FunctionType, definition: ast.FunctionDef, names: dict | None = None):
         self.func = func
         self.local_imports = _local_imports(definition)
+        self.names = names or {}  # names the rewritten body reads besides the function's (see composites)
 
     def resolve(self, expr: ast.AST):
         if isinstance(expr, ast.Name):
@@ -46,6 +51,8 @@ class Resolver:
         return None
 
     def _lookup(self, name: str):
+        if name in self.names:
+            return self.names[name]
         if name in self.local_imports:
             module_name, attribute = self.local_imports[name]
             try:

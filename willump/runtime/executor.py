@@ -72,7 +72,9 @@ class GraphExecutor:
         self.sites = []  # calls a compiled kernel may answer (none without ``compile``)
         self._func = source.func
         self._bind, self.parameters = compile_binder(source.func, source.definition, source.filename)
-        self._helpers = {name: _HELPERS[name] for name in plan.helpers}
+        self._helpers = {**{name: _HELPERS[name] for name in plan.helpers}, **plan.names}
+        self._expansion = plan.expansion  # scikit-learn composites written out: checked before each call
+        self._changed_warned = False
         self._container = plan.container or list
         self._warned = False  # about running part of the function as written
         # Each leading guard, as written, on the parameters: it returns _PASSED when the call goes on.
@@ -121,6 +123,8 @@ class GraphExecutor:
         self._scoring_lock = threading.Lock()
         for site in self.sites:
             site.source = site.source.replace(PLACEHOLDER, self.graph.combiner.entries)
+            if self._expansion is not None:
+                site.source = self._expansion.readable(site.source)
         if resolver is not None:
             for site in self.sites:
                 prepare_kernel(site, resolver)
@@ -144,21 +148,38 @@ class GraphExecutor:
     def __call__(self, *args, **kwargs):
         """The function's result: its guards, then its statements as written, compiled calls answered by kernels."""
         bound = self._bind(*args, **kwargs)
-        fired = self._fired(bound) if self._guards else None
+        fired = self._fired(bound) if self._guards or self._expansion else None
         return fired.result if fired is not None else self._answer(bound)
 
     def guard(self, arguments: dict) -> Fired | None:
         """The first leading guard that ends the call for these arguments (bound by name), with what
         the call returns; what a guard raises, it raises. None: the graph answers. Every way of
         answering a call (plain, cascaded, top-K, fit's rows) runs this first."""
-        return self._fired(self.bound(arguments)) if self._guards else None
+        return self._fired(self.bound(arguments)) if self._guards or self._expansion else None
 
     def _fired(self, bound: tuple) -> Fired | None:
+        if self._expansion is not None and not self._expansion.current():
+            return Fired(self._expansion.lines[0], self._original(bound))
         for line, guard in self._guards:
             result = guard(*bound, _GUARD_PASSED)
             if result is not _GUARD_PASSED:
                 return Fired(line, result)
         return None
+
+    def _original(self, bound: tuple):
+        """The original function's result: a composite it calls no longer holds the steps the
+        rewritten code was built from (a step replaced, refitted into new objects...)."""
+        if not self._changed_warned:
+            self._changed_warned = True
+            warn(
+                f"willump: in {self._func.__qualname__}, line {self._expansion.lines[0]}: the scikit-learn "
+                "composite it calls changed after decoration (a step replaced, refitted into new steps, or its "
+                "output set to DataFrames): calls run the function as written; decorate it again to optimize "
+                "the new steps"
+            )
+        keyword_only = self._func.__code__.co_kwonlyargcount
+        positional = len(bound) - keyword_only
+        return self._func(*bound[:positional], **dict(zip(self.parameters[positional:], bound[positional:])))
 
     def run(self, arguments: dict):
         """As calling the executor, with the arguments already bound by name and the guards passed."""
@@ -204,7 +225,10 @@ class GraphExecutor:
         root = self.graph.model.model
         while isinstance(root, ast.Attribute):
             root = root.value
-        if not isinstance(root, ast.Name) or root.id in self._local_names or not isinstance(self.model_split, ModelSplit):
+        hidden = root.id in self._helpers if isinstance(root, ast.Name) else False  # a composite's final step
+        if not isinstance(root, ast.Name) or (root.id in self._local_names and not hidden) or not isinstance(
+            self.model_split, ModelSplit
+        ):
             return None
         return self.graph.model.model
 

@@ -1,0 +1,175 @@
+"""scikit-learn's composites, one step at a time.
+
+A ``Pipeline``, ``FeatureUnion`` or ``ColumnTransformer`` call is read as its
+steps (``graph.composites``): each branch's transformer is called as written
+in its own statement, and the functions here do what the composite itself
+does around them, on the fitted object, with scikit-learn's own code:
+``column_input`` checks the input as ``ColumnTransformer.transform`` does,
+``columns`` selects a branch's columns, and ``union_stack`` / ``column_stack``
+join the branches' outputs. Their kernels join CSR blocks or dense arrays,
+the common case, without scikit-learn's per-call checks; anything else runs
+scikit-learn's code.
+"""
+
+import weakref
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from sklearn.utils import _safe_indexing
+
+from willump.compile.dense import CompiledNumpyHstack
+from willump.compile.forms import SparseRows, Stacked, Unsupported
+from willump.compile.sparse import CompiledHstack, materialize_stack
+
+UNION_STACK = "__willump_union_stack"
+COLUMN_INPUT = "__willump_column_input"
+COLUMNS = "__willump_columns"
+COLUMN_STACK = "__willump_column_stack"
+
+
+def union_stack(union, blocks):
+    """``FeatureUnion.transform``'s result, from its branches' outputs."""
+    return union._hstack(list(blocks))
+
+
+def column_input(transformer, X):
+    """``X``, once ``ColumnTransformer.transform``'s checks pass: the columns it needs are there.
+
+    A DataFrame with the columns seen in fit, or an array as wide as in fit, is what it serves;
+    for anything else scikit-learn's own ``transform`` runs first, so that what it raises is
+    raised (and what it accepts is then selected from as it selects)."""
+    if not _checked(transformer, X):
+        transformer.transform(X)
+    return X
+
+
+def _checked(transformer, X) -> bool:
+    names = getattr(transformer, "feature_names_in_", None)
+    if type(X) is pd.DataFrame:
+        if names is None:
+            return False
+        columns = X.columns
+        if _COLUMNS_SEEN.get(transformer) is columns:
+            return True
+        if not all(isinstance(c, str) for c in columns) or not _needed(transformer) <= set(columns):
+            return False
+        _COLUMNS_SEEN[transformer] = columns  # (refitting builds new transformers_: checked again)
+        return True
+    return type(X) is np.ndarray and names is None and X.ndim == 2 and X.shape[1] == transformer.n_features_in_
+
+
+_COLUMNS_SEEN = weakref.WeakKeyDictionary()  # ColumnTransformer -> the last column Index that passed
+
+
+def _needed(transformer) -> set:
+    """The input columns the fitted transformer reads (as its transform checks for them)."""
+    named = transformer.named_transformers_
+    indices = [
+        i for name, kept in transformer._transformer_to_input_indices.items()
+        if name in named and not (isinstance(named[name], str) and named[name] == "drop")
+        for i in kept
+    ]
+    return {transformer.feature_names_in_[i] for i in indices}
+
+
+def columns(X, transformer, position: int):
+    """The columns ``transformers_[position]`` reads, selected as ``ColumnTransformer`` does:
+    by name from a DataFrame when it was fitted on one, else by the selection as written."""
+    name, _, selection = transformer.transformers_[position]
+    if hasattr(transformer, "feature_names_in_") and isinstance(X, pd.DataFrame):
+        labels = transformer.feature_names_in_[transformer._transformer_to_input_indices[name]]
+        if np.isscalar(selection):
+            return X[labels[0]]  # as X.loc[:, label]
+        return X[list(labels)]  # as X.loc[:, labels]
+    return _safe_indexing(X, selection, axis=1)
+
+
+def column_stack(transformer, blocks, X):
+    """``ColumnTransformer.transform``'s result, from its branches' outputs."""
+    blocks = list(blocks)
+    transformer._validate_output(blocks)
+    return transformer._hstack(blocks, n_samples=X.shape[0])
+
+
+class CompiledUnionStack:
+    """``union_stack`` of CSR blocks (``scipy.sparse.hstack(...).tocsr()``) or of 2-D float arrays."""
+
+    def __call__(self, union, blocks):
+        return _joined(_sparse_or_dense(blocks, sparse=None))
+
+    def defer(self, union, blocks):
+        return _deferred(_sparse_or_dense(blocks, sparse=None))
+
+    @staticmethod
+    def still_valid() -> bool:
+        return True
+
+
+class CompiledColumnStack:
+    """``column_stack``: CSR blocks for a sparse output, 2-D numeric arrays for a dense one."""
+
+    def __call__(self, transformer, blocks, X):
+        return _joined(_sparse_or_dense(blocks, sparse=bool(transformer.sparse_output_)))
+
+    def defer(self, transformer, blocks, X):
+        return _deferred(_sparse_or_dense(blocks, sparse=bool(transformer.sparse_output_)))
+
+    @staticmethod
+    def still_valid() -> bool:
+        return True
+
+
+_HSTACK = CompiledHstack()
+_NUMPY_HSTACK = CompiledNumpyHstack()
+
+
+def _sparse_or_dense(blocks, sparse: bool | None) -> tuple[bool, list]:
+    """(sparse, blocks): whether the blocks join into CSR; Unsupported for any other case
+    (scikit-learn's code then joins them). ``sparse`` None: CSR if any block is sparse."""
+    if type(blocks) not in (list, tuple) or len(blocks) < 2:
+        raise Unsupported("fewer than two blocks")
+    is_sparse = [isinstance(b, SparseRows) or sp.issparse(b) for b in blocks]
+    if sparse is None:
+        sparse = any(is_sparse)
+    if sparse:
+        blocks = [b if kept else _nonzeros(b) for b, kept in zip(blocks, is_sparse)]
+        if any(_rows(b) == 0 or _width(b) == 0 for b in blocks):
+            raise Unsupported("no rows, or a block without columns")
+        return True, blocks
+    if any(is_sparse) or not all(type(b) is np.ndarray and b.ndim == 2 for b in blocks):
+        raise Unsupported("blocks other than 2-D arrays")
+    return False, list(blocks)
+
+
+def _nonzeros(block) -> SparseRows:
+    """A dense block's nonzero entries, as scipy keeps them when it joins it with sparse ones."""
+    if type(block) is not np.ndarray or block.ndim != 2 or block.dtype.kind not in "biuf":
+        raise Unsupported("a dense block other than a 2-D array of numbers")
+    rows, cols = np.nonzero(block)
+    indptr = np.zeros(block.shape[0] + 1, np.int32)
+    np.cumsum(np.bincount(rows, minlength=block.shape[0]), out=indptr[1:])
+    return SparseRows(block[rows, cols], cols.astype(np.int32), indptr, block.shape[1], sp.csr_matrix)
+
+
+def _rows(block) -> int:
+    return block.rows if isinstance(block, SparseRows) else block.shape[0]
+
+
+def _width(block) -> int:
+    return block.width if isinstance(block, SparseRows) else block.shape[1]
+
+
+def _joined(found):
+    sparse, blocks = found
+    return _HSTACK(blocks, format="csr") if sparse else _NUMPY_HSTACK(blocks)
+
+
+def _deferred(found):
+    sparse, blocks = found
+    if not sparse:
+        return _NUMPY_HSTACK(blocks)
+    return Stacked(_HSTACK.defer(blocks, format="csr").blocks, materialize_stack)
+
+
+HELPERS = {UNION_STACK: union_stack, COLUMN_INPUT: column_input, COLUMNS: columns, COLUMN_STACK: column_stack}

@@ -1,0 +1,313 @@
+"""scikit-learn's composites read as their steps.
+
+``pipe.predict_proba(df)`` on a fitted ``Pipeline`` is one call, one opaque
+node. Here it is rewritten, before the graph is built, into the statements
+scikit-learn runs for it: each step's ``transform`` in its own statement, each
+``FeatureUnion`` or ``ColumnTransformer`` branch on its own (after selecting
+its columns), the branches joined by the composite's own join
+(``compile.composites``), and the final estimator's method. The branches of
+the join closest to the model become IFVs, the vectorizers and models compiled
+kernels, as if the steps had been written out by hand.
+
+The rewritten code reads the fitted objects as they were at decoration, under
+names of its own (``Expansion.names``). Before every call ``Expansion.current``
+checks that the composites still hold the same steps with the same output
+settings; when they do not (a step replaced, the transformer refitted), the
+call runs the original function.
+"""
+
+import ast
+import copy
+import operator
+import re
+from dataclasses import dataclass, field
+
+import sklearn
+from sklearn.compose import ColumnTransformer
+from sklearn.compose._column_transformer import _is_empty_column_selection
+from sklearn.exceptions import NotFittedError
+from sklearn.pipeline import FeatureUnion, Pipeline
+from sklearn.utils.validation import check_is_fitted
+
+from willump.compile.composites import COLUMN_INPUT, COLUMN_STACK, COLUMNS, HELPERS, UNION_STACK
+from willump.graph.recognize import MODEL_METHODS
+from willump.graph.statements import walk_scope
+
+PREFIX = "__willump_sk"  # the names the rewritten code reads the fitted objects and values under
+COMPOSITES = (Pipeline, FeatureUnion, ColumnTransformer)
+
+
+@dataclass
+class Expansion:
+    """The body with the composites' calls written out, and what that code reads."""
+
+    body: list
+    names: dict = field(default_factory=dict)  # name the rewritten code reads -> object
+    display: dict = field(default_factory=dict)  # such a name -> how explanations show it
+    notes: list = field(default_factory=list)  # composites left as one call, and why
+    lines: list = field(default_factory=list)  # the lines of the calls written out
+    _lists: list = field(default_factory=list)  # (owner, attribute, its items at decoration)
+    _joins: list = field(default_factory=list)  # FeatureUnions and ColumnTransformers written out
+
+    def current(self) -> bool:
+        """Do the composites still hold the steps the rewritten code calls, with the same output?"""
+        for owner, attribute, items in self._lists:
+            now = getattr(owner, attribute, None)
+            if type(now) is not list or len(now) != len(items) or not all(map(operator.is_, now, items)):
+                return False
+        return all(_plain_output(join) for join in self._joins)
+
+    def readable(self, text: str) -> str:
+        """``text`` (code the rewritten body holds) with its names as the user knows the objects."""
+        if not self.display:
+            return text
+        return _NAME.sub(lambda m: self.display.get(m.group(0), m.group(0)), text)
+
+
+_NAME = re.compile(re.escape(PREFIX) + r"\w*")
+_NOT_WORD = re.compile(r"\W+")
+
+
+def expand(body: list, resolver) -> Expansion:
+    """``body`` with every call of a fitted composite's predict, predict_proba, decision_function
+    or transform written out as its steps, where the steps run as they would inside it."""
+    expansion = Expansion([])
+    writer = _Writer(expansion)
+    for statement in body:
+        expansion.body += writer.statement(statement, resolver)
+    if expansion.names:
+        expansion.names.update({name: HELPERS[name] for name in writer.helpers})
+    return expansion
+
+
+class _Writer:
+    def __init__(self, expansion: Expansion):
+        self.expansion = expansion
+        self.count = 0
+        self.helpers = set()
+
+    def statement(self, statement: ast.stmt, resolver) -> list:
+        """``statement``, after the statements its first composite call is written out into."""
+        if _composite_call(statement, resolver) is None:
+            return [statement]
+        statement = copy.deepcopy(statement)  # (the user's definition stays as it is)
+        call, composite, name = _composite_call(statement, resolver)
+        reason = _not_written_out(composite, call.func.attr)
+        if reason:
+            self.expansion.notes.append(
+                f"line {call.lineno}: {name}.{call.func.attr}(...) runs as one call ({reason}), "
+                "a single feature vector"
+            )
+            return [statement]
+        self.location = statement
+        before = []
+        if call.func.attr == "transform":
+            result = self.transform(composite, call.args[0], name, before)
+        else:
+            features = self.steps(composite.steps[:-1], call.args[0], name, before)
+            final_name, final = composite.steps[-1]
+            model = self.bind(final, f"{name}[{final_name!r}]")
+            result = ast.Call(ast.Attribute(model, call.func.attr, ast.Load()), [features], [])
+        self.expansion.lines.append(call.lineno)
+        self.expansion._lists.append((composite, "steps", list(composite.steps)))
+        rewritten = _replaced(statement, call, result)
+        return [self.located(s) for s in before] + self.statement(rewritten, resolver)
+
+    def steps(self, steps, value: ast.expr, path: str, before: list) -> ast.expr:
+        for step_name, step in steps:
+            if step is None or (isinstance(step, str) and step == "passthrough"):
+                continue
+            value = self.transform(step, value, f"{path}[{step_name!r}]", before)
+        return value
+
+    def transform(self, step, value: ast.expr, path: str, before: list) -> ast.expr:
+        """The statements computing ``step.transform(value)`` as the step computes it, appended to
+        ``before``; returns the name holding the result."""
+        kind = type(step)
+        reason = _not_written_out(step, "transform") if kind in COMPOSITES else None
+        if kind is Pipeline and not reason:
+            self.expansion._lists.append((step, "steps", list(step.steps)))
+            return self.steps(step.steps, value, path, before)
+        if kind in (FeatureUnion, ColumnTransformer) and not reason:
+            return self.join(step, value, path, before)
+        if reason:
+            self.expansion.notes.append(f"line {self.location.lineno}: {path}.transform(...) runs as one call ({reason})")
+        call = ast.Call(ast.Attribute(self.bind(step, path), "transform", ast.Load()), [value], [])
+        return self.assign(call, path, before)
+
+    def join(self, composite, value: ast.expr, path: str, before: list) -> ast.expr:
+        """A FeatureUnion's or ColumnTransformer's branches, each on its own, then their join."""
+        union = type(composite) is FeatureUnion
+        owner = self.bind(composite, path)
+        if union:
+            self.expansion._lists.append((composite, "transformer_list", list(composite.transformer_list)))
+            source = value if isinstance(value, ast.Name) else self.assign(value, path, before, "input")
+        else:
+            self.expansion._lists.append((composite, "transformers_", list(composite.transformers_)))
+            source = self.assign(self.helper(COLUMN_INPUT, [owner, value]), path, before, "input")
+        blocks = []
+        for position, (name, branch, selection) in _branches(composite):
+            branch_path = f"{path}[{name!r}]" if union else f"{path}.named_transformers_[{name!r}]"
+            if union:
+                branch_input = source
+            else:
+                branch_input = self.helper(COLUMNS, [source, owner, ast.Constant(position)])
+            if isinstance(branch, str):  # a FeatureUnion's 'passthrough': the input itself
+                blocks.append(branch_input if union else self.assign(branch_input, branch_path, before))
+                continue
+            block = self.transform(branch, branch_input, branch_path, before)
+            if not isinstance(block, ast.Name) or block.id == getattr(source, "id", None):
+                block = self.assign(block, branch_path, before)
+            blocks.append(block)
+        self.expansion._joins.append(composite)
+        entries = ast.List([copy.copy(b) for b in blocks], ast.Load())
+        joined = self.helper(UNION_STACK, [owner, entries]) if union else self.helper(COLUMN_STACK, [owner, entries, source])
+        return self.assign(joined, path, before)
+
+    def bind(self, obj, path: str) -> ast.Name:
+        """A name the rewritten code reads ``obj`` under."""
+        for name, known in self.expansion.names.items():
+            if known is obj:
+                return ast.Name(name, ast.Load())
+        name = self.fresh(path)
+        self.expansion.names[name] = obj
+        self.expansion.display[name] = path
+        return ast.Name(name, ast.Load())
+
+    def assign(self, value: ast.expr, path: str, before: list, role: str = "") -> ast.Name:
+        name = self.fresh(path + (f" {role}" if role else ""))
+        self.expansion.display[name] = _step_label(path) + (f" ({role})" if role else "")
+        before.append(ast.Assign([ast.Name(name, ast.Store())], value))
+        return ast.Name(name, ast.Load())
+
+    def helper(self, helper: str, arguments: list) -> ast.Call:
+        self.helpers.add(helper)
+        return ast.Call(ast.Name(helper, ast.Load()), arguments, [])
+
+    def fresh(self, path: str) -> str:
+        self.count += 1
+        label = _NOT_WORD.sub("_", _step_label(path)).strip("_")[:30]
+        return f"{PREFIX}{self.count}_{label}"
+
+    def located(self, statement: ast.stmt) -> ast.stmt:
+        return ast.fix_missing_locations(_located(statement, self.location))
+
+
+def _step_label(path: str) -> str:
+    """``pipe['prep'].named_transformers_['text']`` -> ``prep__text``: scikit-learn's parameter
+    path of a step (the composite's own name left out)."""
+    names = re.findall(r"\['([^']*)'\]|\[\"([^\"]*)\"\]", path)
+    parts = [a or b for a, b in names]
+    return "__".join(parts) if parts else path
+
+
+def _branches(composite):
+    """(position, name, transformer, selection) of the branches a composite's transform runs."""
+    if type(composite) is FeatureUnion:
+        for position, (name, branch) in enumerate(composite.transformer_list):
+            if not (isinstance(branch, str) and branch == "drop"):
+                yield position, (name, branch, None)
+        return
+    for position, (name, branch, selection) in enumerate(composite.transformers_):
+        if (isinstance(branch, str) and branch == "drop") or _is_empty_column_selection(selection):
+            continue
+        yield position, (name, branch, selection)
+
+
+def _not_written_out(composite, method: str) -> str | None:
+    """Why ``composite.method(X)`` stays one call, or None when it can be written out."""
+    if not hasattr(composite, method):
+        return f"{type(composite).__name__} has no {method}"
+    try:
+        check_is_fitted(composite)
+    except NotFittedError:
+        return "it was not fitted when the function was decorated"
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    kind = type(composite)
+    if kind is Pipeline:
+        return None
+    if getattr(composite, "transformer_weights", None):
+        return "transformer_weights are set"
+    if not _plain_output(composite):
+        return "set_output(transform=...) makes it return DataFrames"
+    if not any(True for _ in _branches(composite)):
+        return "every branch is dropped"
+    if kind is FeatureUnion:
+        strings = [b for _, (_, b, _) in _branches(composite) if isinstance(b, str) and b != "passthrough"]
+        if strings:
+            return f"a branch given as {strings[0]!r}"
+    else:
+        for _, (_, branch, _) in _branches(composite):
+            if isinstance(branch, str):
+                return f"a fitted branch given as {branch!r}"
+    return None
+
+
+def _plain_output(composite) -> bool:
+    """Does the composite return arrays (scikit-learn's default output), not DataFrames?"""
+    own = getattr(composite, "_sklearn_output_config", {}).get("transform")
+    return (own or sklearn.get_config()["transform_output"]) == "default"
+
+
+def _composite_call(statement: ast.stmt, resolver):
+    """(call, composite, name) of the statement's first composite call written out in place, or None.
+
+    The call is ``<name>.<method>(X)`` on a global or closure variable holding a Pipeline,
+    FeatureUnion or ColumnTransformer; its steps run before the statement's other code, so the
+    statement's other calls must come after it (or take its result)."""
+    if not isinstance(statement, (ast.Return, ast.Assign, ast.Expr, ast.AnnAssign)) or statement.value is None:
+        return None
+    for node in walk_scope(statement.value):
+        if not (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in (*MODEL_METHODS, "transform") and len(node.args) == 1 and not node.keywords
+            and not isinstance(node.args[0], ast.Starred) and isinstance(node.func.value, ast.Name)
+        ):
+            continue
+        composite = resolver.resolve(node.func.value)
+        if type(composite) in COMPOSITES and (node.func.attr == "transform" or type(composite) is Pipeline):
+            if _runs_first(statement.value, node):
+                return node, composite, node.func.value.id
+    return None
+
+
+def _runs_first(value: ast.expr, call: ast.Call) -> bool:
+    """Is ``call`` evaluated before any other call of ``value`` (besides those inside it and
+    those taking its result), and on every evaluation of ``value``?"""
+    inside = {id(n) for n in ast.walk(call)}
+    parents = {}
+    for node in ast.walk(value):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+    ancestors, node = set(), call
+    while id(node) in parents:
+        node = parents[id(node)]
+        if isinstance(node, (ast.IfExp, ast.BoolOp, ast.Compare, ast.Lambda, ast.comprehension)):
+            return False
+        ancestors.add(id(node))
+    end = (call.end_lineno, call.end_col_offset)
+    for node in ast.walk(value):
+        if isinstance(node, ast.Call) and id(node) not in inside and id(node) not in ancestors:
+            if (node.lineno, node.col_offset) < end:
+                return False
+    return True
+
+
+def _replaced(statement: ast.stmt, old: ast.AST, new: ast.expr) -> ast.stmt:
+    class Replacer(ast.NodeTransformer):
+        def visit(self, node):
+            if node is old:
+                return ast.copy_location(new, node)
+            return self.generic_visit(node)
+
+    return ast.fix_missing_locations(Replacer().visit(statement))
+
+
+def _located(statement: ast.stmt, at: ast.stmt) -> ast.stmt:
+    """``statement`` (new code) at ``at``'s position: tracebacks point at the user's line."""
+    for node in ast.walk(statement):
+        if "lineno" in node._attributes:
+            node.lineno, node.col_offset = at.lineno, at.col_offset
+            node.end_lineno, node.end_col_offset = at.end_lineno, at.end_col_offset
+    return statement
