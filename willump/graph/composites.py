@@ -64,7 +64,9 @@ class Expansion:
         return _NAME.sub(lambda m: self.display.get(m.group(0), m.group(0)), text)
 
 
-_NAME = re.compile(re.escape(PREFIX) + r"\w*")
+_NAME = re.compile(r"__willump_\w+")
+# How explanations show the joins and selections the rewritten code calls.
+_HELPER_DISPLAY = {UNION_STACK: "union_stack", COLUMN_INPUT: "check_input", COLUMNS: "select_columns", COLUMN_STACK: "column_stack"}
 _NOT_WORD = re.compile(r"\W+")
 
 
@@ -77,6 +79,7 @@ def expand(body: list, resolver) -> Expansion:
         expansion.body += writer.statement(statement, resolver)
     if expansion.names:
         expansion.names.update({name: HELPERS[name] for name in writer.helpers})
+        expansion.display.update({name: _HELPER_DISPLAY[name] for name in writer.helpers})
     return expansion
 
 
@@ -106,10 +109,12 @@ class _Writer:
         else:
             features = self.steps(composite.steps[:-1], call.args[0], name, before)
             final_name, final = composite.steps[-1]
-            model = self.bind(final, f"{name}[{final_name!r}]")
-            result = ast.Call(ast.Attribute(model, call.func.attr, ast.Load()), [features], [])
+            # (each node where the one it stands for was: the graph finds the model's input by position)
+            model = ast.copy_location(self.bind(final, f"{name}[{final_name!r}]"), call.func.value)
+            method = ast.copy_location(ast.Attribute(model, call.func.attr, ast.Load()), call.func)
+            result = ast.Call(method, [ast.copy_location(copy.copy(features), call.args[0])], [])
+            self.expansion._lists.append((composite, "steps", list(composite.steps)))
         self.expansion.lines.append(call.lineno)
-        self.expansion._lists.append((composite, "steps", list(composite.steps)))
         rewritten = _replaced(statement, call, result)
         return [self.located(s) for s in before] + self.statement(rewritten, resolver)
 
@@ -176,7 +181,7 @@ class _Writer:
 
     def assign(self, value: ast.expr, path: str, before: list, role: str = "") -> ast.Name:
         name = self.fresh(path + (f" {role}" if role else ""))
-        self.expansion.display[name] = _step_label(path) + (f" ({role})" if role else "")
+        self.expansion.display[name] = _step_label(path) + (f"_{role}" if role else "")
         before.append(ast.Assign([ast.Name(name, ast.Store())], value))
         return ast.Name(name, ast.Load())
 
