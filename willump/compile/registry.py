@@ -81,6 +81,11 @@ def kernel_for(callee, workers=SERIAL):
         kind, name = _owner_type(callee), callee.__name__
         factory = METHOD_KERNELS.get((kind, name))
         if factory is None and (kind, name) not in RECEIVER_KERNELS:
+            if kind.__module__.startswith(("sklearn.pipeline", "sklearn.compose")):
+                return None, (
+                    f"a {kind.__name__} runs as one call where willump cannot read it when decorating "
+                    "(call it through a global or closure variable, fitted before decorating, to split its steps)"
+                )
             return None, f"{kind.__name__}.{name} is not an operator willump compiles"
         if not isinstance(callee, DeferredMethod) and getattr(kind, name, None) is not callee.__func__:
             return None, f"{kind.__name__}.{name} was replaced on the class"

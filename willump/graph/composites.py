@@ -46,11 +46,16 @@ class Expansion:
     display: dict = field(default_factory=dict)  # such a name -> how explanations show it
     notes: list = field(default_factory=list)  # composites left as one call, and why
     lines: list = field(default_factory=list)  # the lines of the calls written out
+    _receivers: list = field(default_factory=list)  # (function, name, the composite the name held)
     _lists: list = field(default_factory=list)  # (owner, attribute, its items at decoration)
     _joins: list = field(default_factory=list)  # FeatureUnions and ColumnTransformers written out
 
     def current(self) -> bool:
-        """Do the composites still hold the steps the rewritten code calls, with the same output?"""
+        """Do the names still hold the composites, and these the steps the rewritten code calls,
+        with the same output?"""
+        for function, name, composite in self._receivers:
+            if _value_of(function, name) is not composite:
+                return False
         for owner, attribute, items in self._lists:
             now = getattr(owner, attribute, None)
             if type(now) is not list or len(now) != len(items) or not all(map(operator.is_, now, items)):
@@ -62,6 +67,17 @@ class Expansion:
         if not self.display:
             return text
         return _NAME.sub(lambda m: self.display.get(m.group(0), m.group(0)), text)
+
+
+def _value_of(function, name: str):
+    """What ``name`` (a global or closure variable of ``function``) holds now."""
+    code = function.__code__
+    if name in code.co_freevars:
+        try:
+            return function.__closure__[code.co_freevars.index(name)].cell_contents
+        except ValueError:  # an empty cell
+            return None
+    return function.__globals__.get(name)
 
 
 _NAME = re.compile(r"__willump_\w+")
@@ -103,6 +119,7 @@ class _Writer:
             )
             return [statement]
         self.location = statement
+        self.expansion._receivers.append((resolver.func, name, composite))
         before = []
         if call.func.attr == "transform":
             result = self.transform(composite, call.args[0], name, before)
@@ -270,10 +287,14 @@ def _composite_call(statement: ast.stmt, resolver):
             and not isinstance(node.args[0], ast.Starred) and isinstance(node.func.value, ast.Name)
         ):
             continue
+        name = node.func.value.id
+        code = resolver.func.__code__
+        if name in code.co_varnames or name in code.co_cellvars or name in resolver.local_imports:
+            continue  # a local variable: what it holds is known only when the function runs
         composite = resolver.resolve(node.func.value)
         if type(composite) in COMPOSITES and (node.func.attr == "transform" or type(composite) is Pipeline):
             if _runs_first(statement.value, node):
-                return node, composite, node.func.value.id
+                return node, composite, name
     return None
 
 

@@ -1,0 +1,299 @@
+"""scikit-learn Pipelines, FeatureUnions and ColumnTransformers read as their steps.
+
+Each composite is written the way scikit-learn's documentation writes it; the optimized function
+must return exactly what the composite returns (values, dtype, shape), raise what it raises, split
+its branches into IFVs and compile the steps willump knows.
+"""
+
+import warnings
+
+import cloudpickle
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sklearn.compose import ColumnTransformer, make_column_selector, make_column_transformer
+from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+from sklearn.impute import SimpleImputer
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.pipeline import FeatureUnion, Pipeline, make_pipeline, make_union
+from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, StandardScaler
+
+import willump
+
+rng = np.random.default_rng(0)
+N = 600
+WORDS = ["good", "bad", "late", "great", "food", "never", "again", "ok", "fine", "slow"]
+FRAME = pd.DataFrame({
+    "amount": rng.lognormal(size=N),
+    "age": rng.integers(18, 90, N),
+    "city": rng.choice(["paris", "lyon", "nice", "metz"], N),
+    "text": [" ".join(rng.choice(WORDS, rng.integers(1, 6))) for _ in range(N)],
+})
+FRAME.loc[::9, "amount"] = np.nan
+Y = ((FRAME["amount"].fillna(1) > 1.2) ^ (FRAME["city"] == "nice")).astype(int).to_numpy()
+NUMERIC = ["amount", "age"]
+
+
+def column_transformers():
+    """The ColumnTransformers of scikit-learn's 'Column Transformer with Mixed Types' example and
+    its variants: remainder, drop, sparse_threshold, selectors, nested pipelines."""
+    numeric = Pipeline([("imputer", SimpleImputer(strategy="median")), ("scaler", StandardScaler())])
+    return {
+        "mixed_types": ColumnTransformer([
+            ("num", numeric, NUMERIC), ("cat", OneHotEncoder(handle_unknown="ignore"), ["city"]),
+            ("text", TfidfVectorizer(), "text"),
+        ]),
+        "remainder_passthrough": ColumnTransformer(
+            [("cat", OneHotEncoder(handle_unknown="ignore"), ["city"]), ("text", CountVectorizer(), "text"),
+             ("amount", SimpleImputer(), ["amount"])],
+            remainder="passthrough",
+        ),
+        "remainder_transformer": ColumnTransformer(
+            [("cat", OneHotEncoder(sparse_output=False), ["city"]), ("drop_text", "drop", ["text"])],
+            remainder=make_pipeline(SimpleImputer(), StandardScaler()),
+        ),
+        "dense_output": ColumnTransformer(
+            [("num", numeric, NUMERIC), ("cat", OneHotEncoder(handle_unknown="ignore"), ["city"])], sparse_threshold=0,
+        ),
+        "sparse_output": ColumnTransformer(
+            [("num", numeric, NUMERIC), ("cat", OneHotEncoder(handle_unknown="ignore"), ["city"])], sparse_threshold=1,
+        ),
+        "selectors": make_column_transformer(
+            (numeric, make_column_selector(dtype_include="number")),
+            (OneHotEncoder(handle_unknown="ignore"), make_column_selector(pattern="city")),
+            verbose_feature_names_out=False,
+        ),
+        "union_inside": ColumnTransformer([
+            ("text", make_union(TfidfVectorizer(), TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 3))), "text"),
+            ("num", numeric, NUMERIC),
+        ]),
+    }
+
+
+def fitted(name):
+    global composite
+    composite = make_pipeline(column_transformers()[name], LogisticRegression(max_iter=1000)).fit(FRAME, Y)
+    return composite
+
+
+_OPTIMIZED = {}
+
+
+def probability_of(name):
+    """(function, optimized function) of a fitted pipeline, each built once (closures: one
+    composite each)."""
+    if name not in _OPTIMIZED:
+        pipe = make_pipeline(column_transformers()[name], LogisticRegression(max_iter=1000)).fit(FRAME, Y)
+
+        def closure_probability(frame):
+            return pipe.predict_proba(frame)[:, 1]
+
+        _OPTIMIZED[name] = closure_probability, optimize_quietly(closure_probability)
+    return _OPTIMIZED[name]
+
+
+def outcome(function, *args):
+    """What the call returns, or the type and message of what it raises."""
+    try:
+        return function(*args)
+    except Exception as error:
+        return type(error), str(error)
+
+
+def probability(frame):
+    return composite.predict_proba(frame)[:, 1]
+
+
+def assert_same(got, expected):
+    assert type(got) is type(expected)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+
+
+def optimize_quietly(function):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", willump.WillumpWarning)  # nothing is left as one call here
+        return willump.optimize(function)
+
+
+@pytest.mark.parametrize("name", sorted(column_transformers()))
+def test_column_transformers_are_exact_on_batches_and_single_rows(name):
+    fitted(name)
+    optimized = optimize_quietly(probability)
+    assert len(optimized.graph.ifvs) >= 2
+    for rows in (FRAME, FRAME.iloc[[7]], FRAME.iloc[100:103], FRAME.iloc[::-1]):
+        assert_same(optimized(rows), probability(rows))
+    table = optimized.explain_compilation()
+    assert not table["call"].str.contains("__willump").any(), table["call"].tolist()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.floats(-1e6, 1e6)), st.integers(0, 120),
+            st.sampled_from(["paris", "lyon", "nice", "metz", "rome", ""]),
+            st.lists(st.sampled_from(WORDS + ["unseen", "É"]), max_size=5).map(" ".join),
+        ),
+        min_size=1, max_size=6,
+    ),
+    name=st.sampled_from(["mixed_types", "remainder_passthrough", "dense_output", "union_inside"]),
+)
+def test_any_rows_give_the_composites_answers(rows, name):
+    function, optimized = probability_of(name)
+    frame = pd.DataFrame(rows, columns=["amount", "age", "city", "text"]).astype({"amount": float})
+    expected, got = outcome(function, frame), outcome(optimized, frame)
+    if isinstance(expected, tuple):
+        assert got == expected
+    else:
+        assert_same(got, expected)
+
+
+def test_a_text_pipeline_is_its_steps_compiled_and_fused():
+    global pipe
+    pipe = Pipeline([("tfidf", TfidfVectorizer()), ("clf", LogisticRegression())]).fit(FRAME["text"], Y)
+
+    def predict(frame):
+        return pipe.predict_proba(frame["text"])[:, 1]
+
+    optimized = optimize_quietly(predict)
+    for rows in (FRAME, FRAME.iloc[[3]]):
+        assert_same(optimized(rows), predict(rows))
+    table = optimized.explain_compilation().set_index("call")
+    assert table.loc["pipe['tfidf'].transform(frame['text'])", "status"] == "compiled"
+    assert table.loc["pipe['clf'].predict_proba(tfidf)", "status"] == "compiled"
+
+
+def test_a_feature_union_of_vectorizers_splits_into_one_ifv_per_branch():
+    global pipe
+    pipe = Pipeline([
+        ("features", FeatureUnion([("words", TfidfVectorizer()), ("chars", TfidfVectorizer(analyzer="char_wb"))])),
+        ("clf", LogisticRegression()),
+    ]).fit(FRAME["text"], Y)
+
+    def predict(frame):
+        return pipe.predict(frame["text"])
+
+    optimized = optimize_quietly(predict)
+    assert [ifv.name for ifv in optimized.graph.ifvs] == ["features__words", "features__chars"]
+    assert_same(optimized(FRAME), predict(FRAME))
+    assert (optimized.explain_compilation()["status"] == "compiled").all()
+
+
+def test_a_dense_feature_union_with_passthrough_and_drop():
+    global pipe
+    union = make_union(StandardScaler(), FunctionTransformer(np.abs), "passthrough")
+    union.transformer_list.append(("dropped", "drop"))
+    pipe = make_pipeline(union, Ridge()).fit(FRAME[NUMERIC].fillna(0), FRAME["age"])
+
+    def predict(frame):
+        return pipe.predict(frame[NUMERIC].fillna(0))
+
+    optimized = optimize_quietly(predict)
+    assert len(optimized.graph.ifvs) == 3
+    for rows in (FRAME, FRAME.iloc[[0]]):
+        assert_same(optimized(rows), predict(rows))
+
+
+def test_a_transform_call_is_written_out_too():
+    global prep, model
+    prep = column_transformers()["mixed_types"].fit(FRAME)
+    model = LogisticRegression().fit(prep.transform(FRAME), Y)
+
+    def predict(frame):
+        X = prep.transform(frame)
+        return model.predict_proba(X)[:, 1]
+
+    optimized = optimize_quietly(predict)
+    assert [ifv.name for ifv in optimized.graph.ifvs] == ["num__scaler", "cat", "text"]
+    assert_same(optimized(FRAME), predict(FRAME))
+
+
+@pytest.mark.parametrize("bad", ["missing column", "array", "wrong type"])
+def test_bad_input_raises_what_the_composite_raises(bad):
+    fitted("mixed_types")
+    optimized = optimize_quietly(probability)
+    frame = {
+        "missing column": FRAME.drop(columns=["city"]), "array": FRAME.to_numpy(),
+        "wrong type": FRAME.assign(age=["x"] * N),
+    }[bad]
+    with pytest.raises(Exception) as expected:
+        probability(frame)
+    with pytest.raises(type(expected.value)) as got:
+        optimized(frame)
+    assert str(got.value) == str(expected.value)
+
+
+def test_a_composite_changed_after_decoration_runs_as_written_with_a_warning():
+    fitted("mixed_types")
+    optimized = optimize_quietly(probability)
+    before = optimized(FRAME)
+    composite.set_params(logisticregression=LogisticRegression(C=0.01).fit(composite[:-1].transform(FRAME), Y))
+    with pytest.warns(willump.WillumpWarning, match="changed after decoration"):
+        after = optimized(FRAME)
+    assert_same(after, probability(FRAME))
+    assert not np.array_equal(after, before)
+    composite.fit(FRAME, 1 - Y)  # refitted: new fitted transformers
+    assert_same(optimized(FRAME.iloc[:5]), probability(FRAME.iloc[:5]))
+
+
+@pytest.mark.parametrize("why, make", [
+    ("set_output", lambda: ColumnTransformer([("num", StandardScaler(), NUMERIC)]).set_output(transform="pandas")),
+    ("transformer_weights", lambda: ColumnTransformer([("num", StandardScaler(), NUMERIC)], transformer_weights={"num": 2.0})),
+])
+def test_a_composite_left_as_one_call_says_so(why, make):
+    global composite
+    composite = make_pipeline(SimpleImputer().set_output(transform="pandas"), make(), LogisticRegression())
+    composite.fit(FRAME[NUMERIC], Y)
+
+    def predict(frame):
+        return composite.predict_proba(frame[NUMERIC])[:, 1]
+
+    with pytest.warns(willump.WillumpWarning, match=f"runs as one call .{why}"):
+        optimized = willump.optimize(predict)
+    assert_same(optimized(FRAME), predict(FRAME))
+
+
+def test_an_unfitted_pipeline_is_left_as_one_call_and_said():
+    global composite
+    composite = make_pipeline(StandardScaler(), LogisticRegression())
+    with pytest.warns(willump.WillumpWarning, match="not fitted when the function was decorated"):
+        optimized = willump.optimize(lambda_free_probability)
+    composite.fit(FRAME[NUMERIC].fillna(0), Y)
+    assert_same(optimized(FRAME), lambda_free_probability(FRAME))
+
+
+def lambda_free_probability(frame):
+    return composite.predict_proba(frame[NUMERIC].fillna(0))[:, 1]
+
+
+def test_a_name_bound_to_another_composite_after_decoration_runs_as_written():
+    fitted("mixed_types")
+    optimized = optimize_quietly(probability)
+    fitted("dense_output")
+    with pytest.warns(willump.WillumpWarning, match="changed after decoration"):
+        assert_same(optimized(FRAME), probability(FRAME))
+
+
+def test_a_local_variable_named_like_a_global_composite_is_not_read_as_it():
+    global composite, other
+    fitted("mixed_types")
+    other = make_pipeline(StandardScaler(), LogisticRegression()).fit(FRAME[NUMERIC].fillna(0), Y)
+
+    def predict(frame):
+        composite = other
+        return composite.predict_proba(frame[NUMERIC].fillna(0))[:, 1]
+
+    optimized = willump.optimize(predict)
+    assert len(optimized.graph.ifvs) == 1
+    assert_same(optimized(FRAME), predict(FRAME))
+
+
+def test_the_optimized_pipeline_function_pickles():
+    fitted("union_inside")
+    optimized = optimize_quietly(probability)
+    loaded = cloudpickle.loads(cloudpickle.dumps(optimized))
+    assert_same(loaded(FRAME), probability(FRAME))
+    assert [ifv.name for ifv in loaded.graph.ifvs] == [ifv.name for ifv in optimized.graph.ifvs]
