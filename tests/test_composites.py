@@ -297,3 +297,22 @@ def test_the_optimized_pipeline_function_pickles():
     loaded = cloudpickle.loads(cloudpickle.dumps(optimized))
     assert_same(loaded(FRAME), probability(FRAME))
     assert [ifv.name for ifv in loaded.graph.ifvs] == [ifv.name for ifv in optimized.graph.ifvs]
+
+
+def test_explain_compilation_lists_each_call_once_as_written_after_fit():
+    """No phantom rows: the paths fit adds (cascades, top-K) answer the same calls as written."""
+    global vectorizer, model
+    vectorizer = TfidfVectorizer().fit(FRAME["text"])
+    model = LogisticRegression().fit(vectorizer.transform(FRAME["text"]), Y)
+
+    def predict(frame):
+        X = vectorizer.transform(frame["text"])
+        return model.predict_proba(X)[:, 1]
+
+    optimized = willump.optimize(predict)
+    optimized(FRAME.iloc[:5])
+    optimized.fit(FRAME.iloc[:400], y=Y[:400], validation=(FRAME.iloc[400:], Y[400:]), progress=False)
+    optimized.top_k(FRAME, k=5)
+    table = optimized.explain_compilation()
+    assert table["call"].tolist() == ["vectorizer.transform(frame['text'])", "model.predict_proba(X)"]
+    assert (table["calls"] > 0).all()

@@ -362,6 +362,9 @@ class OptimizedFunction:
         table = pd.DataFrame([site.summary() for site in sites], columns=columns)
         # A call can be reached by several paths (plain calls, cascades): one row per call as written.
         table = table.sort_values("calls", ascending=False, kind="stable")
+        # Sites of other paths (cascades, top-K) that never ran stand for a call another row shows.
+        ran_lines = set(table.loc[table["calls"] > 0, "line"])
+        table = table[(table["calls"] > 0) | ~table["line"].isin(ran_lines)]
         merged = table.groupby(["line", "call"], sort=True, as_index=False).agg(
             operator=("operator", "first"), status=("status", "first"),
             calls=("calls", "sum"), compiled_calls=("compiled_calls", "sum"), fused_calls=("fused_calls", "sum"),

@@ -122,9 +122,11 @@ class GraphExecutor:
         self._scoring = {}  # ranking method -> the _WholeCall of the body up to the model call, scoring
         self._scoring_lock = threading.Lock()
         for site in self.sites:
+            site.source = site.source.replace(f"{PLACEHOLDER}[0]", self.graph.combiner.entries)  # (one IFV)
             site.source = site.source.replace(PLACEHOLDER, self.graph.combiner.entries)
             if self._expansion is not None:
                 site.source = self._expansion.readable(site.source)
+            site.source = site.source.replace("__willump_join_", "join_")  # (the joins' pieces, split)
         if resolver is not None:
             for site in self.sites:
                 prepare_kernel(site, resolver)
