@@ -137,9 +137,10 @@ def _sparse_or_dense(blocks, sparse: bool | None) -> tuple[bool, list]:
         if any(_rows(b) == 0 or _width(b) == 0 for b in blocks):
             raise Unsupported("no rows, or a block without columns")
         return True, blocks
-    if any(is_sparse) or not all(type(b) is np.ndarray and b.ndim == 2 for b in blocks):
-        raise Unsupported("blocks other than 2-D arrays")
-    return False, list(blocks)
+    blocks = [_dense(b) if kept else b for b, kept in zip(blocks, is_sparse)]  # as scikit-learn: toarray()
+    if not all(type(b) is np.ndarray and b.ndim == 2 for b in blocks):
+        raise Unsupported("blocks other than 2-D arrays and sparse matrices")
+    return False, blocks
 
 
 def _nonzeros(block) -> SparseRows:
@@ -150,6 +151,10 @@ def _nonzeros(block) -> SparseRows:
     indptr = np.zeros(block.shape[0] + 1, np.int32)
     np.cumsum(np.bincount(rows, minlength=block.shape[0]), out=indptr[1:])
     return SparseRows(block[rows, cols], cols.astype(np.int32), indptr, block.shape[1], sp.csr_matrix)
+
+
+def _dense(block) -> np.ndarray:
+    return (block.materialize() if isinstance(block, SparseRows) else block).toarray()
 
 
 def _rows(block) -> int:
