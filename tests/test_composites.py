@@ -256,13 +256,21 @@ def test_a_composite_left_as_one_call_says_so(why, make):
     assert_same(optimized(FRAME), predict(FRAME))
 
 
-def test_an_unfitted_pipeline_is_left_as_one_call_and_said():
+def test_a_pipeline_fitted_after_decoration_is_read_as_its_steps_once_fitted():
+    """A script decorates at import and fits later: the first call after fit reads the steps."""
     global composite
-    composite = make_pipeline(StandardScaler(), LogisticRegression())
+    composite = make_pipeline(
+        make_union(StandardScaler(), FunctionTransformer(np.abs)), LogisticRegression()
+    )
     with pytest.warns(willump.WillumpWarning, match="not fitted when the function was decorated"):
         optimized = willump.optimize(lambda_free_probability)
+    assert len(optimized.graph.ifvs) == 1
     composite.fit(FRAME[NUMERIC].fillna(0), Y)
     assert_same(optimized(FRAME), lambda_free_probability(FRAME))
+    assert [ifv.name for ifv in optimized.graph.ifvs] == [
+        "featureunion__standardscaler", "featureunion__functiontransformer"
+    ]
+    assert_same(optimized(FRAME.iloc[[2]]), lambda_free_probability(FRAME.iloc[[2]]))
 
 
 def lambda_free_probability(frame):

@@ -1,6 +1,7 @@
 """``willump.optimize``: the decorator and the function object it returns."""
 
 import functools
+import threading
 import types
 import warnings
 
@@ -110,6 +111,8 @@ class OptimizedFunction:
         _check_cache_options(options)
         self.options = {**_DEFAULT_OPTIONS, **options}
         plan = build_plan(source)
+        self._unfitted = plan.unfitted  # composites to read as their steps once they are fitted
+        self._setup_lock = threading.Lock()
         self.graph = plan.graph
         self._report(self.graph)
         self._executor = None
@@ -150,7 +153,16 @@ class OptimizedFunction:
             raise TypeError(message)
         warn(message)
 
+    def _read_composites_once_fitted(self) -> None:
+        """Build the graph again when a scikit-learn composite that was not fitted at decoration
+        (and so was left as one call) has been fitted since: now its steps can be read."""
+        if self._unfitted is not None and self._unfitted.fitted_since():
+            with self._setup_lock:
+                if self._unfitted is not None and self._unfitted.fitted_since():
+                    self._setup(self._source, self.options)
+
     def __call__(self, *args, **kwargs):
+        self._read_composites_once_fitted()
         call = start_call(self._stats, self._lookup_caches)  # what this call's lookups count and reuse
         try:
             if self._executor is None:
@@ -232,6 +244,7 @@ class OptimizedFunction:
         A guard the function starts with (``if len(df) == 0: return ...``) that ends the call for
         the training or validation rows is a ValueError: fit needs the model's output for them.
         """
+        self._read_composites_once_fitted()
         if self._executor is None:
             raise ValueError(self.graph.refusal("fit"))
         self._refuse_guarded("fit", "the training rows", self._executor.arguments(inputs, {}))
@@ -283,6 +296,7 @@ class OptimizedFunction:
         An empty batch has no positions; a guard the function starts with that ends the call
         for the rows is a ValueError.
         """
+        self._read_composites_once_fitted()
         if self._executor is None:
             raise ValueError(self.graph.refusal("top_k"))
         if self._executor.model_split_problem:

@@ -73,6 +73,7 @@ class Plan:
     fallback: list | None = None  # the user's joins and selection, for inputs the split cannot serve
     model_split: "ModelSplit | str | None" = None  # the combine step cut at the model call, or why not
     expansion: Expansion | None = None  # scikit-learn composites written out as their steps, if any
+    unfitted: Expansion | None = None  # when composites were left as one call for not being fitted yet
 
     @property
     def names(self) -> dict:
@@ -122,6 +123,7 @@ def build_plan(source: FunctionSource) -> Plan:
     graph.guards = [analyze_statement(i, node) for i, node in enumerate(guards)]
 
     expansion = expand(body, Resolver(source.func, definition))
+    plan.unfitted = expansion if expansion.unfitted else None
     if expansion.names:
         body, plan.expansion = expansion.body, expansion
     hidden = tuple(plan.names)

@@ -46,6 +46,7 @@ class Expansion:
     display: dict = field(default_factory=dict)  # such a name -> how explanations show it
     notes: list = field(default_factory=list)  # composites left as one call, and why
     lines: list = field(default_factory=list)  # the lines of the calls written out
+    unfitted: list = field(default_factory=list)  # (composite, its attributes' count) not fitted at decoration
     _receivers: list = field(default_factory=list)  # (function, name, the composite the name held)
     _lists: list = field(default_factory=list)  # (owner, attribute, its items at decoration)
     _joins: list = field(default_factory=list)  # FeatureUnions and ColumnTransformers written out
@@ -61,6 +62,10 @@ class Expansion:
             if type(now) is not list or len(now) != len(items) or not all(map(operator.is_, now, items)):
                 return False
         return all(_plain_output(join) for join in self._joins)
+
+    def fitted_since(self) -> bool:
+        """Has a composite that was not fitted at decoration been fitted since (fit adds attributes)?"""
+        return any(len(vars(_final(composite))) != count for composite, count in self.unfitted)
 
     def readable(self, text: str) -> str:
         """``text`` (code the rewritten body holds) with its names as the user knows the objects."""
@@ -112,6 +117,8 @@ class _Writer:
         statement = copy.deepcopy(statement)  # (the user's definition stays as it is)
         call, composite, name = _composite_call(statement, resolver)
         reason = _not_written_out(composite, call.func.attr)
+        if reason == _UNFITTED:
+            self.expansion.unfitted.append((composite, len(vars(_final(composite)))))
         if reason:
             self.expansion.notes.append(
                 f"line {call.lineno}: {name}.{call.func.attr}(...) runs as one call ({reason}), "
@@ -243,7 +250,7 @@ def _not_written_out(composite, method: str) -> str | None:
     try:
         check_is_fitted(composite)
     except NotFittedError:
-        return "it was not fitted when the function was decorated"
+        return _UNFITTED
     except Exception as error:
         return f"{type(error).__name__}: {error}"
     kind = type(composite)
@@ -264,6 +271,14 @@ def _not_written_out(composite, method: str) -> str | None:
             if isinstance(branch, str):
                 return f"a fitted branch given as {branch!r}"
     return None
+
+
+_UNFITTED = "it was not fitted when the function was decorated: it is read as its steps once fitted"
+
+
+def _final(composite):
+    """The object fitting changes last: a Pipeline's final step, else the composite."""
+    return composite.steps[-1][1] if type(composite) is Pipeline and composite.steps else composite
 
 
 def _plain_output(composite) -> bool:
