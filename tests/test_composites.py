@@ -179,7 +179,11 @@ def test_a_feature_union_of_vectorizers_splits_into_one_ifv_per_branch():
     optimized = optimize_quietly(predict)
     assert [ifv.name for ifv in optimized.graph.ifvs] == ["features__words", "features__chars"]
     assert_same(optimized(FRAME), predict(FRAME))
-    assert (optimized.explain_compilation()["status"] == "compiled").all()
+    for row in range(3):  # one program for the whole call, as for the same steps written by hand
+        assert_same(optimized(FRAME.iloc[[row]]), predict(FRAME.iloc[[row]]))
+    table = optimized.explain_compilation()
+    assert (table["status"] == "compiled").all()
+    assert (table["whole_calls"] >= 3).all(), table
 
 
 def test_a_dense_feature_union_with_passthrough_and_drop():

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from types import MethodType
 
 from willump.compile import fused
+from willump.compile.composites import CompiledUnionStack
 from willump.compile.forms import Unsupported
 from willump.compile.linear import CompiledLinearModel
 from willump.compile.sites import COLUMN_STR, ExpressionSite
@@ -73,7 +74,7 @@ class Chain:
         return ast.copy_location(ast.Tuple(elements, ast.Load()), elements[0])
 
 
-def chain_of(body: list, sites: list, parameters) -> Chain | None:
+def chain_of(body: list, sites: list, parameters, names: dict | None = None) -> Chain | None:
     """The chain of call sites ``body`` (the rewritten function body) is, or None.
 
     Every statement must be ``name = <site call>`` (a name bound once) except the
@@ -81,7 +82,9 @@ def chain_of(body: list, sites: list, parameters) -> Chain | None:
     site calls are parameters, names bound by earlier statements, other site calls,
     ``parameter[<constant>]``, lists of these, or constants. Callees are read from
     names that are neither parameters nor bound in the body (globals and closure
-    variables)."""
+    variables) or from ``names``: names the rewritten body reads fixed objects under (a
+    scikit-learn composite's steps), which are also constants as arguments."""
+    names = names or {}
     by_name = {site.name: site for site in sites}
     positions = {name: i for i, name in enumerate(parameters)}
     bound, steps = {}, []
@@ -112,14 +115,16 @@ def chain_of(body: list, sites: list, parameters) -> Chain | None:
         """``name`` or ``name.attr...`` of a global or closure variable."""
         while isinstance(callee, ast.Attribute):
             callee = callee.value
-        return isinstance(callee, ast.Name) and callee.id not in positions and callee.id not in bound and not (
-            callee.id.startswith("__willump")
+        return isinstance(callee, ast.Name) and callee.id not in positions and callee.id not in bound and (
+            callee.id in names or not callee.id.startswith("__willump")
         )
 
     def argument(node):
         if isinstance(node, ast.Name):
             if node.id in bound:
                 return (STEP, bound[node.id])
+            if node.id in names and node.id not in positions:
+                return (CONSTANT, names[node.id])
             return (PARAMETER, positions[node.id]) if node.id in positions else None
         if isinstance(node, ast.Constant):
             return (CONSTANT, node.value)
@@ -184,7 +189,7 @@ class TextLinearProgram:
         kind, value = steps[chain.last].inputs[0]
         if kind != STEP:
             raise Unsupported("the model reads something other than a compiled call")
-        self.stacked = type(kernels[value]) is CompiledHstack  # (the vectorizers side by side)
+        self.stacked = type(kernels[value]) in (CompiledHstack, CompiledUnionStack)  # (vectorizers side by side)
         if self.stacked:
             used.add(value)
             blocks = self._stacked(steps[value])
@@ -220,6 +225,10 @@ class TextLinearProgram:
     @staticmethod
     def _stacked(step: Step) -> list:
         inputs = step.inputs
+        if type(step.site.found()[2]) is CompiledUnionStack:  # union_stack(union, [blocks]): sparse blocks
+            if len(inputs) != 2 or inputs[1][0] != LIST or step.keywords:
+                raise Unsupported("a FeatureUnion's join of other than its list of blocks")
+            return inputs[1][1]
         options = dict(step.keywords)
         if len(inputs) == 2 and inputs[1][0] == CONSTANT and "format" not in options:
             options["format"] = inputs[1][1]

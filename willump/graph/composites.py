@@ -170,7 +170,7 @@ class _Writer:
         owner = self.bind(composite, path)
         if union:
             self.expansion._lists.append((composite, "transformer_list", list(composite.transformer_list)))
-            source = value if isinstance(value, ast.Name) else self.assign(value, path, before, "input")
+            source = value if _reads_again_alike(value) else self.assign(value, path, before, "input")
         else:
             self.expansion._lists.append((composite, "transformers_", list(composite.transformers_)))
             source = self.assign(self.helper(COLUMN_INPUT, [owner, value]), path, before, "input")
@@ -178,7 +178,7 @@ class _Writer:
         for position, (name, branch, selection) in _branches(composite):
             branch_path = f"{path}[{name!r}]" if union else f"{path}.named_transformers_[{name!r}]"
             if union:
-                branch_input = source
+                branch_input = copy.deepcopy(source)  # (each branch reads it: df["text"] stays a column read)
             else:
                 branch_input = self.helper(COLUMNS, [source, owner, ast.Constant(position)])
             if isinstance(branch, str):  # a FeatureUnion's 'passthrough': the input itself
@@ -220,6 +220,14 @@ class _Writer:
 
     def located(self, statement: ast.stmt) -> ast.stmt:
         return ast.fix_missing_locations(_located(statement, self.location))
+
+
+def _reads_again_alike(value: ast.expr) -> bool:
+    """A name, or a name's item by a constant (``df["text"]``): reading it once per branch gives
+    the same value and runs no code of the user's."""
+    if isinstance(value, ast.Subscript):
+        return isinstance(value.value, ast.Name) and isinstance(value.slice, ast.Constant)
+    return isinstance(value, ast.Name)
 
 
 def _step_label(path: str) -> str:

@@ -12,6 +12,7 @@ list of IFV values. Cascades and caches are built on those three calls.
 
 import ast
 import copy
+import functools
 import itertools
 import operator
 import threading
@@ -74,6 +75,7 @@ class GraphExecutor:
         self._bind, self.parameters = compile_binder(source.func, source.definition, source.filename)
         self._helpers = {**{name: _HELPERS[name] for name in plan.helpers}, **plan.names}
         self._expansion = plan.expansion  # scikit-learn composites written out: checked before each call
+        self._names = plan.names  # the fixed objects the rewritten body reads (a composite's steps)
         self._changed_warned = False
         self._container = plan.container or list
         self._warned = False  # about running part of the function as written
@@ -142,7 +144,7 @@ class GraphExecutor:
         # (a new dict, not an update: other threads may be copying the helpers into a namespace)
         self._helpers = {**self._helpers, **{site.name: site for site in self.sites}, **SITE_HELPERS}
         # A body that is one chain of compiled calls may be answered by one program (see programs).
-        chain = chain_of(body, self.sites, self.parameters) if self._compile else None
+        chain = chain_of(body, self.sites, self.parameters, self._names) if self._compile else None
         return _WholeCall(body, self.parameters, self._helpers, chain, self._source)
 
     # --- running whole calls -------------------------------------------------------------
@@ -384,8 +386,12 @@ class _WholeCall:
         self.chain = chain
         self.program = None  # built from the kernels the sites found (at decoration, or after a call)
         self._program_kernels = None  # the kernels the last attempt to build it found
-        if chain is not None:
-            self._callees = compile_block(source.func, source.filename, [], [], chain.callees())
+        if chain is not None:  # (the callees, read now; names of fixed objects passed in)
+            callees = chain.callees()
+            fixed = sorted(names_read(callees) & set(helpers))
+            self._callees = functools.partial(
+                compile_block(source.func, source.filename, fixed, [], callees), *[helpers[n] for n in fixed]
+            )
 
     def answer(self, bound: tuple):
         """The result for the parameters' values: from the program for the whole body when it
