@@ -133,6 +133,8 @@ def _sparse_or_dense(blocks, sparse: bool | None) -> tuple[bool, list]:
     if sparse is None:
         sparse = any(is_sparse)
     if sparse:
+        if not any(is_sparse):
+            raise Unsupported("no sparse block (scipy's hstack has its own rules then)")
         blocks = [b if kept else _nonzeros(b) for b, kept in zip(blocks, is_sparse)]
         if any(_rows(b) == 0 or _width(b) == 0 for b in blocks):
             raise Unsupported("no rows, or a block without columns")
