@@ -106,13 +106,21 @@ def category_column(draw, rows: int, kind: str, known: bool):
 
 @st.composite
 def category_frames(draw):
-    """(fit frame, transform frame): 1-3 columns of one kind each; the transform frame has 0-5 rows."""
+    """(fit frame, transform frame): 1-3 columns of one kind each; the transform frame has 0-5
+    rows, or a batch of 16 times as many (which the kernels look up differently), and any index."""
     kinds = draw(st.lists(st.sampled_from(["str", "object", "int", "float"]), min_size=1, max_size=3))
     names = [f"f{i}" for i in range(len(kinds))]
     fit_rows, rows = draw(st.integers(1, 12)), draw(st.integers(0, 5))
     fit = pd.DataFrame({n: draw(category_column(fit_rows, k, True)) for n, k in zip(names, kinds)})
     new = pd.DataFrame({n: draw(category_column(rows, k, False)) for n, k in zip(names, kinds)})
-    return fit, new
+    if draw(st.integers(0, 3)) == 0:
+        new = pd.concat([new] * 16, ignore_index=True)
+    return fit, new.set_axis(draw(indexes(len(new))))
+
+
+def indexes(rows: int):
+    """A DataFrame's index: the default, or other labels (set_output keeps them)."""
+    return st.sampled_from([pd.RangeIndex(rows), pd.RangeIndex(10, 10 + 2 * rows, 2), pd.Index([f"r{i}" for i in range(rows)])])
 
 
 def as_input(frame: pd.DataFrame, array: bool):
@@ -196,7 +204,7 @@ NUMBERS = st.floats(-1e6, 1e6, allow_subnormal=True) | st.sampled_from([0.0, -0.
 @st.composite
 def number_frames(draw, nan=True):
     """(fit frame, transform frame) of 1-4 float64 or int64 columns; the transform frame has 0-5
-    rows, sometimes infinities."""
+    rows or 8 times as many (which the kernels check differently), any index, sometimes infinities."""
     width = draw(st.integers(1, 4))
     names = [f"x{i}" for i in range(width)]
     ints = [draw(st.booleans()) for _ in names]
@@ -214,7 +222,10 @@ def number_frames(draw, nan=True):
         return result if nan else result.fillna(0.0)
 
     fit = frame(draw(st.integers(1, 10)), NUMBERS)
-    return fit, frame(draw(st.integers(0, 5)), NUMBERS | st.sampled_from(extra) if extra else NUMBERS)
+    new = frame(draw(st.integers(0, 5)), NUMBERS | st.sampled_from(extra) if extra else NUMBERS)
+    if draw(st.integers(0, 3)) == 0:
+        new = pd.concat([new] * 8, ignore_index=True)
+    return fit, new.set_axis(draw(indexes(len(new))))
 
 
 SCALERS = st.one_of(
@@ -363,3 +374,14 @@ def test_decorated_pipeline_is_exact_and_compiled():
     status = dict(zip(table["operator"], table["status"]))
     assert status["OneHotEncoder.transform"] == "compiled", status
     assert status["StandardScaler.transform"].startswith("compiled"), status
+
+
+@pytest.mark.parametrize("interface", ["sparray", "spmatrix"])
+def test_one_hot_follows_the_sparse_interface(interface):
+    import sklearn
+
+    if "sparse_interface" not in sklearn.get_config():
+        pytest.skip("this scikit-learn has no sparse_interface option")
+    encoder = OneHotEncoder(handle_unknown="ignore").fit(AIRLINES[["airline"]])
+    with sklearn.config_context(sparse_interface=interface):
+        assert check(encoder, AIRLINES[["airline"]].iloc[1:3])

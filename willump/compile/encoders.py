@@ -15,11 +15,11 @@ import numba
 import numpy as np
 import pandas as pd
 from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder
-from sklearn.utils._set_output import _get_output_config
 
-from willump.compile.forms import Unsupported, configured_csr, csr
-from willump.compile.preprocessing import FittedKernel, check_finite, frame_columns
+from willump.compile.forms import SparseRows, Unsupported
+from willump.compile.preprocessing import FittedKernel, check_finite, output_config
 
+_PYTHON_STRINGS = pd.arrays.StringArray
 UNKNOWN = -1  # a value's position when it is not a category (the tables' last entry is for it)
 
 
@@ -33,6 +33,9 @@ class Categories:
             values = categories.tolist()
             self.nan = next((i for i, v in enumerate(values) if _is_nan(v)), None)
             self.positions = {v: i for i, v in enumerate(values) if not _is_nan(v)}
+            strings = [i for i, v in enumerate(values) if type(v) is str]
+            self.strings = pd.Index([values[i] for i in strings], dtype=object)  # for many rows: pandas' hash table
+            self.string_positions = np.array(strings + [UNKNOWN], dtype=np.intp)
         else:
             if categories.dtype.kind not in "iuf":
                 raise Unsupported(f"categories of dtype {categories.dtype}")
@@ -47,7 +50,7 @@ class Categories:
         if self.objects:
             if values.dtype.kind != "O":
                 raise Unsupported(f"a {values.dtype} column for categories that are objects")
-            return self._object_positions(values.tolist())
+            return self._object_positions(values)
         kind, fitted = values.dtype.kind, self.sorted.dtype.kind
         if kind != fitted:
             raise Unsupported(f"a {values.dtype} column for {self.sorted.dtype} categories")
@@ -61,8 +64,18 @@ class Categories:
             positions[np.isnan(values)] = self.nan
         return positions
 
-    def _object_positions(self, values: list) -> np.ndarray:
+    def _object_positions(self, values: np.ndarray) -> np.ndarray:
+        if len(values) > _FEW:  # the str categories found by pandas; the other values as below
+            found = self.string_positions[self.strings.get_indexer(values)]
+            missed = np.flatnonzero(found == UNKNOWN)
+            if len(missed):
+                found[missed] = self._one_by_one(values[missed])
+            return found
+        return self._one_by_one(values)
+
+    def _one_by_one(self, values: np.ndarray) -> np.ndarray:
         get, nan = self.positions.get, self.nan
+        values = values.tolist()
         try:
             found = [get(v, UNKNOWN) for v in values]
         except TypeError:
@@ -78,6 +91,7 @@ class Categories:
         return np.array(found, dtype=np.intp)
 
 
+_FEW = 64  # rows looked up one by one in a dict; more go through pandas' vectorized get_indexer
 _PLAIN = (str, int, float, type(None), bool)
 
 
@@ -91,6 +105,8 @@ def _values(column) -> np.ndarray:
     they are, strings (numpy's, pandas' ``str``) as Python objects."""
     if isinstance(column, np.ndarray):
         return column.astype(object) if column.dtype.kind == "U" else column
+    if type(column) is _PYTHON_STRINGS and column.dtype.na_value is not pd.NA:
+        return column._ndarray  # its str values and NaN, as numpy would convert them
     if isinstance(column.dtype, pd.StringDtype) and column.dtype.na_value is not pd.NA:
         return np.asarray(column, dtype=object)
     raise Unsupported(f"a column of dtype {column.dtype}")
@@ -167,22 +183,31 @@ class CompiledOneHotEncoder(_Encoding):
         return np.where(valid, codes + offset, -1).astype(np.int32)
 
     def transform(self, X):
+        if not self.model.sparse_output:
+            return _dense(self._columns(X), self.out_width, self.dtype)
+        return self.defer(X).materialize()
+
+    def defer(self, X):
+        """As calling it; sparse output kept as ``SparseRows`` for the compiled calls reading it."""
+        if not self.model.sparse_output:
+            return self(X)
+        if output_config(self.model) != "default":
+            raise Unsupported("set_output with sparse output (scikit-learn raises)")
+        indices, indptr = _csr_arrays(self._columns(X))
+        return SparseRows(np.ones(len(indices), dtype=self.dtype), indices, indptr, self.out_width)
+
+    def _columns(self, X) -> np.ndarray:
+        """Each row's output column per feature (-1: none)."""
         found = self.positions(X)
         if self.warns and any((p == UNKNOWN).any() for p in found):
             raise Unsupported("an unknown category (scikit-learn warns)")
         rows = len(found[0])
         if len(found) == 1:
-            columns = self.tables[0][found[0]].reshape(rows, 1)
-        else:
-            columns = np.empty((rows, len(found)), dtype=np.int32)
-            for i, (table, positions) in enumerate(zip(self.tables, found)):
-                columns[:, i] = table[positions]
-        if not self.model.sparse_output:
-            return _dense(columns, self.out_width, self.dtype)
-        if _get_output_config("transform", self.model)["dense"] != "default":
-            raise Unsupported("set_output with sparse output (scikit-learn raises)")
-        indices, indptr = _csr_arrays(columns)
-        return csr(configured_csr(), np.ones(len(indices), dtype=self.dtype), indices, indptr, (rows, self.out_width))
+            return self.tables[0][found[0]].reshape(rows, 1)
+        columns = np.empty((rows, len(found)), dtype=np.int32)
+        for i, (table, positions) in enumerate(zip(self.tables, found)):
+            columns[:, i] = table[positions]
+        return columns
 
 
 @numba.njit(cache=True, nogil=True)
@@ -205,9 +230,16 @@ def _csr_arrays(columns):
 
 def _dense(columns: np.ndarray, width: int, dtype) -> np.ndarray:
     out = np.zeros((len(columns), width), dtype=dtype)
-    rows, features = np.nonzero(columns >= 0)
-    out[rows, columns[rows, features]] = 1
+    _set_ones(columns, out)
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _set_ones(columns, out):
+    for r in range(columns.shape[0]):
+        for f in range(columns.shape[1]):
+            if columns[r, f] >= 0:
+                out[r, columns[r, f]] = 1
 
 
 class CompiledOrdinalEncoder(_Encoding):

@@ -15,19 +15,22 @@ identity on each call (``still_valid``): a refit or a changed option builds a
 new kernel. Fitted arrays are read live, so in-place edits are seen.
 """
 
+import math
 import operator
 
 import numba
 import numpy as np
 import pandas as pd
+import sklearn
 from sklearn.impute import SimpleImputer
 from sklearn.preprocessing import FunctionTransformer, MinMaxScaler, PolynomialFeatures, RobustScaler, StandardScaler
-from sklearn.utils._set_output import _get_output_config, _wrap_data_with_container
+from sklearn.utils._set_output import _wrap_data_with_container
 
 from willump.compile.forms import Unsupported
 from willump.compile.parallel import SERIAL
 
 _NUMBERS = "iuf"  # numpy kinds the numeric kernels read (bools and others go to scikit-learn)
+_FEW = 32  # values checked one by one in Python rather than by numpy
 
 
 class FittedKernel:
@@ -67,7 +70,7 @@ class FittedKernel:
         if args or kwargs:
             raise Unsupported("arguments other than X")
         out = self.transform(X)
-        config = _get_output_config("transform", self.model)["dense"]
+        config = output_config(self.model)
         if config == "default":
             return out
         if config != "pandas" or not self.WRAPS:
@@ -103,9 +106,32 @@ class FittedKernel:
             values = np.array(columns, dtype=np.float64)
         else:
             numeric_result(columns)
-            values = X.to_numpy(dtype=np.float64, copy=True)
+            values = side_by_side(columns, np.float64)
         check_finite(values, finite)
         return values
+
+
+def output_config(model) -> str:
+    """scikit-learn's ``_get_output_config("transform", model)["dense"]``, read without copying
+    the global configuration (a microsecond or two of a one-row call)."""
+    own = getattr(model, "_sklearn_output_config", None)
+    if own and "transform" in own:
+        return own["transform"]
+    return _configuration()["transform_output"]
+
+
+_configuration = getattr(sklearn._config, "_get_threadlocal_config", sklearn.get_config)
+
+
+def side_by_side(columns: list, dtype) -> np.ndarray:
+    """A new array of the columns side by side, converted to ``dtype`` as numpy converts them
+    (column-major, as scikit-learn's copy of a DataFrame's values)."""
+    if len(columns[0]) == 1:  # one row: from the scalars, without a numpy call per column
+        return np.array([[column[0] for column in columns]], dtype=dtype)
+    values = np.empty((len(columns[0]), len(columns)), dtype=dtype, order="F")
+    for i, column in enumerate(columns):
+        values[:, i] = column
+    return values
 
 
 def frame_columns(frame: pd.DataFrame) -> list:
@@ -131,11 +157,19 @@ def check_finite(values: np.ndarray, finite: bool) -> None:
     """Unsupported where scikit-learn's ``ensure_all_finite`` raises (NaN allowed unless ``finite``)."""
     if values.dtype.kind != "f":
         return
-    if finite:
+    if values.size <= _FEW:  # a row or two: in Python, without numpy's per-call overhead
+        check = math.isfinite if finite else _not_infinite
+        if not all(map(check, values.flat)):
+            raise Unsupported("values that are not finite (scikit-learn raises)")
+    elif finite:
         if not np.isfinite(values).all():
             raise Unsupported("values that are not finite (scikit-learn raises)")
     elif np.isinf(values).any():
         raise Unsupported("infinite values (scikit-learn raises)")
+
+
+def _not_infinite(value) -> bool:
+    return not math.isinf(value)
 
 
 # --- scalers ------------------------------------------------------------------------------
@@ -259,7 +293,7 @@ class CompiledSimpleImputer(FittedKernel):
                 raise Unsupported(f"{columns.dtype} values")
             values = np.array(columns)
         else:
-            values = X.to_numpy(dtype=_any_float_result(columns), copy=True)
+            values = side_by_side(columns, _any_float_result(columns))
         check_finite(values, finite=not self.nan)
         return values
 
@@ -298,7 +332,7 @@ class CompiledFunctionTransformer(FittedKernel):
             return self.function(X, **(model.kw_args or {}))
         columns = self.columns(X)
         if type(columns) is not np.ndarray:
-            columns = X.to_numpy(dtype=_any_float_result(columns))
+            columns = side_by_side(columns, _any_float_result(columns))
         elif columns.dtype.kind not in _NUMBERS:
             raise Unsupported(f"{columns.dtype} values (scikit-learn converts them)")
         check_finite(columns, finite=True)
@@ -376,7 +410,7 @@ class CompiledPolynomialFeatures(FittedKernel):
             values = columns if columns.dtype == np.float64 else columns.astype(np.float64)
         else:
             numeric_result(columns)
-            values = X.to_numpy(dtype=np.float64)
+            values = side_by_side(columns, np.float64)
         check_finite(values, finite=True)
         model = self.model
         out = np.empty((len(values), self.out_width), dtype=np.float64, order=model.order)
