@@ -88,16 +88,25 @@ def run(function, X):
 # --- encoders -----------------------------------------------------------------------------
 
 
+STRING_DTYPES = {"str": "str", "python": pd.StringDtype("python", na_value=np.nan)}  # pandas 3's string columns
+try:
+    import pyarrow  # noqa: F401
+
+    STRING_DTYPES["arrow"] = pd.StringDtype("pyarrow", na_value=np.nan)
+except ImportError:
+    pass
+
+
 @st.composite
 def category_column(draw, rows: int, kind: str, known: bool):
-    """One column of categories: strings (pandas str, numpy objects), ints, or floats; with
+    """One column of categories: strings (pandas' str dtypes, numpy objects), ints, or floats; with
     missing values, and unknown values when not ``known``."""
     letters = LETTERS[:4] if known else LETTERS
-    if kind in ("str", "object"):
+    if kind in STRING_DTYPES or kind == "object":
         values = draw(st.lists(st.sampled_from(letters + [None, np.nan]), min_size=rows, max_size=rows))
-        if kind == "str":
-            return pd.array(values, dtype="str")
-        return np.array(values, dtype=object)
+        if kind == "object":
+            return np.array(values, dtype=object)
+        return pd.array(values, dtype=STRING_DTYPES[kind])
     if kind == "int":
         return np.array(draw(st.lists(st.integers(0 if known else -2, 3), min_size=rows, max_size=rows)), dtype=np.int64)
     floats = st.sampled_from([0.5, 1.0, 2.0, -0.0, np.nan] + ([] if known else [7.0, np.inf]))
@@ -108,7 +117,7 @@ def category_column(draw, rows: int, kind: str, known: bool):
 def category_frames(draw):
     """(fit frame, transform frame): 1-3 columns of one kind each; the transform frame has 0-5
     rows, or a batch of 16 times as many (which the kernels look up differently), and any index."""
-    kinds = draw(st.lists(st.sampled_from(["str", "object", "int", "float"]), min_size=1, max_size=3))
+    kinds = draw(st.lists(st.sampled_from([*STRING_DTYPES, "object", "int", "float"]), min_size=1, max_size=3))
     names = [f"f{i}" for i in range(len(kinds))]
     fit_rows, rows = draw(st.integers(1, 12)), draw(st.integers(0, 5))
     fit = pd.DataFrame({n: draw(category_column(fit_rows, k, True)) for n, k in zip(names, kinds)})
@@ -274,7 +283,7 @@ def test_simple_imputer(frames, imputer, array, pandas):
     check(imputer, as_input(fit.iloc[:1], array))
 
 
-UFUNCS = [np.log1p, np.sqrt, np.abs, np.exp, np.negative]
+UFUNCS = [np.log1p, np.sqrt, np.abs, np.exp, np.negative, None]
 
 
 @SETTINGS
@@ -348,6 +357,13 @@ def test_a_refit_builds_a_new_kernel():
     assert not compiled.still_valid()
 
 
+def test_functions_other_than_ufuncs_run_as_written():
+    """They may have side effects, which must happen once (a kernel's failure reruns the call)."""
+    for transformer in (FunctionTransformer(lambda X: X + 1), FunctionTransformer(np.round, validate=True),
+                        FunctionTransformer(np.log1p, kw_args={"out": None})):
+        assert registry.kernel_for(transformer.fit(AIRLINES[["b"]]).transform)[0] is None
+
+
 # --- in a decorated function ----------------------------------------------------------------
 
 
@@ -385,3 +401,29 @@ def test_one_hot_follows_the_sparse_interface(interface):
     encoder = OneHotEncoder(handle_unknown="ignore").fit(AIRLINES[["airline"]])
     with sklearn.config_context(sparse_interface=interface):
         assert check(encoder, AIRLINES[["airline"]].iloc[1:3])
+
+
+def test_sparse_one_hot_stays_compiled_into_the_model():
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    frame = pd.DataFrame({
+        "airline": pd.array(["United", "Delta", "Virgin", None, "Delta", "US Airways"] * 4, dtype="str"),
+        "text": [f"flight {w} was {v}" for w in ("late", "fine", "great") for v in ("bad", "ok", "good", "new", "old", "rude", "kind", "slow")],
+    })
+    encoder = OneHotEncoder(handle_unknown="ignore").fit(frame[["airline"]])
+    vectorizer = TfidfVectorizer().fit(frame["text"])
+    features = sp.hstack([encoder.transform(frame[["airline"]]), vectorizer.transform(frame["text"])], format="csr")
+    model = LogisticRegression().fit(features, np.arange(len(frame)) % 2)
+
+    @willump.optimize
+    def predict(df):
+        X = sp.hstack([encoder.transform(df[["airline"]]), vectorizer.transform(df["text"])], format="csr")
+        return model.predict_proba(X)[:, 1]
+
+    for df in (frame, frame.iloc[:1], frame.iloc[3:4], frame.assign(airline="Qantas").iloc[:2]):
+        both = answers(predict, df)
+        if both is not None:
+            same_bits(*both)
+    table = predict.explain_compilation().set_index("operator")
+    assert table.loc["OneHotEncoder.transform", "status"] == "compiled"
+    assert table.loc["OneHotEncoder.transform", "kept"]

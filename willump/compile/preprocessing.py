@@ -309,9 +309,10 @@ def _any_float_result(columns: list) -> np.dtype:
 
 
 class CompiledFunctionTransformer(FittedKernel):
-    """``FunctionTransformer.transform``: with ``validate=False`` and no ``feature_names_out`` it
-    is ``func(X, **kw_args)`` and nothing else; with ``validate=True``, a numpy ufunc of one
-    argument on the checked array (numbers, finite)."""
+    """``FunctionTransformer.transform`` of a numpy ufunc of one argument (or none, the identity),
+    without ``kw_args`` or ``feature_names_out``: with ``validate=False`` it is ``func(X)`` and
+    nothing else; with ``validate=True``, ``func`` of the checked array (numbers, finite). Other
+    functions run as written: they may have side effects, which must happen once."""
 
     KIND = FunctionTransformer
     ATTRIBUTES = ("func", "kw_args", "validate", "feature_names_out", "accept_sparse")
@@ -320,16 +321,16 @@ class CompiledFunctionTransformer(FittedKernel):
     def __init__(self, model, workers=SERIAL):
         # With validate=False, scikit-learn checks nothing: the object need not even be fitted.
         super().__init__(model, workers, fitted=model.validate is True)
-        if model.feature_names_out is not None:
-            raise Unsupported("feature_names_out (scikit-learn checks the output's columns)")
-        self.function = _identity if model.func is None else model.func
-        if model.validate and not (isinstance(model.func, np.ufunc) and model.func.nin == 1 and not model.kw_args):
-            raise Unsupported("validate=True with a func other than a numpy ufunc of one argument")
+        if model.feature_names_out is not None or model.kw_args:
+            raise Unsupported("feature_names_out or kw_args")
+        func = model.func
+        if not ((isinstance(func, np.ufunc) and func.nin == 1) or (func is None and not model.validate)):
+            raise Unsupported("a func other than a numpy ufunc of one argument")
+        self.function = _identity if func is None else func
 
     def transform(self, X):
-        model = self.model
-        if not model.validate:
-            return self.function(X, **(model.kw_args or {}))
+        if not self.model.validate:
+            return self.function(X)
         columns = self.columns(X)
         if type(columns) is not np.ndarray:
             columns = side_by_side(columns, _any_float_result(columns))
