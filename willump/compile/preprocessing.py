@@ -179,7 +179,8 @@ class CompiledStandardScaler(FittedKernel):
     """``StandardScaler.transform`` of dense input: ``X -= mean_`` then ``X /= scale_``."""
 
     KIND = StandardScaler
-    ATTRIBUTES = ("with_mean", "with_std", "copy", "mean_", "scale_")
+    CENTER, SCALE = ("with_mean", "mean_"), ("with_std", "scale_")  # (option, fitted attribute)
+    ATTRIBUTES = ("copy", *CENTER, *SCALE)
 
     def __init__(self, model, workers=SERIAL):
         super().__init__(model, workers)
@@ -189,10 +190,11 @@ class CompiledStandardScaler(FittedKernel):
     def transform(self, X):
         values = self.float_input(X)
         model = self.model
-        if model.with_mean:
-            values -= model.mean_
-        if model.with_std:
-            values /= model.scale_
+        (centers, center), (scales, scale) = self.CENTER, self.SCALE
+        if getattr(model, centers):
+            values -= getattr(model, center)
+        if getattr(model, scales):
+            values /= getattr(model, scale)
         return values
 
 
@@ -200,16 +202,8 @@ class CompiledRobustScaler(CompiledStandardScaler):
     """``RobustScaler.transform`` of dense input: ``X -= center_`` then ``X /= scale_``."""
 
     KIND = RobustScaler
-    ATTRIBUTES = ("with_centering", "with_scaling", "copy", "center_", "scale_")
-
-    def transform(self, X):
-        values = self.float_input(X)
-        model = self.model
-        if model.with_centering:
-            values -= model.center_
-        if model.with_scaling:
-            values /= model.scale_
-        return values
+    CENTER, SCALE = ("with_centering", "center_"), ("with_scaling", "scale_")
+    ATTRIBUTES = ("copy", *CENTER, *SCALE)
 
 
 class CompiledMinMaxScaler(CompiledStandardScaler):
