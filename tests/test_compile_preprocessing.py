@@ -8,17 +8,22 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from answers import answers
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import (
-    FunctionTransformer, MinMaxScaler, OneHotEncoder, OrdinalEncoder, PolynomialFeatures, RobustScaler,
+    FunctionTransformer,
+    MinMaxScaler,
+    OneHotEncoder,
+    OrdinalEncoder,
+    PolynomialFeatures,
+    RobustScaler,
     StandardScaler,
 )
 
 import willump
-from answers import answers
 from willump.compile import registry
 from willump.compile.forms import Unsupported
 
@@ -212,21 +217,21 @@ NUMBERS = st.floats(-1e6, 1e6, allow_subnormal=True) | st.sampled_from([0.0, -0.
 
 @st.composite
 def number_frames(draw, nan=True):
-    """(fit frame, transform frame) of 1-4 float64 or int64 columns; the transform frame has 0-5
+    """(fit frame, transform frame) of 1-4 float64, float32 or int64 columns; the transform frame has 0-5
     rows or 8 times as many (which the kernels check differently), any index, sometimes infinities."""
     width = draw(st.integers(1, 4))
     names = [f"x{i}" for i in range(width)]
-    ints = [draw(st.booleans()) for _ in names]
+    kinds = [draw(st.sampled_from(["int", "float64", "float64", "float32"])) for _ in names]
     extra = [np.inf, -np.inf] if draw(st.integers(0, 4)) == 0 else []
 
     def frame(rows, values):
         columns = {}
-        for name, integer in zip(names, ints):
-            if integer:
+        for name, kind in zip(names, kinds):
+            if kind == "int":
                 columns[name] = np.array(draw(st.lists(st.integers(-50, 50), min_size=rows, max_size=rows)), dtype=np.int64)
             else:
                 column = draw(st.lists(values, min_size=rows, max_size=rows))
-                columns[name] = np.array(column, dtype=np.float64)
+                columns[name] = np.array(column, dtype=kind)
         result = pd.DataFrame(columns)
         return result if nan else result.fillna(0.0)
 

@@ -11,6 +11,8 @@ value, so a call only looks values up and gathers. Unknown values scikit-learn
 raises or warns about are refused, and its own call runs.
 """
 
+import math
+
 import numba
 import numpy as np
 import pandas as pd
@@ -97,7 +99,7 @@ _PLAIN = (str, int, float, type(None), bool)
 
 def _is_nan(value) -> bool:
     """scikit-learn's ``is_scalar_nan``."""
-    return isinstance(value, (float, np.floating)) and value != value
+    return isinstance(value, (float, np.floating)) and math.isnan(value)
 
 
 def _values(column) -> np.ndarray:

@@ -23,7 +23,13 @@ import numpy as np
 import pandas as pd
 import sklearn
 from sklearn.impute import SimpleImputer
-from sklearn.preprocessing import FunctionTransformer, MinMaxScaler, PolynomialFeatures, RobustScaler, StandardScaler
+from sklearn.preprocessing import (
+    FunctionTransformer,
+    MinMaxScaler,
+    PolynomialFeatures,
+    RobustScaler,
+    StandardScaler,
+)
 from sklearn.utils._set_output import _wrap_data_with_container
 
 from willump.compile.forms import Unsupported
@@ -100,13 +106,11 @@ class FittedKernel:
         copy=True)`` gives it; Unsupported for infinities (NaN too when ``finite``) and for
         input scikit-learn would keep as float32 or convert some other way."""
         columns = self.columns(X)
-        if type(columns) is np.ndarray:
-            if columns.dtype.kind not in _NUMBERS or (columns.dtype.kind == "f" and columns.dtype != np.float64):
-                raise Unsupported(f"{columns.dtype} values (only float64 and integers are compiled)")
-            values = np.array(columns, dtype=np.float64)
-        else:
-            numeric_result(columns)
-            values = side_by_side(columns, np.float64)
+        array = type(columns) is np.ndarray
+        dtype = columns.dtype if array else numeric_dtype(columns)
+        if dtype.kind not in _NUMBERS or (dtype.kind == "f" and dtype != np.float64):
+            raise Unsupported(f"{dtype} values (scikit-learn keeps float32 and float16; only float64 and integers are compiled)")
+        values = np.array(columns, dtype=np.float64) if array else side_by_side(columns, np.float64)
         check_finite(values, finite)
         return values
 
@@ -136,20 +140,15 @@ def side_by_side(columns: list, dtype) -> np.ndarray:
 
 def frame_columns(frame: pd.DataFrame) -> list:
     """The frame's column arrays, without building a Series for each."""
-    getter = getattr(frame, "_get_column_array", None)
-    if getter is None:
-        return [frame.iloc[:, i].array for i in range(frame.shape[1])]
-    return [getter(i) for i in range(frame.shape[1])]
+    return [frame._get_column_array(i) for i in range(frame.shape[1])]
 
 
-def numeric_result(columns: list) -> np.dtype:
-    """The dtype numpy gives these columns side by side; Unsupported unless float64 (scikit-learn's
-    float dtypes keep float32) or all integers (converted to float64)."""
+def numeric_dtype(columns: list) -> np.dtype:
+    """The dtype numpy (and scikit-learn's checks) give these columns side by side; Unsupported
+    unless all are numpy ints or floats (scikit-learn converts others its own ways)."""
     dtypes = [c.dtype for c in columns]
     if not all(isinstance(d, np.dtype) and d.kind in _NUMBERS for d in dtypes):
         raise Unsupported("a column that is not int or float (scikit-learn converts it)")
-    if any(d.kind == "f" and d != np.float64 for d in dtypes):
-        raise Unsupported("float32 or float16 columns")
     return np.result_type(*dtypes)
 
 
@@ -188,7 +187,7 @@ class CompiledStandardScaler(FittedKernel):
             raise Unsupported("copy=False (scikit-learn scales the input in place)")
 
     def transform(self, X):
-        values = self.float_input(X)
+        values = self.float_input(X)  # a new array: scaled in place below, as scikit-learn scales its copy
         model = self.model
         (centers, center), (scales, scale) = self.CENTER, self.SCALE
         if getattr(model, centers):
@@ -240,14 +239,14 @@ class CompiledSimpleImputer(FittedKernel):
         super().__init__(model, workers)
         try:
             model._validate_params()  # as each transform does (its _fit_context)
-        except Exception as error:
+        except (ValueError, TypeError) as error:  # scikit-learn's InvalidParameterError is both
             raise Unsupported(f"invalid parameters ({error})") from None
         if model.copy is not True:
             raise Unsupported("copy=False (scikit-learn imputes the input in place)")
         if model._fit_dtype.kind not in _NUMBERS:
             raise Unsupported(f"fitted on {model._fit_dtype} data (only numbers are compiled)")
         missing = model.missing_values
-        self.nan = isinstance(missing, float) and missing != missing
+        self.nan = isinstance(missing, float) and math.isnan(missing)
         if not self.nan and (type(missing) not in (int, float) or isinstance(missing, bool)):
             raise Unsupported(f"missing_values={missing!r} (only NaN and numbers are compiled)")
         statistics = model.statistics_
@@ -287,16 +286,9 @@ class CompiledSimpleImputer(FittedKernel):
                 raise Unsupported(f"{columns.dtype} values")
             values = np.array(columns)
         else:
-            values = side_by_side(columns, _any_float_result(columns))
+            values = side_by_side(columns, numeric_dtype(columns))
         check_finite(values, finite=not self.nan)
         return values
-
-
-def _any_float_result(columns: list) -> np.dtype:
-    dtypes = [c.dtype for c in columns]
-    if not all(isinstance(d, np.dtype) and d.kind in _NUMBERS for d in dtypes):
-        raise Unsupported("a column that is not int or float")
-    return np.result_type(*dtypes)
 
 
 # --- FunctionTransformer -----------------------------------------------------------------
@@ -327,7 +319,7 @@ class CompiledFunctionTransformer(FittedKernel):
             return self.function(X)
         columns = self.columns(X)
         if type(columns) is not np.ndarray:
-            columns = side_by_side(columns, _any_float_result(columns))
+            columns = side_by_side(columns, numeric_dtype(columns))
         elif columns.dtype.kind not in _NUMBERS:
             raise Unsupported(f"{columns.dtype} values (scikit-learn converts them)")
         check_finite(columns, finite=True)
@@ -398,15 +390,7 @@ class CompiledPolynomialFeatures(FittedKernel):
         self.out_width = model._n_out_full
 
     def transform(self, X):
-        columns = self.columns(X)
-        if type(columns) is np.ndarray:
-            if columns.dtype.kind not in _NUMBERS or (columns.dtype.kind == "f" and columns.dtype != np.float64):
-                raise Unsupported(f"{columns.dtype} values (only float64 and integers are compiled)")
-            values = columns if columns.dtype == np.float64 else columns.astype(np.float64)
-        else:
-            numeric_result(columns)
-            values = side_by_side(columns, np.float64)
-        check_finite(values, finite=True)
+        values = self.float_input(X, finite=True)
         model = self.model
         out = np.empty((len(values), self.out_width), dtype=np.float64, order=model.order)
         _polynomial(values, bool(model.include_bias), self.plan, out)
