@@ -13,7 +13,7 @@ import pandas as pd
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, TfidfVectorizer
 
-from willump.compile import composites, linear, sparse, tables, trees
+from willump.compile import composites, encoders, linear, preprocessing, sparse, tables, trees
 from willump.compile.dense import CompiledNumpyHstack
 from willump.compile.expressions import CompiledExpression
 from willump.compile.parallel import SERIAL
@@ -29,6 +29,8 @@ METHOD_KERNELS = {
     (TfidfVectorizer, "transform"): CompiledVectorizer,
     (HashingVectorizer, "transform"): CompiledVectorizer,
 }
+for _kind, _kernel in {**preprocessing.KERNELS, **encoders.KERNELS}.items():
+    METHOD_KERNELS[(_kind, "transform")] = _kernel
 for _kind, _methods in linear.METHODS.items():
     for _method in _methods:
         METHOD_KERNELS[(_kind, _method)] = lambda model, workers, method=_method: linear.CompiledLinearModel(
