@@ -283,7 +283,7 @@ class _Rewriter(ast.NodeTransformer):
             return self._expression_site(node)
         return self.generic_visit(node)
 
-    visit_UnaryOp = visit_BinOp
+    visit_UnaryOp = visit_Compare = visit_BinOp
 
     def _expression_site(self, node):
         site = self.make_site(node, ast.unparse(node), ExpressionSite)
