@@ -189,3 +189,49 @@ def test_a_cast_that_may_refuse_after_warnings_runs_as_written():
     optimized = willump.optimize(feature_pipeline('np.log(frame["x"]).astype(int)'))
     assert assert_same(optimized, (None, None, CLEAN, None, None, None))  # (log warns, the cast raises)
     assert "a cast to int after operations that may warn" in status(optimized)
+
+
+# --- a chain of compiled methods on a value computed otherwise -----------------------------------
+
+PLAYS = {1: 10.0, 2: 0.5, 3: -2.0}
+
+
+def looked_up(frame, plays):
+    return IDENTITY_MODEL.predict(frame["song"].map(plays).fillna(0).clip(0, 5).astype("float32"))
+
+
+class Identity:
+    def predict(self, X):
+        return X
+
+
+IDENTITY_MODEL = Identity()
+
+
+@pytest.mark.parametrize("songs", [[1, 2, 3, 4], [4], [2, 2, 1]])
+def test_a_lookup_then_methods_is_compiled(songs):
+    optimized = willump.optimize(looked_up)
+    frame = pd.DataFrame({"song": songs}, index=pd.RangeIndex(5, 5 + len(songs)))
+    for plays in (PLAYS, pd.Series(PLAYS)):
+        assert not assert_same(optimized, (frame, plays))
+    assert expression_calls(optimized) == (2, 2), status(optimized)
+
+
+def ordered(log, values):
+    log.append("operand")
+    return values
+
+
+def test_an_operand_computed_otherwise_runs_once():
+    """``f(x).fillna(n)``: f runs as written, once per call; its result goes through the kernel."""
+    source = "def pipeline(a, b, frame, n, m, names):\n    value = ordered(b, a).fillna(n).abs() + m\n" \
+             "    return IDENTITY.predict(value)\n"
+    from answers import define
+    from test_compile_expressions import IDENTITY
+
+    optimized = willump.optimize(define(source, {"np": np, "IDENTITY": IDENTITY, "ordered": ordered}, "<operand>"))
+    log = []
+    a = pd.Series([1.5, np.nan, -2.0], name="a")
+    assert not assert_same(optimized, (a, log, None, 0.25, 1, None))
+    assert log == ["operand", "operand"]  # the original's call, then the optimized one's
+    assert expression_calls(optimized) == (1, 1), status(optimized)

@@ -59,6 +59,7 @@ _INT64 = 2**63
 _NUMEXPR_FROM = getattr(pandas_expressions, "_MIN_ELEMENTS", 0)  # longer arrays may go through numexpr
 _NOT_CONSTANT = object()
 _ABSENT = object()  # an argument not given
+OPERAND = "__willump_operand"  # the name standing for a leading operand computed otherwise (leading_operand)
 COMPARISONS = {ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.LtE: operator.le,
                ast.Eq: operator.eq, ast.NotEq: operator.ne}
 ROUNDING = {"round", "around"}  # np.round(x, n): Series.round(n)
@@ -117,6 +118,28 @@ def _reads_names(node):
     if method == "astype":  # the dtype: a name (float), numpy's (np.float32) or a string
         return _reads_names(receiver)
     return _all_read(receiver, *[a for a in arguments if a is not None and not _is_none(a)])
+
+
+def leading_operand(node: ast.Call):
+    """(parent, field, operand): the operand evaluated first in a chain of compiled methods (and
+    operations on their left), when it is something else (``s.map(d)`` in ``s.map(d).fillna(0) > 1``);
+    else None. The expression of a name standing for it may then be compiled: the operand is still
+    evaluated first, and only names are read after it before the expression runs."""
+    parent = field = None
+    methods = False
+    current = node
+    while True:
+        if isinstance(current, ast.Call) and isinstance(current.func, ast.Attribute) and current.func.attr in METHODS:
+            parent, field, current, methods = current.func, "value", current.func.value, True
+        elif isinstance(current, (ast.BinOp, ast.Compare)):
+            parent, field, current = current, "left", current.left
+        elif isinstance(current, ast.UnaryOp):
+            parent, field, current = current, "operand", current.operand
+        else:
+            break
+    if not methods or _reads_names(current) is not None or isinstance(current, ast.Starred):
+        return None
+    return parent, field, current
 
 
 def _all_read(*nodes):
@@ -632,9 +655,10 @@ def _selected_blocks(frame, key) -> tuple:
     if isinstance(columns, MultiIndex) or not columns.is_unique:
         raise Unsupported("MultiIndex or repeated column names")
     _check_metadata(frame, None)
-    positions = columns.get_indexer(list(key))
-    if (positions < 0).any():
-        raise Unsupported("a column the frame does not have")
+    try:  # (get_loc: get_indexer would build an Index of the names, ~100 us)
+        positions = np.array([columns.get_loc(k) for k in key], dtype=np.intp)
+    except KeyError:
+        raise Unsupported("a column the frame does not have") from None
     if not len(frame.index):
         raise Unsupported("no rows")
     manager = frame._mgr
