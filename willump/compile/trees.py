@@ -21,6 +21,7 @@ import pandas as pd
 from lightgbm import LGBMClassifier, LGBMRegressor
 from lightgbm.basic import _LIB, _ConfigAliases, _choose_param_value, _InnerPredictor, _param_dict_to_str, _safe_call
 
+from willump.compile.dense import ConcatenatedColumns
 from willump.compile.forms import Unsupported
 
 try:  # what validate_data, which LGBMModel.predict calls on arrays, runs first
@@ -174,6 +175,8 @@ def _matrix(X, width: int) -> np.ndarray:
     """The matrix LightGBM builds from ``X``; Unsupported where it would do more (or raise)."""
     if isinstance(X, SelectedFrame):
         matrix = numeric_matrix(X)
+    elif isinstance(X, ConcatenatedColumns):  # as the DataFrame below
+        matrix = X.matrix(np.result_type(*[d.type for d in X.dtypes], np.float32))
     elif type(X) is pd.DataFrame:
         dtypes = list(X.dtypes)
         if any(not isinstance(d, np.dtype) or d.kind not in "iufb" for d in dtypes):
