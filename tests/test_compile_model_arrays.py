@@ -36,6 +36,12 @@ def reindexed(df):
     return MODEL.predict(X)
 
 
+def located(df):
+    X = np.column_stack([USER_SKIPS.loc[df["user"]].to_numpy(), df["song"].map(SONG_PLAYS).fillna(0).to_numpy(),
+                         df["age"].to_numpy()])
+    return MODEL.predict_proba(X)[:, 1]
+
+
 def without_names(df):
     X = np.column_stack([df["song"].map(SONG_PLAYS).fillna(0).to_numpy(), df["user"].map(USER_SKIPS).to_numpy(),
                          df["age"].to_numpy()])
@@ -58,7 +64,7 @@ def run(function, frame):
                     if not issubclass(w.category, willump.WillumpWarning)]
 
 
-@pytest.mark.parametrize("function", [mapped, reindexed, without_names])
+@pytest.mark.parametrize("function", [mapped, reindexed, located, without_names])
 def test_a_model_fitted_on_names_given_an_array_is_compiled(function):
     optimized = willump.optimize(function)
     for frame in (FRAME, FRAME.iloc[[4]], FRAME.iloc[7:12], FRAME.iloc[::-1]):

@@ -155,9 +155,10 @@ CLEAN = pd.DataFrame({"x": [1.5, np.nan, -3.25, 7.0, 0.0, -0.0, 2.5], "y": [1, 2
 def test_feature_code_is_compiled(source, rows):
     """The spellings of pandas feature code: each one site the kernel answers, exactly."""
     optimized = willump.optimize(feature_pipeline(source))
-    for frame in (CLEAN[:rows], CLEAN[:rows].copy(), CLEAN.iloc[::-1][:rows]):
+    from_array = pd.DataFrame(CLEAN.to_numpy(dtype=float), columns=CLEAN.columns)  # one F-ordered block
+    for frame in (CLEAN[:rows], CLEAN[:rows].copy(), CLEAN.iloc[::-1][:rows], from_array[:rows], from_array.iloc[::2]):
         assert not assert_same(optimized, (None, None, frame, None, None, None))
-    assert expression_calls(optimized) == (3, 3), status(optimized)
+    assert expression_calls(optimized) == (5, 5), status(optimized)
 
 
 FALLBACKS = [  # (expression, frame, why the kernel refuses)
@@ -200,6 +201,10 @@ def looked_up(frame, plays):
     return IDENTITY_MODEL.predict(frame["song"].map(plays).fillna(0).clip(0, 5).astype("float32"))
 
 
+def looked_up_compared(frame, plays):
+    return IDENTITY_MODEL.predict((frame["song"].map(plays).fillna(0) * 2 > 1) | False)
+
+
 class Identity:
     def predict(self, X):
         return X
@@ -208,9 +213,10 @@ class Identity:
 IDENTITY_MODEL = Identity()
 
 
+@pytest.mark.parametrize("function", [looked_up, looked_up_compared])
 @pytest.mark.parametrize("songs", [[1, 2, 3, 4], [4], [2, 2, 1]])
-def test_a_lookup_then_methods_is_compiled(songs):
-    optimized = willump.optimize(looked_up)
+def test_a_lookup_then_methods_is_compiled(function, songs):
+    optimized = willump.optimize(function)
     frame = pd.DataFrame({"song": songs}, index=pd.RangeIndex(5, 5 + len(songs)))
     for plays in (PLAYS, pd.Series(PLAYS)):
         assert not assert_same(optimized, (frame, plays))

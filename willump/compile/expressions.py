@@ -120,7 +120,7 @@ def _reads_names(node):
     return _all_read(receiver, *[a for a in arguments if a is not None and not _is_none(a)])
 
 
-def leading_operand(node: ast.Call):
+def leading_operand(node: ast.expr):
     """(parent, field, operand): the operand evaluated first in a chain of compiled methods (and
     operations on their left), when it is something else (``s.map(d)`` in ``s.map(d).fillna(0) > 1``);
     else None. The expression of a name standing for it may then be compiled: the operand is still
@@ -210,7 +210,7 @@ def _columns_selection(node) -> bool:
 
 
 def _reduction_options(node: ast.Call) -> bool | None:
-    """skipna of ``.sum(axis=1)``, ``.mean(1, skipna=False)``...; None for other options."""
+    """skipna of ``.sum(axis=1)``, ``.mean(axis="columns", skipna=False)``...; None for other options."""
     arguments = _arguments(node, ("axis", "skipna"))
     if arguments is None or node.args:  # (pandas warns that they will be keyword-only)
         return None
@@ -294,7 +294,9 @@ class CompiledExpression:
         self._add(node, {name: i for i, name in enumerate(parameters)})
         self.leaves = sorted({step[3] for step in self.steps if step[0] in (_LEAF, _COLUMN)} | {
             step[3][0] for step in self.steps if step[0] == _REDUCE})  # where Series or frames may be
-        self.binary = any(step[0] in (_BINARY, _COMPARE) or step[1] == "clip" for step in self.steps)  # numexpr
+        self.binary = any(  # operations pandas may give numexpr (clip compares, then np.where)
+            step[0] in (_BINARY, _COMPARE) or (step[0] == _METHOD and step[1] == "clip") for step in self.steps
+        )
 
     def _add(self, node, position: dict) -> int:
         """Append the steps computing ``node`` (``position``: of each name among the parameters); its step's."""
@@ -365,7 +367,7 @@ class CompiledExpression:
         if columns[-1] is None:
             raise Unsupported("a number")
         index, name, viewed, _ = columns[-1]
-        rows = next(len(c[0]) for c in columns if c is not None and c[0] is not None)
+        rows = next((len(c[0]) for c in columns if c is not None and c[0] is not None), 0)
         if self.binary and getattr(pandas_expressions, "USE_NUMEXPR", True) and rows > _NUMEXPR_FROM:
             raise Unsupported("pandas computes arrays this long with numexpr")
         loud = not all(step[3] for step in tape)
@@ -442,7 +444,8 @@ def _result(kind, function, operands, values, columns) -> tuple:
     for i in operands:
         column = columns[i]
         if column is not None and (column[0] is None or column[3] not in _DTYPES):
-            raise Unsupported(f"an {'array' if column[0] is None else f'a Series of dtype {column[3]}'} in arithmetic")
+            kind_of = "an array" if column[0] is None else f"a Series of dtype {column[3]}"
+            raise Unsupported(f"{kind_of} in arithmetic (not compiled)")
     if kind == _UNARY:  # Series.__neg__ and __pos__ view the index
         index, name, _, dtype = columns[operands[0]]
         return index, name, True, dtype
@@ -525,7 +528,7 @@ _FLOAT_TO_INT = {np.dtype(np.int64): 2**63, np.dtype(np.int32): 2**31}
 
 
 def _method(method: str, operands, parameter, values, columns):
-    """((function of the receiver's array, column) of ``series.<method>(...)``."""
+    """(function of the receiver's array, column) of ``series.<method>(...)``."""
     receiver = columns[operands[0]]
     if receiver is None or receiver[0] is None:
         raise Unsupported(f"{method}() of an array")
@@ -539,7 +542,7 @@ def _method(method: str, operands, parameter, values, columns):
     if dtype not in _DTYPES:
         raise Unsupported(f"{method}() of a Series of dtype {dtype}")
     if method == "abs":
-        function = _quiet(np.abs)
+        function = _quiet(lambda array: np.abs(array))
     elif method == "round":
         function = _loud(lambda array, decimals=parameter[1]: _copied(array.round(decimals), array))
     elif method == "fillna":
@@ -588,7 +591,7 @@ def _fillna(value, dtype):
     """Block.fillna with a number: NaNs set to it; an int Series has none."""
     number = _threshold(value, dtype, "fillna")
     if dtype.kind != "f":
-        return _quiet(np.copy)
+        return _quiet(lambda array: array.copy())
     return _quiet(lambda array: _put(array, np.isnan(array), number))
 
 

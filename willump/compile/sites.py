@@ -285,7 +285,8 @@ class _Rewriter(ast.NodeTransformer):
         (``site.expression`` computes it as written); only the names are read before it runs."""
         if not self.repeated and is_element_wise(node):
             return self._expression_site(node)
-        return self.generic_visit(node)
+        site = self._operand_site(node) if not self.repeated else None  # s.map(d).fillna(0) > 1
+        return site if site is not None else self.generic_visit(node)
 
     visit_UnaryOp = visit_Compare = visit_BinOp
 
@@ -301,7 +302,7 @@ class _Rewriter(ast.NodeTransformer):
         return ast.copy_location(call, node)
 
     def _operand_site(self, node):
-        """A chain of compiled methods on a value computed otherwise, ``s.map(d).fillna(0).astype(int)``:
+        """A chain of compiled methods on a value computed otherwise, ``s.map(d).fillna(0).astype(int) > 1``:
         an expression of that value (evaluated first, as in the original), else None."""
         found = leading_operand(node)
         if found is None:
