@@ -1,5 +1,6 @@
 """The compiled ``numpy.hstack`` gives numpy's answer: values, dtype and shape, or its exception."""
 
+import lightgbm as lgb
 import numpy as np
 import pandas as pd
 import pytest
@@ -101,3 +102,86 @@ def test_the_call_site_is_compiled():
 def test_other_blocks_and_options_run_as_written(parts, options):
     with pytest.raises(Unsupported):
         NP_HSTACK(parts, **options)
+
+
+# --- numpy.column_stack and pd.concat(axis=1) ---------------------------------------------------
+
+NP_COLUMN_STACK = registry.FUNCTION_KERNELS[np.column_stack]
+
+
+def column_stacked(blocks):
+    return identity.predict(np.column_stack(blocks))
+
+
+@SETTINGS
+@given(blocks(), st.booleans())
+def test_column_stack_answers_as_numpy(parts, as_tuple):
+    parts = tuple(parts) if as_tuple else parts
+    try:
+        expected = np.column_stack(parts)
+    except ValueError:
+        with pytest.raises((ValueError, Unsupported)):
+            NP_COLUMN_STACK(parts)
+        return
+    result = NP_COLUMN_STACK(parts)
+    assert result.dtype == expected.dtype and result.shape == expected.shape
+    assert result.flags.c_contiguous == expected.flags.c_contiguous
+    np.testing.assert_array_equal(result, expected, strict=True)
+    assert_same(willump.optimize(column_stacked), parts)
+
+
+ROWS = pd.DataFrame({"x": [1.5, np.nan, -2.0, 4.0, 0.5, 3.0], "n": [1, 2, 3, 4, 5, 6],
+                     "flag": [True, False, True, True, False, False]}, index=pd.RangeIndex(10, 16))
+LGBM = lgb.LGBMRegressor(n_estimators=5, min_child_samples=1, min_data_in_bin=1, verbose=-1).fit(
+    pd.DataFrame({"a": ROWS["x"] * 2, "b": ROWS["n"], "c": ROWS["flag"], "d": ROWS["x"].fillna(0)}), [0.5, 1, 2, 3, 4, 5])
+
+
+def concatenated(frame):
+    a = frame["x"] * 2
+    d = frame["x"].fillna(0).astype("float32")
+    X = pd.concat([a, frame["n"], frame["flag"], d], axis=1, keys=["a", "b", "c", "d"])
+    return LGBM.predict(X)
+
+
+def concatenated_then_python(frame):
+    a = frame["x"] * 2
+    X = pd.concat([a, frame["n"], frame["flag"], frame["x"]], axis=1)
+    print(end="")  # Python code while X is kept: X is built first (it might change the Series)
+    return LGBM.predict(X)
+
+
+def concatenated_and_read(frame):
+    X = pd.concat([frame["x"] * 2, frame["n"], frame["flag"], frame["x"]], axis=1)
+    return LGBM.predict(X), X.shape
+
+
+@pytest.mark.parametrize("function", [concatenated, concatenated_then_python, concatenated_and_read])
+@pytest.mark.parametrize("rows", [slice(None), slice(2, 3), slice(None, None, -1)])
+def test_a_concatenation_feeding_a_model_answers_as_written(function, rows):
+    f = willump.optimize(function)
+    frame = ROWS.iloc[rows]
+    result, expected = answers(f, frame)
+    if isinstance(expected, tuple):
+        assert result[1] == expected[1]
+        result, expected = result[0], expected[0]
+    np.testing.assert_array_equal(result, expected, strict=True)
+    site = f.explain_compilation().set_index("operator").loc["pandas.concat"]
+    assert site["calls"] == 1
+    assert site["compiled_calls"] == (function is not concatenated_and_read)  # read by Python: as written
+
+
+@pytest.mark.parametrize("objs, options", [
+    ([ROWS["x"], ROWS["n"].set_axis(range(6))], {"axis": 1}),  # pandas aligns
+    ([ROWS["x"], ROWS["n"]], {"axis": 0}),
+    ([ROWS["x"], ROWS["n"]], {"axis": 1, "join": "inner"}),
+    ([ROWS["x"], ROWS["n"]], {"axis": 1, "keys": ["a"]}),
+    ([ROWS["x"], ROWS], {"axis": 1}),
+    ([ROWS["x"].astype("Float64"), ROWS["n"]], {"axis": 1}),
+    ([ROWS["x"].set_axis([0, 0, 1, 2, 3, 4])], {"axis": 1}),
+])
+def test_other_concatenations_run_as_written(objs, options):
+    kernel = registry.FUNCTION_KERNELS[pd.concat]
+    with pytest.raises(Unsupported):
+        kernel.defer(objs, **options)
+    with pytest.raises(Unsupported):
+        kernel(objs, **options)

@@ -1,17 +1,18 @@
-"""Compiled ``numpy.hstack`` of the dense blocks features arrive in.
+"""Compiled ``numpy.hstack`` / ``numpy.column_stack`` / ``pd.concat(axis=1)`` of the dense blocks features arrive in.
 
 ``np.hstack`` turns each block into an array (``atleast_1d``) and concatenates
 along the columns (the rows of 1-D blocks). For a few rows its dispatch and
 checks cost more than the copy; this does the same steps directly for blocks
 of numbers or bools: ndarrays, numpy scalars, and pandas Series or DataFrames whose columns
 are numpy numbers (converted as numpy converts them). Anything else, and any
-option, runs as written.
+option, runs as written. ``pd.concat`` of Series along the columns, when only kernels (a model)
+read the frame, hands the Series' arrays on (``ConcatenatedColumns``) instead of building it.
 """
 
 import numpy as np
 import pandas as pd
 
-from willump.compile.forms import Unsupported
+from willump.compile.forms import Deferred, Unsupported
 
 _KINDS = "biuf"  # bools, ints, unsigned ints and floats
 
@@ -43,3 +44,77 @@ def _array(block) -> np.ndarray:
         raise Unsupported(f"a block of type {kind.__name__}")
     array = np.asanyarray(block)
     return array.reshape(1) if array.ndim == 0 else array
+
+
+class CompiledColumnStack:
+    """``numpy.column_stack(blocks)``: 1-D blocks as columns, 2-D blocks as they are, concatenated
+    along the columns; Unsupported for other blocks or options."""
+
+    def __call__(self, blocks, /, *options, **keywords):
+        if options or keywords or type(blocks) not in (list, tuple) or not blocks:
+            raise Unsupported("numpy.column_stack options, or blocks not written as a list or tuple")
+        arrays = [_array(block) for block in blocks]
+        if any(a.dtype.kind not in _KINDS for a in arrays):
+            raise Unsupported("blocks of other than bool, integer or float values")
+        if any(a.ndim > 2 for a in arrays):
+            raise Unsupported("blocks of more than two dimensions")
+        return np.concatenate([a if a.ndim == 2 else a.reshape(-1, 1) for a in arrays], axis=1)
+
+    @staticmethod
+    def still_valid() -> bool:
+        return True
+
+
+class ConcatenatedColumns(Deferred):
+    """``pd.concat(series, axis=1, ...)`` kept as its columns: the DataFrame is built by the call as
+    written, when something besides a kernel needs it (or before code that may change the Series runs)."""
+
+    stands_for = pd.DataFrame
+
+    def __init__(self, columns: list, build):
+        self.columns, self._build = columns, build
+
+    def protect(self) -> None:
+        self.materialize()
+
+    def matrix(self, dtype: np.dtype) -> np.ndarray:
+        """The columns side by side as ``dtype``, as ``DataFrame.to_numpy(dtype)`` gives the values."""
+        if self._real is not None:
+            return self._real.to_numpy(dtype=dtype, copy=False)
+        matrix = np.empty((len(self.columns[0]), len(self.columns)), dtype)
+        for position, column in enumerate(self.columns):
+            matrix[:, position] = column
+        return matrix
+
+    @property
+    def dtypes(self) -> list:
+        return [c.dtype for c in self.columns]
+
+
+class CompiledConcat:
+    """``pd.concat(series, axis=1)`` of Series with one unique index, feeding a kernel (a model): the
+    columns are handed on as they are. Called for the DataFrame itself, it runs as written."""
+
+    def __call__(self, objs, /, **options):
+        raise Unsupported("the DataFrame itself is needed (pandas builds it)")
+
+    @staticmethod
+    def defer(objs, /, **options) -> ConcatenatedColumns:
+        if set(options) - {"axis", "keys"} or options.get("axis") not in (1, "columns"):
+            raise Unsupported("pd.concat options other than axis=1 and keys")
+        if type(objs) not in (list, tuple) or not objs or not all(type(s) is pd.Series for s in objs):
+            raise Unsupported("objects other than a list of Series")
+        keys = options.get("keys")
+        if keys is not None and (type(keys) not in (list, tuple) or len(keys) != len(objs)):
+            raise Unsupported("keys other than one per Series")
+        index = objs[0].index
+        if not index.is_unique or not all(s.index is index or s.index.equals(index) for s in objs[1:]):
+            raise Unsupported("Series with different or repeated index labels (pandas aligns them)")
+        if not all(isinstance(s.dtype, np.dtype) and s.dtype.kind in _KINDS for s in objs):
+            raise Unsupported("Series of other than bool, integer or float values")
+        columns = [s._values for s in objs]
+        return ConcatenatedColumns(columns, lambda: pd.concat(objs, **options))
+
+    @staticmethod
+    def still_valid() -> bool:
+        return True

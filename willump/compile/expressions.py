@@ -29,6 +29,9 @@ import numpy as np
 import pandas as pd
 from pandas.core.computation import expressions as pandas_expressions
 from pandas.core.indexes.multi import MultiIndex
+from pandas._libs.internals import get_blkno_placements
+from pandas._libs.lib import maybe_indices_to_slice
+from pandas.core import nanops
 from pandas.core.internals import SingleBlockManager
 
 from willump.compile.forms import Unsupported
@@ -48,19 +51,28 @@ UFUNCS = {  # each gives int64 or float64 for int64 or float64 (tests check it),
 }
 _VIEWED = {np.absolute, np.negative, np.positive}  # pandas calls Series.__abs__/__neg__/__pos__: the index is a view
 _DTYPES = {np.dtype(np.int64), np.dtype(np.float64)}
+_LEAF_DTYPES = _DTYPES | {np.dtype(bool)}  # bools: for np.where and astype (not arithmetic, where pandas differs)
 _NAMES = {type(None), str, int, float}  # Series names whose comparison is plain ==
 _NUMBERS = (int, float, np.integer, np.floating)
 PLAIN = {int, float, bool, np.float64, np.int64, np.ndarray, type(np)}  # values whose arithmetic runs no user code
 _INT64 = 2**63
 _NUMEXPR_FROM = getattr(pandas_expressions, "_MIN_ELEMENTS", 0)  # longer arrays may go through numexpr
 _NOT_CONSTANT = object()
+_ABSENT = object()  # an argument not given
+OPERAND = "__willump_operand"  # the name standing for a leading operand computed otherwise (leading_operand)
+COMPARISONS = {ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.LtE: operator.le,
+               ast.Eq: operator.eq, ast.NotEq: operator.ne}
+ROUNDING = {"round", "around"}  # np.round(x, n): Series.round(n)
+METHODS = {"clip": ("lower", "upper"), "fillna": ("value",), "astype": ("dtype",), "abs": (), "round": ("decimals",)}
+REDUCTIONS = {"sum", "mean", "min", "max"}  # frame[[...]].sum(axis=1)
 _NUMBER, _LEAF, _COLUMN, _UNARY, _BINARY, _UFUNC = range(6)  # kinds of steps
+_COMPARE, _WHERE, _METHOD, _REDUCE, _DTYPE, _NONE = range(6, 12)
 
 
 def is_element_wise(node: ast.expr) -> bool:
     """Whether ``node`` is an operation whose whole tree is made of the compiled operations over names,
     numbers and ``name["column"]``, and reads at least one name."""
-    return isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Call)) and _reads_names(node) is True
+    return isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Call, ast.Compare)) and _reads_names(node) is True
 
 
 def _reads_names(node):
@@ -77,9 +89,141 @@ def _reads_names(node):
     if isinstance(node, ast.BinOp):
         if type(node.op) not in BINARY or (type(node.op) is ast.Pow and not _safe_exponent(node.right)):
             return None
-        left, right = _reads_names(node.left), _reads_names(node.right)
-        return None if left is None or right is None else left or right
-    return _reads_names(node.args[0]) if _ufunc_call(node) else None
+        return _all_read(node.left, node.right)
+    if isinstance(node, ast.Compare):  # one comparison: a < b < c is ``and``, which pandas refuses
+        if len(node.ops) != 1 or type(node.ops[0]) not in COMPARISONS:
+            return None
+        return _all_read(node.left, node.comparators[0])
+    if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred) for a in node.args) or any(
+        k.arg is None for k in node.keywords
+    ):
+        return None
+    if _ufunc_call(node):
+        return _reads_names(node.args[0])
+    numpy_function = _numpy_function(node)
+    if numpy_function == "where" and len(node.args) == 3 and not node.keywords:
+        return _all_read(*node.args)
+    if numpy_function in ROUNDING and _arguments(node, ("a", "decimals")) is not None:
+        arguments = _arguments(node, ("a", "decimals"))
+        return _reads_names(arguments[0]) if _round_decimals(arguments[1:]) else None
+    if not isinstance(node.func, ast.Attribute):
+        return None
+    method, receiver = node.func.attr, node.func.value
+    if method in REDUCTIONS and _columns_selection(receiver):
+        return True if _reduction_options(node) is not None else None
+    parameters = METHODS.get(method)
+    arguments = _arguments(node, parameters) if parameters is not None else None
+    if arguments is None or not _method_arguments_fit(method, arguments):
+        return None
+    if method == "astype":  # the dtype: a name (float), numpy's (np.float32) or a string
+        return _reads_names(receiver)
+    return _all_read(receiver, *[a for a in arguments if a is not None and not _is_none(a)])
+
+
+def leading_operand(node: ast.expr):
+    """(parent, field, operand): the operand evaluated first in a chain of compiled methods (and
+    operations on their left), when it is something else (``s.map(d)`` in ``s.map(d).fillna(0) > 1``);
+    else None. The expression of a name standing for it may then be compiled: the operand is still
+    evaluated first, and only names are read after it before the expression runs."""
+    parent = field = None
+    methods = False
+    current = node
+    while True:
+        if isinstance(current, ast.Call) and isinstance(current.func, ast.Attribute) and current.func.attr in METHODS:
+            parent, field, current, methods = current.func, "value", current.func.value, True
+        elif isinstance(current, (ast.BinOp, ast.Compare)):
+            parent, field, current = current, "left", current.left
+        elif isinstance(current, ast.UnaryOp):
+            parent, field, current = current, "operand", current.operand
+        else:
+            break
+    if not methods or _reads_names(current) is not None or isinstance(current, ast.Starred):
+        return None
+    return parent, field, current
+
+
+def _all_read(*nodes):
+    """_reads_names of several operands: None if one is None, else whether one reads a name."""
+    reads = [_reads_names(n) for n in nodes]
+    return None if None in reads else any(reads)
+
+
+def _numpy_function(node) -> str | None:
+    """The name of ``np.<name>(...)``, else None."""
+    func = node.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in NUMPY_NAMES:
+        return func.attr
+    return None
+
+
+def _arguments(node: ast.Call, parameters: tuple) -> list | None:
+    """The call's argument nodes for ``parameters`` (None where not given), as Python binds them;
+    None when they do not bind (too many, unknown or repeated keywords)."""
+    if len(node.args) > len(parameters):
+        return None
+    bound = list(node.args) + [None] * (len(parameters) - len(node.args))
+    for keyword in node.keywords:
+        if keyword.arg not in parameters or bound[parameters.index(keyword.arg)] is not None:
+            return None
+        bound[parameters.index(keyword.arg)] = keyword.value
+    return bound
+
+
+def _round_decimals(arguments) -> bool:
+    """``round``'s decimals: none given, or an int written as a number."""
+    return arguments[0] is None or type(_constant(arguments[0])) is int
+
+
+def _method_arguments_fit(method: str, arguments: list) -> bool:
+    if method == "clip":  # numbers, or None
+        return any(a is not None and not _is_none(a) for a in arguments)
+    if method == "fillna":
+        return arguments[0] is not None and not _is_none(arguments[0])
+    if method == "astype":
+        return arguments[0] is not None and _is_dtype(arguments[0])
+    if method == "round":
+        return _round_decimals(arguments)
+    return True  # abs()
+
+
+def _is_none(node) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _is_dtype(node) -> bool:
+    """A dtype written as a string, a name (``float``) or numpy's (``np.float32``)."""
+    if isinstance(node, ast.Constant):
+        return type(node.value) is str
+    if isinstance(node, ast.Attribute):
+        return isinstance(node.value, ast.Name) and node.value.id in NUMPY_NAMES
+    return isinstance(node, ast.Name)
+
+
+def _columns_selection(node) -> bool:
+    """``frame[["a", "b"]]`` or ``frame[names]``."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)):
+        return False
+    key = node.slice
+    if isinstance(key, ast.List):
+        return bool(key.elts) and all(isinstance(e, ast.Constant) and type(e.value) is str for e in key.elts)
+    return isinstance(key, ast.Name)
+
+
+def _reduction_options(node: ast.Call) -> bool | None:
+    """skipna of ``.sum(axis=1)``, ``.mean(axis="columns", skipna=False)``...; None for other options."""
+    arguments = _arguments(node, ("axis", "skipna"))
+    if arguments is None or node.args:  # (pandas warns that they will be keyword-only)
+        return None
+    axis, skipna = (_literal(a) for a in arguments)
+    if axis not in (1, "columns") or type(axis) is bool or skipna not in (True, False, _ABSENT):
+        return None
+    return skipna is not False
+
+
+def _literal(node):
+    if node is None:
+        return _ABSENT
+    return node.value if isinstance(node, ast.Constant) else _NOT_CONSTANT
 
 
 def _safe_exponent(node) -> bool:
@@ -148,14 +292,18 @@ class CompiledExpression:
     def __init__(self, node: ast.expr, parameters: list):
         self.steps = []  # (kind, function or value, operand steps, parameter), operands first
         self._add(node, {name: i for i, name in enumerate(parameters)})
-        self.leaves = sorted({step[3] for step in self.steps if step[0] in (_LEAF, _COLUMN)})  # where Series may be
-        self.binary = any(step[0] == _BINARY for step in self.steps)
-        self.ufuncs = any(step[0] == _UFUNC for step in self.steps)
+        self.leaves = sorted({step[3] for step in self.steps if step[0] in (_LEAF, _COLUMN)} | {
+            step[3][0] for step in self.steps if step[0] == _REDUCE})  # where Series or frames may be
+        self.binary = any(  # operations pandas may give numexpr (clip compares, then np.where)
+            step[0] in (_BINARY, _COMPARE) or (step[0] == _METHOD and step[1] == "clip") for step in self.steps
+        )
 
     def _add(self, node, position: dict) -> int:
         """Append the steps computing ``node`` (``position``: of each name among the parameters); its step's."""
         value = _constant(node)
-        if value is not _NOT_CONSTANT:
+        if node is None or _is_none(node):
+            step = (_NONE, None, (), None)
+        elif value is not _NOT_CONSTANT:
             step = (_NUMBER, value, (), None)
         elif isinstance(node, ast.Name):
             step = (_LEAF, None, (), position[node.id])
@@ -166,9 +314,45 @@ class CompiledExpression:
         elif isinstance(node, ast.BinOp):
             operands = (self._add(node.left, position), self._add(node.right, position))
             step = (_BINARY, BINARY[type(node.op)], operands, None)
-        else:
+        elif isinstance(node, ast.Compare):
+            operands = (self._add(node.left, position), self._add(node.comparators[0], position))
+            step = (_COMPARE, COMPARISONS[type(node.ops[0])], operands, None)
+        elif _ufunc_call(node):
             module = (position[node.func.value.id], node.func.attr)
             step = (_UFUNC, UFUNCS[node.func.attr], (self._add(node.args[0], position),), module)
+        elif _numpy_function(node) == "where":
+            module = (position[node.func.value.id], "where")
+            step = (_WHERE, np.where, tuple(self._add(a, position) for a in node.args), module)
+        elif _numpy_function(node) in ROUNDING:
+            receiver, decimals = _arguments(node, ("a", "decimals"))
+            module = (position[node.func.value.id], node.func.attr)
+            step = (_METHOD, "round", (self._add(receiver, position),), (module, _decimals(decimals)))
+        elif node.func.attr in REDUCTIONS and _columns_selection(node.func.value):
+            selection = node.func.value
+            key = selection.slice
+            columns = tuple(e.value for e in key.elts) if isinstance(key, ast.List) else position[key.id]
+            step = (_REDUCE, node.func.attr, (), (position[selection.value.id], columns, _reduction_options(node)))
+        else:
+            method = node.func.attr
+            arguments = _arguments(node, METHODS[method])
+            receiver = self._add(node.func.value, position)
+            if method == "astype":
+                step = (_METHOD, method, (receiver, self._add_dtype(arguments[0], position)), None)
+            elif method == "round":
+                step = (_METHOD, method, (receiver,), (None, _decimals(arguments[0])))
+            else:
+                step = (_METHOD, method, (receiver, *[self._add(a, position) for a in arguments]), None)
+        self.steps.append(step)
+        return len(self.steps) - 1
+
+    def _add_dtype(self, node, position: dict) -> int:
+        """The step of a dtype argument: a string, a name's value, or numpy's attribute."""
+        if isinstance(node, ast.Constant):
+            step = (_DTYPE, node.value, (), None)
+        elif isinstance(node, ast.Name):
+            step = (_DTYPE, None, (), position[node.id])
+        else:
+            step = (_DTYPE, node.attr, (), (position[node.value.id], node.attr))
         self.steps.append(step)
         return len(self.steps) - 1
 
@@ -180,12 +364,18 @@ class CompiledExpression:
         if not any(type(arguments[i]) in (pd.Series, pd.DataFrame) for i in self.leaves):
             raise Unsupported("no Series or DataFrame among the values")
         values, columns, tape = self._check(arguments)
-        index, name, viewed = columns[-1]
-        if self.binary and getattr(pandas_expressions, "USE_NUMEXPR", True) and len(index) > _NUMEXPR_FROM:
+        if columns[-1] is None:
+            raise Unsupported("a number")
+        index, name, viewed, _ = columns[-1]
+        rows = next((len(c[0]) for c in columns if c is not None and c[0] is not None), 0)
+        if self.binary and getattr(pandas_expressions, "USE_NUMEXPR", True) and rows > _NUMEXPR_FROM:
             raise Unsupported("pandas computes arrays this long with numexpr")
-        if self.ufuncs and "raise" in np.geterr().values():
+        loud = not all(step[3] for step in tape)
+        if loud and "raise" in np.geterr().values():
             raise Unsupported("numpy raises for some floating-point errors (a kernel must not stop halfway)")
-        if self.ufuncs:  # binary operations quiet, as in pandas; ufuncs as the caller's error state says
+        if loud and any(getattr(step[1], "late", False) for step in tape):
+            raise Unsupported("a cast to int after operations that may warn (the cast may refuse after they warned)")
+        if loud:  # pandas' operations quiet, as in pandas; ufuncs as the caller's error state says
             for position, function, operands, quiet in tape:
                 if quiet:
                     with np.errstate(all="ignore"):
@@ -196,50 +386,343 @@ class CompiledExpression:
             with np.errstate(all="ignore"):
                 for position, function, operands, _ in tape:
                     values[position] = function(*[values[i] for i in operands])
+        if index is None:  # np.where's array
+            return values[-1]
         return _series(values[-1], index.view() if viewed else index, name)
 
     def _check(self, arguments):
         """(values, columns, tape): per step its number or array (None until computed) and, for a Series,
-        (index, name, whether the index is a view); the tape computes the arrays. Unsupported where
-        pandas would do something else."""
+        (index, name, whether the index is a view, dtype), for an array (None, length, None, dtype); the
+        tape computes the arrays. Unsupported where pandas would do something else."""
         values, columns, tape = [], [], []
         for position, (kind, function, operands, parameter) in enumerate(self.steps):
             column = None
-            if kind == _NUMBER:
+            if kind in (_NUMBER, _NONE):
                 value = function
             elif kind == _LEAF:
                 value, column = _leaf(arguments[parameter])
             elif kind == _COLUMN:
                 value, column = _frame_column(arguments[parameter], function)
+            elif kind == _DTYPE:
+                value = _dtype(function, parameter, arguments)
+            elif kind == _REDUCE:
+                frame, key, skipna = parameter
+                key = list(key) if type(key) is tuple else arguments[key]
+                blocks, column = _selected_blocks(arguments[frame], key)
+                if function == "mean":
+                    column = (*column[:3], np.dtype(np.float64))
+                value = None
+                tape.append((position, _reduction(function, blocks, skipna, len(column[0])), (), False))
             else:
-                if kind == _UFUNC:
+                if kind in (_UFUNC, _WHERE):
                     _check_numpy(arguments[parameter[0]], parameter[1], function)
+                elif kind == _METHOD and parameter is not None and parameter[0] is not None:
+                    _check_numpy(arguments[parameter[0][0]], parameter[0][1], getattr(np, parameter[0][1], None))
                 if all(columns[i] is None for i in operands):
+                    if kind == _METHOD:
+                        raise Unsupported(f"{function}() of a number")
                     value = _numbers(function, *[values[i] for i in operands])
+                elif kind == _METHOD:
+                    value, (function, column) = None, _method(function, operands, parameter, values, columns)
+                    tape.append((position, function, operands[:1], function.quiet))
                 else:
                     value, column = None, _result(kind, function, operands, values, columns)
-                    tape.append((position, function, operands, kind == _BINARY))
+                    tape.append((position, function, operands, kind not in _LOUD))
             values.append(value)
             columns.append(column)
         return values, columns, tape
 
 
+_LOUD = (_UFUNC, _REDUCE)  # kinds of steps that warn as the caller's error state says (the others run quiet, as in pandas)
+
+
 def _result(kind, function, operands, values, columns) -> tuple:
-    """(index, name, whether the index is a view) of the Series pandas gives for an operation on a Series."""
+    """(index, name, whether the index is a view, dtype) of the Series pandas gives for an operation on a
+    Series, or (None, length, None, dtype) of np.where's array."""
+    if kind == _WHERE:
+        return _where(operands, values, columns)
+    for i in operands:
+        column = columns[i]
+        if column is not None and (column[0] is None or column[3] not in _DTYPES):
+            kind_of = "an array" if column[0] is None else f"a Series of dtype {column[3]}"
+            raise Unsupported(f"{kind_of} in arithmetic (not compiled)")
     if kind == _UNARY:  # Series.__neg__ and __pos__ view the index
-        index, name, _ = columns[operands[0]]
-        return index, name, True
+        index, name, _, dtype = columns[operands[0]]
+        return index, name, True, dtype
     if kind == _UFUNC:  # Series.__array_ufunc__, which calls __abs__, __neg__, __pos__ for some
-        index, name, viewed = columns[operands[0]]
-        return index, name, viewed or function in _VIEWED
+        index, name, viewed, dtype = columns[operands[0]]
+        return index, name, viewed or function in _VIEWED, _result_dtype(function, dtype)
     left, right = (columns[i] for i in operands)  # Series._arith_method: the Series' own, reversed or not
     if left is None or right is None:
         number = operands[0] if left is None else operands[1]
         values[number] = _operand(values[number])
-        return left or right
-    if not left[0].equals(right[0]):
-        raise Unsupported("Series with different indexes (pandas aligns them)")
-    return left[0], _result_name(left[1], right[1]), left[2]
+        index, name, viewed, dtype = left or right
+        other = type(values[number])
+        dtypes = (dtype, other) if left is not None else (other, dtype)
+    else:
+        if not left[0].equals(right[0]):
+            raise Unsupported("Series with different indexes (pandas aligns them)")
+        index, name, viewed, dtypes = left[0], _result_name(left[1], right[1]), left[2], (left[3], right[3])
+    return index, name, viewed, np.dtype(bool) if kind == _COMPARE else _result_dtype(function, *dtypes)
+
+
+_DTYPE_SAMPLES = {int: 1, float: 1.0}
+_result_dtypes = {}
+
+
+def _result_dtype(function, *dtypes) -> np.dtype:
+    """The dtype numpy gives for ``function`` of arrays of these dtypes and Python numbers of these types."""
+    key = (function, *dtypes)
+    dtype = _result_dtypes.get(key)
+    if dtype is None:
+        samples = [_DTYPE_SAMPLES[d] if d in _DTYPE_SAMPLES else np.ones(1, d) for d in dtypes]
+        with np.errstate(all="ignore"):
+            dtype = _result_dtypes[key] = function(*samples).dtype
+    return dtype
+
+
+def _where(operands, values, columns) -> tuple:
+    """np.where of Series (their arrays), arrays and numbers: an array, as long as the Series."""
+    lengths = {columns[i][1] if columns[i][0] is None else len(columns[i][0]) for i in operands if columns[i] is not None}
+    if len(lengths) != 1:
+        raise Unsupported("np.where of arrays of different lengths")
+    samples = []
+    for i in operands:
+        if columns[i] is not None:
+            samples.append(np.ones(1, columns[i][3]))
+        elif type(values[i]) in (int, float, bool):
+            samples.append(values[i])
+        else:
+            raise Unsupported(f"np.where of a {type(values[i]).__name__}")
+    return None, lengths.pop(), None, np.where(*samples).dtype
+
+
+def _decimals(node) -> int:
+    return 0 if node is None else _constant(node)
+
+
+def _dtype(written, parameter, arguments) -> np.dtype:
+    """The numpy dtype an astype argument names, for those compiled."""
+    if written is None:  # a name: float, int, bool, or a variable
+        value = arguments[parameter]
+    elif parameter is None:  # a string
+        value = written
+    else:
+        value = getattr(arguments[parameter[0]], written, None) if arguments[parameter[0]] is np else None
+    try:
+        dtype = _CASTS.get(value)
+    except TypeError:  # unhashable
+        dtype = None
+    if dtype is None:
+        raise Unsupported(f"astype to {value!r}")
+    return dtype
+
+
+_CASTS = {  # what pandas_dtype gives for each (numpy's dtypes)
+    value: np.dtype(value) for value in (
+        float, int, bool, "float", "float64", "float32", "int", "int64", "int32", "bool",
+        np.float64, np.float32, np.int64, np.int32, np.bool_,
+    )
+}
+_FLOAT_TO_INT = {np.dtype(np.int64): 2**63, np.dtype(np.int32): 2**31}
+
+
+def _method(method: str, operands, parameter, values, columns):
+    """(function of the receiver's array, column) of ``series.<method>(...)``."""
+    receiver = columns[operands[0]]
+    if receiver is None or receiver[0] is None:
+        raise Unsupported(f"{method}() of an array")
+    index, name, _, dtype = receiver
+    if method == "astype":
+        target = values[operands[1]]
+        if dtype not in _CAST_SOURCES:
+            raise Unsupported(f"astype of a Series of dtype {dtype}")
+        function = _cast(target, dtype)
+        return function, (index, name, True, target)
+    if dtype not in _DTYPES:
+        raise Unsupported(f"{method}() of a Series of dtype {dtype}")
+    if method == "abs":
+        function = _quiet(lambda array: np.abs(array))
+    elif method == "round":
+        function = _loud(lambda array, decimals=parameter[1]: _copied(array.round(decimals), array))
+    elif method == "fillna":
+        function = _fillna(values[operands[1]], dtype)
+    else:
+        function = _clip(values[operands[1]], values[operands[2]], dtype)
+    return function, (index, name, True, dtype)
+
+
+_CAST_SOURCES = _DTYPES | {np.dtype(bool)}
+
+
+def _quiet(function):
+    function.quiet = True
+    return function
+
+
+def _loud(function):
+    function.quiet = False
+    return function
+
+
+def _copied(result: np.ndarray, array: np.ndarray) -> np.ndarray:
+    """``result``, never ``array`` itself (pandas shares it by reference, a kernel must not)."""
+    return result.copy() if result is array else result
+
+
+def _cast(target: np.dtype, source: np.dtype):
+    """``values.astype(target)``, as pandas' astype_array; float to int refuses non-finite or out of range
+    values (pandas raises for the first; numpy's answer for the others is left to it)."""
+    limit = _FLOAT_TO_INT.get(target) if source.kind == "f" else None
+    if limit is None:  # (only float64 to float32 may warn: overflow)
+        cast = lambda array: array.astype(target)  # noqa: E731
+        return _loud(cast) if source.kind == "f" and target == np.float32 else _quiet(cast)
+
+    def cast(array):
+        if not (np.isfinite(array).all() and (array >= -limit).all() and (array < limit).all()):
+            raise Unsupported("a cast to int of non-finite or out-of-range values")
+        return array.astype(target)
+
+    cast.late = True  # it may refuse after other steps ran
+    return _quiet(cast)
+
+
+def _fillna(value, dtype):
+    """Block.fillna with a number: NaNs set to it; an int Series has none."""
+    number = _threshold(value, dtype, "fillna")
+    if dtype.kind != "f":
+        return _quiet(lambda array: array.copy())
+    return _quiet(lambda array: _put(array, np.isnan(array), number))
+
+
+def _put(array, mask, number):
+    if not mask.any():
+        return array.copy()
+    result = array.copy()
+    np.putmask(result, mask, number)
+    return result
+
+
+def _clip(lower, upper, dtype):
+    """NDFrame.clip with numbers: NaN bounds ignored, bounds swapped into order, then for each
+    ``where(isna | self >= lower, lower)`` and ``where(isna | self <= upper, upper)``."""
+    bounds = [None if b is None or (type(b) is float and b != b) else b for b in (lower, upper)]
+    lower, upper = bounds
+    if lower is not None and upper is not None:
+        lower, upper = min(lower, upper), max(lower, upper)
+    lower = None if lower is None else _threshold(lower, dtype, "clip")
+    upper = None if upper is None else _threshold(upper, dtype, "clip")
+
+    def clip(array):
+        mask = np.isnan(array) if dtype.kind == "f" else None
+        result = array
+        for bound, compare in ((lower, operator.ge), (upper, operator.le)):
+            if bound is not None:
+                keep = compare(array, bound)
+                if mask is not None:
+                    keep |= mask
+                if not keep.all():
+                    result = np.where(keep, result, bound)
+        return result.copy() if result is array else result
+
+    return _quiet(clip)
+
+
+def _threshold(number, dtype: np.dtype, method: str):
+    """The number as pandas' np_can_hold_element casts it to the Series' dtype; Unsupported where
+    pandas would change the dtype."""
+    if type(number) not in (int, float):
+        raise Unsupported(f"{method} with a {type(number).__name__}")
+    if dtype.kind == "f":
+        if type(number) is int and not -_EXACT_FLOAT <= number <= _EXACT_FLOAT:
+            raise Unsupported(f"{method} with an int beyond float64's exact ints")
+        return np.float64(number)
+    if type(number) is float and not number.is_integer() or not -_INT64 <= number < _INT64:
+        raise Unsupported(f"{method} of an int Series with {number!r} (pandas may change the dtype)")
+    return np.int64(number)
+
+
+_EXACT_FLOAT = 2**53
+
+
+def _selected_blocks(frame, key) -> tuple:
+    """(blocks, column) of ``frame[key]`` for a list of column names: the arrays of the blocks pandas'
+    take makes (same memory layout, same order), and the reduction's (index, None, True, dtype)."""
+    if type(frame) is not pd.DataFrame:
+        raise Unsupported(f"columns of a {type(frame).__name__}")
+    if type(key) is not list or not key or not all(type(k) is str for k in key):
+        raise Unsupported("columns selected by other than a list of strings")
+    if not _REDUCTIONS_KNOWN:
+        raise Unsupported(f"row-wise reductions are compiled for pandas 3.1 (this is {pd.__version__})")
+    columns = frame.columns
+    if isinstance(columns, MultiIndex) or not columns.is_unique:
+        raise Unsupported("MultiIndex or repeated column names")
+    _check_metadata(frame, None)
+    try:  # (get_loc: get_indexer would build an Index of the names, ~100 us)
+        positions = np.array([columns.get_loc(k) for k in key], dtype=np.intp)
+    except KeyError:
+        raise Unsupported("a column the frame does not have") from None
+    if not len(frame.index):
+        raise Unsupported("no rows")
+    manager = frame._mgr
+    blocks = []
+    for number, placement in get_blkno_placements(manager.blknos[positions], group=True):
+        block = manager.blocks[number].values
+        if not isinstance(block, np.ndarray) or block.dtype not in _DTYPES:
+            raise Unsupported(f"a column of dtype {block.dtype}")
+        taker = manager.blklocs[positions][placement.indexer]
+        taker = maybe_indices_to_slice(taker, max(len(placement), taker.max() + 1))
+        blocks.append(block[taker] if isinstance(taker, slice) else block.take(taker, axis=0))
+    dtypes = {b.dtype for b in blocks}
+    return blocks, (frame.index, None, True, max(dtypes, key=lambda d: d.kind == "f"))
+
+
+def _reduction(name: str, blocks: list, skipna: bool, rows: int):
+    """DataFrame._reduce(axis=1) of pandas 3.1 on the selection's blocks (the same numpy and nanops
+    calls on arrays of the same layout): one block reduced along its columns (or, for sums and means
+    of fewer than 6 rows, transposed), several block by block (``_reduce_axis1``)."""
+    op = getattr(nanops, f"nan{name}")
+    if len(blocks) == 1:
+        values = blocks[0]
+        if name in ("sum", "mean") and rows < 6:
+            return lambda: op(values.T, axis=1, skipna=skipna)
+        return lambda: op(values, axis=0, skipna=skipna)
+    return lambda: _reduce_blocks(name, op, blocks, skipna)
+
+
+def _reduce_blocks(name, op, blocks, skipna):
+    """DataFrame._reduce_axis1 for numpy blocks of ints and floats."""
+    if name in ("sum", "mean"):
+        accumulated = np.result_type(*[b.dtype for b in blocks])
+        if name == "mean" and accumulated.kind != "f":
+            accumulated = np.dtype(np.float64)
+        combine = np.add
+    else:
+        accumulated = None
+        combine = {"min": np.fmin if skipna else np.minimum, "max": np.fmax if skipna else np.maximum}[name]
+    result = None
+    for values in blocks:
+        if accumulated is not None and values.dtype != accumulated:
+            values = values.astype(accumulated)
+        if name in ("min", "max"):
+            middle = combine.reduce(values, axis=0)
+        else:
+            middle = nanops.nansum(values, axis=0, skipna=skipna, min_count=0)
+        result = middle.copy() if result is None else combine(result, middle)
+    if name == "mean":
+        counts = np.zeros(len(result), dtype=np.intp)
+        for values in blocks:
+            if values.dtype.kind in "biu" or not skipna:
+                counts += values.shape[0]
+            else:
+                counts += values.shape[0] - np.isnan(values).sum(axis=0)
+        empty = counts == 0
+        result[~empty] /= counts[~empty]
+        result[empty] = np.nan
+    return result
+
+
+_REDUCTIONS_KNOWN = pd.__version__.startswith("3.1.")  # the paths above are pandas 3.1's DataFrame._reduce
 
 
 def _check_numpy(module, name: str, ufunc) -> None:
@@ -250,10 +733,10 @@ def _check_numpy(module, name: str, ufunc) -> None:
 def _leaf(value):
     """(number or array, column) of a name's value."""
     if type(value) is pd.Series:
-        if value.dtype not in _DTYPES:
+        if value.dtype not in _LEAF_DTYPES:
             raise Unsupported(f"a Series of dtype {value.dtype}")
         _check_metadata(value, value.name)
-        return value._values, (value.index, value.name, False)
+        return value._values, (value.index, value.name, False, value.dtype)
     if type(value) is bool or not isinstance(value, _NUMBERS):
         raise Unsupported(f"a value of type {type(value).__name__}")
     return value, None
@@ -272,11 +755,11 @@ def _frame_column(frame, key):
     if not isinstance(position, int):
         raise Unsupported(f"several columns {key!r}")
     values = frame._get_column_array(position)
-    if not isinstance(values, np.ndarray) or values.dtype not in _DTYPES:
+    if not isinstance(values, np.ndarray) or values.dtype not in _LEAF_DTYPES:
         raise Unsupported(f"a column of dtype {values.dtype}")
     name = frame.columns[position]
     _check_metadata(frame, name)
-    return values, (frame.index, name, True)  # the column's index is a view of the frame's
+    return values, (frame.index, name, True, values.dtype)  # the column's index is a view of the frame's
 
 
 def _check_metadata(obj, name) -> None:

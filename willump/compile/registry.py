@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, TfidfVectorizer
 
 from willump.compile import composites, encoders, linear, preprocessing, sparse, tables, trees
-from willump.compile.dense import CompiledNumpyHstack
+from willump.compile.dense import CompiledColumnStack, CompiledConcat, CompiledNumpyHstack
 from willump.compile.expressions import CompiledExpression
 from willump.compile.parallel import SERIAL
 from willump.compile.forms import DeferredMethod, Unsupported
@@ -53,13 +53,15 @@ RECEIVER_KERNELS = {
 FUNCTION_KERNELS = {
     sp.hstack: sparse.CompiledHstack(),
     np.hstack: CompiledNumpyHstack(),
+    np.column_stack: CompiledColumnStack(),
+    pd.concat: CompiledConcat(),
     operator.getitem: tables.CompiledSelection(),
     column_str_method: CompiledColumnLower(),
     loc_lookup: CompiledLoc(),
     composites.union_stack: composites.CompiledUnionStack(),
     composites.column_stack: composites.CompiledColumnStack(),
 }
-FUNCTION_NAMES = {"hstack", composites.UNION_STACK, composites.COLUMN_STACK}
+FUNCTION_NAMES = {"hstack", "column_stack", "concat", composites.UNION_STACK, composites.COLUMN_STACK}
 NAMES = {method for _, method in [*METHOD_KERNELS, *RECEIVER_KERNELS]} | FUNCTION_NAMES  # callee names worth a call site
 
 

@@ -20,7 +20,7 @@ from types import ModuleType
 
 from willump.compile import registry
 from willump.compile.parallel import SERIAL, WORTH_A_THREAD
-from willump.compile.expressions import PLAIN, expression_function, is_element_wise
+from willump.compile.expressions import OPERAND, PLAIN, expression_function, is_element_wise, leading_operand
 from willump.compile.forms import Deferred, DeferredMethod, Unsupported
 from willump.compile.lookups import loc_lookup
 from willump.compile.strings import COLUMN_STR_METHODS, column_str_method
@@ -243,6 +243,10 @@ class _Rewriter(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call):
         if not self.repeated and is_element_wise(node):  # np.log1p(x)
             return self._expression_site(node)
+        if not self.repeated:  # s.map(d).fillna(0): the lookup a site, then the rest an expression of its result
+            site = self._operand_site(node)
+            if site is not None:
+                return site
         written = ast.unparse(node)  # as written, before the calls inside it become sites
         self.generic_visit(node)
         column = _column_str_call(node)
@@ -281,18 +285,35 @@ class _Rewriter(ast.NodeTransformer):
         (``site.expression`` computes it as written); only the names are read before it runs."""
         if not self.repeated and is_element_wise(node):
             return self._expression_site(node)
-        return self.generic_visit(node)
+        site = self._operand_site(node) if not self.repeated else None  # s.map(d).fillna(0) > 1
+        return site if site is not None else self.generic_visit(node)
 
-    visit_UnaryOp = visit_BinOp
+    visit_UnaryOp = visit_Compare = visit_BinOp
 
-    def _expression_site(self, node):
-        site = self.make_site(node, ast.unparse(node), ExpressionSite)
+    def _expression_site(self, node, written=None, operand=None):
+        """``operand``: the node computing the value of the expression's OPERAND name, evaluated first."""
+        site = self.make_site(node, written or ast.unparse(node), ExpressionSite)
         self.sites.append(site)
         site.expression, parameters = expression_function(node, self.filename)
         site.kernel(site.expression)  # built now: the first call is fast
         callee = ast.Attribute(ast.Name(site.name, ast.Load()), "expression", ast.Load())
-        call = ast.Call(ast.Name(site.name, ast.Load()), [callee, *(ast.Name(p, ast.Load()) for p in parameters)], [])
+        arguments = [operand if p == OPERAND else ast.Name(p, ast.Load()) for p in parameters]
+        call = ast.Call(ast.Name(site.name, ast.Load()), [callee, *arguments], [])
         return ast.copy_location(call, node)
+
+    def _operand_site(self, node):
+        """A chain of compiled methods on a value computed otherwise, ``s.map(d).fillna(0).astype(int) > 1``:
+        an expression of that value (evaluated first, as in the original), else None."""
+        found = leading_operand(node)
+        if found is None:
+            return None
+        parent, field, operand = found
+        written = ast.unparse(node)
+        setattr(parent, field, ast.copy_location(ast.Name(OPERAND, ast.Load()), operand))
+        if not is_element_wise(node):
+            setattr(parent, field, operand)
+            return None
+        return self._expression_site(node, written, self.visit(operand))
 
     def _repeated_code(self, node):
         """Arithmetic there is mostly on numbers, one element at a time: a site's few microseconds

@@ -21,7 +21,13 @@ import pandas as pd
 from lightgbm import LGBMClassifier, LGBMRegressor
 from lightgbm.basic import _LIB, _ConfigAliases, _choose_param_value, _InnerPredictor, _param_dict_to_str, _safe_call
 
+from willump.compile.dense import ConcatenatedColumns
 from willump.compile.forms import Unsupported
+
+try:  # what validate_data, which LGBMModel.predict calls on arrays, runs first
+    from sklearn.utils.validation import _check_feature_names
+except ImportError:  # older scikit-learn: arrays given to a model fitted on named features run as written
+    _check_feature_names = None
 from willump.compile.tables import SelectedFrame, numeric_matrix
 
 METHODS = {LGBMClassifier: ("predict_proba", "predict"), LGBMRegressor: ("predict",)}
@@ -73,9 +79,12 @@ class CompiledBooster:
     def __call__(self, *args, **kwargs):
         if len(args) != 1 or kwargs:
             raise Unsupported("arguments other than X")
-        if isinstance(args[0], np.ndarray) and hasattr(self.model, "feature_names_in_"):
-            raise Unsupported("a model fitted on named features, given an array (scikit-learn warns)")
         matrix = _matrix(args[0], self.width)
+        if isinstance(args[0], np.ndarray):  # LightGBM validates arrays with scikit-learn first
+            if _check_feature_names is None and hasattr(self.model, "feature_names_in_"):
+                raise Unsupported("a model fitted on named features, given an array (scikit-learn warns)")
+            if _check_feature_names is not None:  # its warning for a model fitted on named features
+                _check_feature_names(self.model, args[0], reset=False)
         if len(matrix) == 1:
             result = self._single_row.predict(matrix)
         else:
@@ -166,6 +175,8 @@ def _matrix(X, width: int) -> np.ndarray:
     """The matrix LightGBM builds from ``X``; Unsupported where it would do more (or raise)."""
     if isinstance(X, SelectedFrame):
         matrix = numeric_matrix(X)
+    elif isinstance(X, ConcatenatedColumns):  # as the DataFrame below
+        matrix = X.matrix(np.result_type(*[d.type for d in X.dtypes], np.float32))
     elif type(X) is pd.DataFrame:
         dtypes = list(X.dtypes)
         if any(not isinstance(d, np.dtype) or d.kind not in "iufb" for d in dtypes):
