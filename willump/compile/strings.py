@@ -6,6 +6,10 @@ vectorizers, the call site keeps the lowercased ``str`` list instead; pandas
 does the same ``str.lower`` per element (for object and Python-backed string
 columns), so the vectorizer sees the same documents.
 
+Strings kept by pyarrow (pandas' ``str`` dtype when pyarrow is installed) are read from
+their buffers instead, as code points (``arrow``), and lowercased as pandas lowercases
+them there (pyarrow's ``utf8_lower``).
+
 The spelling ``frame["column"].str.lower()`` is rewritten by call sites to
 ``column_str_method(frame, "column", "lower")``, so that not even the column's
 Series or its ``.str`` accessor is built (each costs about 10 µs for one row).
@@ -16,7 +20,9 @@ import pandas as pd
 from pandas.arrays import StringArray
 from pandas.core.strings.accessor import StringMethods
 
+from willump.compile.arrow import arrow_array, arrow_documents, is_arrow_strings
 from willump.compile.forms import ReceiverKernel, Texts, Unsupported
+from willump.compile.unicode import CodePoints
 
 
 class CompiledLower(ReceiverKernel):
@@ -37,19 +43,27 @@ def _lowered(values, index, name) -> Texts:
     """The lowercased strings, standing for ``pd.Series(values, index, name=name).str.lower()``
     (rebuilt from the strings read now, whatever later code does to where they came from)."""
     lowered, dtype = lowercase_strings(values), values.dtype
+    if isinstance(lowered, CodePoints):  # pandas' own lowercase of the arrow array as it is now
+        held = arrow_array(values)
+        return Texts(lowered, lambda: pd.Series(held, index=index, name=name, copy=False).str.lower())
     return Texts(lowered, lambda: pd.Series(lowered, index=index, name=name, dtype=dtype))
 
 
-def lowercase_strings(values) -> list:
+def lowercase_strings(values) -> list | CodePoints:
     """The strings of ``values`` (an array or Series) as pandas' ``.str.lower()`` lowercases them."""
     dtype = values.dtype
+    if is_arrow_strings(values):
+        return arrow_documents(values, lowercase=True)
     if not (dtype is _OBJECT or dtype == object or getattr(dtype, "storage", None) == "python"):
         raise Unsupported(f"strings stored as {dtype!r} (pandas may lowercase them another way)")
     return [t.lower() for t in strings(values)]
 
 
-def strings(values) -> list:
-    """The values of an array or Series as a list, all ``str``; Unsupported otherwise."""
+def strings(values) -> list | CodePoints:
+    """The values of an array or Series as a list, all ``str``, or as code points for pyarrow's
+    strings; Unsupported otherwise."""
+    if is_arrow_strings(values):
+        return arrow_documents(values)
     # (a string column's array lists its objects ten times faster from the ndarray holding them)
     texts = values._ndarray.tolist() if type(values) is StringArray else values.tolist()
     for value in texts:
