@@ -16,6 +16,9 @@ caller's error state, so it warns as the original does. The result is built once
 with the index object and name pandas gives. Numba is not used: its
 transcendental functions may differ from numpy's in the last bit.
 
+String methods with constant arguments, ``name.str.len()`` or ``frame["text"].str.count("!")``
+(``strings.StringMethod``), are leaves: their Series are computed from the strings' code points.
+
 What pandas does differently from numpy is not compiled: ``//`` and ``%`` (it
 fills divisions by zero), numexpr for long arrays. Nor is ``**`` with a negative
 int or a non-constant exponent: numpy raises for an int to a negative int power
@@ -32,6 +35,7 @@ from pandas.core.indexes.multi import MultiIndex
 from pandas.core.internals import SingleBlockManager
 
 from willump.compile.forms import Unsupported
+from willump.compile.strings import string_method
 
 BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
           ast.Pow: operator.pow}
@@ -54,7 +58,7 @@ PLAIN = {int, float, bool, np.float64, np.int64, np.ndarray, type(np)}  # values
 _INT64 = 2**63
 _NUMEXPR_FROM = getattr(pandas_expressions, "_MIN_ELEMENTS", 0)  # longer arrays may go through numexpr
 _NOT_CONSTANT = object()
-_NUMBER, _LEAF, _COLUMN, _UNARY, _BINARY, _UFUNC = range(6)  # kinds of steps
+_NUMBER, _LEAF, _COLUMN, _UNARY, _BINARY, _UFUNC, _STRING = range(7)  # kinds of steps
 
 
 def is_element_wise(node: ast.expr) -> bool:
@@ -79,6 +83,8 @@ def _reads_names(node):
             return None
         left, right = _reads_names(node.left), _reads_names(node.right)
         return None if left is None or right is None else left or right
+    if string_method(node) is not None:  # name.str.len(), name["column"].str.count("!"), ...
+        return True
     return _reads_names(node.args[0]) if _ufunc_call(node) else None
 
 
@@ -148,7 +154,7 @@ class CompiledExpression:
     def __init__(self, node: ast.expr, parameters: list):
         self.steps = []  # (kind, function or value, operand steps, parameter), operands first
         self._add(node, {name: i for i, name in enumerate(parameters)})
-        self.leaves = sorted({step[3] for step in self.steps if step[0] in (_LEAF, _COLUMN)})  # where Series may be
+        self.leaves = sorted({step[3] for step in self.steps if step[0] in (_LEAF, _COLUMN, _STRING)})  # where Series may be
         self.binary = any(step[0] == _BINARY for step in self.steps)
         self.ufuncs = any(step[0] == _UFUNC for step in self.steps)
 
@@ -166,6 +172,9 @@ class CompiledExpression:
         elif isinstance(node, ast.BinOp):
             operands = (self._add(node.left, position), self._add(node.right, position))
             step = (_BINARY, BINARY[type(node.op)], operands, None)
+        elif string_method(node) is not None:
+            name, method = string_method(node)
+            step = (_STRING, method, (), position[name])
         else:
             module = (position[node.func.value.id], node.func.attr)
             step = (_UFUNC, UFUNCS[node.func.attr], (self._add(node.args[0], position),), module)
@@ -211,6 +220,10 @@ class CompiledExpression:
                 value, column = _leaf(arguments[parameter])
             elif kind == _COLUMN:
                 value, column = _frame_column(arguments[parameter], function)
+            elif kind == _STRING:  # (a Series of numbers or bools; only numbers enter arithmetic)
+                value, column = function.leaf(arguments[parameter])
+                if len(self.steps) > 1 and getattr(value, "dtype", None) not in _DTYPES:
+                    raise Unsupported(f"arithmetic on a .str result of dtype {value.dtype}")
             else:
                 if kind == _UFUNC:
                     _check_numpy(arguments[parameter[0]], parameter[1], function)
