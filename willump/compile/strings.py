@@ -174,6 +174,8 @@ class StringMethod:
         return self._values(values), (index, name, viewed)
 
     def _values(self, values):
+        if self.method == "count" and self.patterns == ("",) and is_arrow_strings(values):
+            raise Unsupported("count('') of pyarrow strings (pyarrow counts UTF-8 bytes)")
         documents, missing = _documents_and_missing(values)
         counts = _method_counts(documents.codes, documents.offsets, *self.pattern_codes, _METHODS[self.method])
         dtype = values.dtype
@@ -182,6 +184,8 @@ class StringMethod:
             kind = IntegerArray if numbers else BooleanArray
             data = counts if numbers else counts.astype(bool)
             return kind(data, np.zeros(len(data), bool) if missing is None else missing)
+        if dtype == _OBJECT and missing is not None and missing.all():  # pandas' result: the values as they are
+            return values.copy()
         if numbers:
             if missing is None:
                 return counts
@@ -191,9 +195,9 @@ class StringMethod:
         result = counts.astype(bool)
         if missing is None:
             return result
-        if dtype == _OBJECT:  # True / False, and NaN where a value is missing
+        if dtype == _OBJECT:  # True / False, and the missing value itself (None or NaN) where one is
             result = result.astype(object)
-            result[missing] = np.nan
+            result[missing] = values[missing]
         else:  # the str dtype: a missing value is False
             result[missing] = False
         return result
