@@ -12,6 +12,7 @@ that of the exact bar, the decorated call's scores plus ``np.argpartition`` (rec
 import datetime
 import functools
 import json
+import importlib.metadata
 import os
 import platform
 import time
@@ -157,7 +158,8 @@ def _add_ratios(records: list[dict]) -> None:
 
 
 def machine_facts() -> dict:
-    """Cores, CPU model and library versions of this machine."""
+    """Cores, CPU model and library versions of this machine; pyarrow's too, or "not installed":
+    with it pandas keeps text in pyarrow, which the text kernels read another way."""
     import lightgbm
     import numba
     import numpy
@@ -181,8 +183,16 @@ def machine_facts() -> dict:
         "versions": {
             module.__name__: module.__version__
             for module in (willump, numpy, pandas, scipy, sklearn, lightgbm, numba)
-        },
+        } | {"pyarrow": _version_of("pyarrow")},
     }
+
+
+def _version_of(distribution: str) -> str:
+    """The installed version of a package, or "not installed"."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def table(records: list[dict]) -> str:

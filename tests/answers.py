@@ -68,3 +68,17 @@ class CountedConnection(_Counting, redis.Connection):
 
 class CountedUnixConnection(_Counting, redis.UnixDomainSocketConnection):
     pass
+
+
+def text_series(texts, dtype=None, **options):
+    """``pd.Series(texts, dtype=dtype, **options)``. With pyarrow installed pandas keeps its str dtypes
+    in pyarrow, which cannot hold lone surrogates: such texts are kept as pandas keeps them without
+    pyarrow (its Python-backed storage), which is all a user could do with them."""
+    import numpy as np
+    import pandas as pd
+
+    try:
+        return pd.Series(texts, dtype=dtype, **options)
+    except UnicodeEncodeError:
+        missing = pd.NA if dtype == "string" or getattr(dtype, "na_value", None) is pd.NA else np.nan
+        return pd.Series(texts, dtype=pd.StringDtype("python", na_value=missing), **options)

@@ -5,6 +5,7 @@ root, which ``python -m pytest`` puts first on ``sys.path``, goes last, where it
 ``benchmarks`` (not installed) but no longer shadows the installed package.
 """
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -22,6 +23,34 @@ def _put_the_clone_last() -> None:
 _put_the_clone_last()
 
 from benchmarks.data import ENVIRONMENT_VARIABLE, data_dir  # noqa: E402
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--pyarrow", choices=("yes", "no"),
+        help="whether this pass is the one with pyarrow installed (README, Tests): under CI=true, "
+        "a pass that finds otherwise fails",
+    )
+
+
+def pytest_configure(config):
+    """Under CI=true each pass must run in the environment it is for: with pyarrow, pandas keeps text
+    in pyarrow and the kernels read it another way; a pass that silently ran the other way would
+    leave one of the two untested."""
+    expected = config.getoption("--pyarrow")
+    if expected is None:
+        return
+    installed = importlib.util.find_spec("pyarrow") is not None
+    if installed != (expected == "yes"):
+        message = f"--pyarrow={expected}, but pyarrow is {'installed' if installed else 'not installed'}"
+        if os.environ.get("CI") == "true":
+            raise pytest.UsageError(message)
+        print(f"warning: {message}: this pass tests the other storage of text", file=sys.stderr)
+
+
+def pytest_report_header(config):
+    installed = importlib.util.find_spec("pyarrow") is not None
+    return f"pyarrow: {'installed (text kept in pyarrow)' if installed else 'not installed'}"
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
 """The benchmark suite runs, writes its records, and regenerates the README table (no speed assertions)."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -29,6 +30,8 @@ def quick_results(tmp_path_factory, datasets):
 def test_quick_run_writes_records_for_every_configuration_and_mode(quick_results):
     document = json.loads((quick_results / "toxic.json").read_text())
     assert {"cores", "cpu", "versions"} <= set(document["machine"])
+    pyarrow = importlib.util.find_spec("pyarrow")  # (pandas then keeps the tweets in pyarrow)
+    assert (document["machine"]["versions"]["pyarrow"] == "not installed") == (pyarrow is None)
     records = document["records"]
     assert all(REQUIRED <= set(r) for r in records)
     measured = {(r["config"], r["mode"], r["metric"]) for r in records}

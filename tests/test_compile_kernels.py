@@ -29,6 +29,7 @@ from sklearn.linear_model import (
 from sklearn.svm import LinearSVC
 
 import willump
+from answers import text_series
 from willump.compile import registry
 from willump.compile.forms import Unsupported
 from willump.compile.linear import CompiledLinearModel
@@ -333,8 +334,8 @@ def _containers(docs):
         "list": lambda: list(docs),
         "tuple": lambda: tuple(docs),
         "series object": lambda: pd.Series(docs, index=index, dtype=object),
-        "series default str": lambda: pd.Series(docs, index=index) if docs else pd.Series([], dtype="str"),
-        "series string": lambda: pd.Series(docs, index=index, dtype="string"),
+        "series default str": lambda: text_series(docs, index=index) if docs else pd.Series([], dtype="str"),
+        "series string": lambda: text_series(docs, index=index, dtype="string"),
         "ndarray object": lambda: np.array(docs, dtype=object),
         "ndarray unicode": lambda: np.array(docs, dtype=str),
     }
@@ -916,7 +917,7 @@ def test_hstack_unsupported_end_to_end_runs_as_written(case):
 # --- end to end ---------------------------------------------------------------------------
 
 _E2E_TEXTS = [doc for doc in BASE_CORPUS if doc] + [w + " " + v for w, v in zip(WORDS, reversed(WORDS))]
-_E2E_FRAME = pd.DataFrame({"text": _E2E_TEXTS, "x": np.linspace(-3, 7, len(_E2E_TEXTS))})
+_E2E_FRAME = pd.DataFrame({"text": text_series(_E2E_TEXTS), "x": np.linspace(-3, 7, len(_E2E_TEXTS))})
 E2E_WORDS = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True).fit(_E2E_TEXTS)
 E2E_CHARS = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), max_features=300, dtype=np.float64).fit(_E2E_TEXTS)
 
@@ -971,7 +972,7 @@ def text_frames(draw):
     x = draw(st.lists(st.floats(-10, 10, allow_nan=False), min_size=len(texts), max_size=len(texts)))
     index = draw(st.sampled_from([None, np.arange(len(texts)) * 2 + 5, np.arange(len(texts))[::-1]]))
     text_dtype = draw(st.sampled_from([object, "str", "string"]))
-    return pd.DataFrame({"text": pd.Series(texts, dtype=text_dtype, index=index), "x": x}, index=index)
+    return pd.DataFrame({"text": text_series(texts, dtype=text_dtype, index=index), "x": x}, index=index)
 
 
 @hypothesis_settings(max_examples=40)
@@ -997,7 +998,7 @@ def test_end_to_end_large_batches_with_worker_threads():
     """A batch large enough to be split across threads, for several worker counts."""
     rng = np.random.default_rng(7)
     pool = _E2E_TEXTS + GRID_DOCUMENTS
-    df = pd.DataFrame({"text": [pool[i] for i in rng.integers(0, len(pool), 1500)], "x": rng.normal(size=1500)})
+    df = pd.DataFrame({"text": text_series([pool[i] for i in rng.integers(0, len(pool), 1500)]), "x": rng.normal(size=1500)})
     expected, expected_lowered = e2e_pipeline(df), e2e_lowered_pipeline(df)
     for workers in (1, 2, 4):
         assert_same_array(willump.optimize(workers=workers)(e2e_pipeline)(df), expected)
@@ -1015,7 +1016,7 @@ def test_end_to_end_lowered_text_into_an_unsupported_vectorizer():
     optimized = willump.optimize(pipeline)
     for dtype in (object, "str", "string"):
         for texts in (BASE_CORPUS[:5] + ["\u0130 \u03a3\u03a3"], ["the cat", None]):
-            df = pd.DataFrame({"text": pd.Series(texts, dtype=dtype)})
+            df = pd.DataFrame({"text": text_series(texts, dtype=dtype)})
             assert_same_outcome(outcome(lambda df=df: optimized(df)), outcome(lambda df=df: pipeline(df)))
 
 
@@ -1065,7 +1066,7 @@ def _column_lower_pipeline(df):
 COLUMN_LOWER = willump.optimize(_column_lower_pipeline)
 COLUMN_LOWER_FRAMES = {
     "object strings": pd.DataFrame({"text": pd.Series(BASE_CORPUS, dtype=object)}),
-    "str dtype": pd.DataFrame({"text": pd.Series(BASE_CORPUS, dtype="str")}),
+    "str dtype": pd.DataFrame({"text": text_series(BASE_CORPUS, dtype="str")}),
     "missing values": pd.DataFrame({"text": ["the cat", None, np.nan]}),
     "no such column": pd.DataFrame({"other": ["the cat"]}),
     "numbers": pd.DataFrame({"text": [1.5, 2.0]}),

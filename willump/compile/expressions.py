@@ -16,6 +16,9 @@ caller's error state, so it warns as the original does. The result is built once
 with the index object and name pandas gives. Numba is not used: its
 transcendental functions may differ from numpy's in the last bit.
 
+String methods with constant arguments, ``name.str.len()`` or ``frame["text"].str.count("!")``
+(``strings.StringMethod``), are leaves: their Series are computed from the strings' code points.
+
 What pandas does differently from numpy is not compiled: ``//`` and ``%`` (it
 fills divisions by zero), numexpr for long arrays. Nor is ``**`` with a negative
 int or a non-constant exponent: numpy raises for an int to a negative int power
@@ -35,6 +38,7 @@ from pandas.core import nanops
 from pandas.core.internals import SingleBlockManager
 
 from willump.compile.forms import Unsupported
+from willump.compile.strings import string_method
 
 BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
           ast.Pow: operator.pow}
@@ -66,7 +70,7 @@ ROUNDING = {"round", "around"}  # np.round(x, n): Series.round(n)
 METHODS = {"clip": ("lower", "upper"), "fillna": ("value",), "astype": ("dtype",), "abs": (), "round": ("decimals",)}
 REDUCTIONS = {"sum", "mean", "min", "max"}  # frame[[...]].sum(axis=1)
 _NUMBER, _LEAF, _COLUMN, _UNARY, _BINARY, _UFUNC = range(6)  # kinds of steps
-_COMPARE, _WHERE, _METHOD, _REDUCE, _DTYPE, _NONE = range(6, 12)
+_COMPARE, _WHERE, _METHOD, _REDUCE, _DTYPE, _NONE, _STRING = range(6, 13)
 
 
 def is_element_wise(node: ast.expr) -> bool:
@@ -98,6 +102,8 @@ def _reads_names(node):
         k.arg is None for k in node.keywords
     ):
         return None
+    if string_method(node) is not None:  # name.str.len(), name["column"].str.count("!"), ...
+        return True
     if _ufunc_call(node):
         return _reads_names(node.args[0])
     numpy_function = _numpy_function(node)
@@ -292,7 +298,7 @@ class CompiledExpression:
     def __init__(self, node: ast.expr, parameters: list):
         self.steps = []  # (kind, function or value, operand steps, parameter), operands first
         self._add(node, {name: i for i, name in enumerate(parameters)})
-        self.leaves = sorted({step[3] for step in self.steps if step[0] in (_LEAF, _COLUMN)} | {
+        self.leaves = sorted({step[3] for step in self.steps if step[0] in (_LEAF, _COLUMN, _STRING)} | {
             step[3][0] for step in self.steps if step[0] == _REDUCE})  # where Series or frames may be
         self.binary = any(  # operations pandas may give numexpr (clip compares, then np.where)
             step[0] in (_BINARY, _COMPARE) or (step[0] == _METHOD and step[1] == "clip") for step in self.steps
@@ -317,6 +323,9 @@ class CompiledExpression:
         elif isinstance(node, ast.Compare):
             operands = (self._add(node.left, position), self._add(node.comparators[0], position))
             step = (_COMPARE, COMPARISONS[type(node.ops[0])], operands, None)
+        elif string_method(node) is not None:
+            name, method = string_method(node)
+            step = (_STRING, method, (), position[name])
         elif _ufunc_call(node):
             module = (position[node.func.value.id], node.func.attr)
             step = (_UFUNC, UFUNCS[node.func.attr], (self._add(node.args[0], position),), module)
@@ -403,6 +412,11 @@ class CompiledExpression:
                 value, column = _leaf(arguments[parameter])
             elif kind == _COLUMN:
                 value, column = _frame_column(arguments[parameter], function)
+            elif kind == _STRING:  # (a Series of numbers or bools; only numbers enter arithmetic)
+                value, column = function.leaf(arguments[parameter])
+                column = (*column, getattr(value, "dtype", None))
+                if len(self.steps) > 1 and column[3] not in _DTYPES:
+                    raise Unsupported(f"arithmetic on a .str result of dtype {column[3]}")
             elif kind == _DTYPE:
                 value = _dtype(function, parameter, arguments)
             elif kind == _REDUCE:

@@ -17,6 +17,7 @@ import numpy as np
 
 from willump.compile.forms import Unsupported
 from willump.compile.text import CompiledVectorizer, find_ngrams, sorted_counts, weigh_row, workspace
+from willump.compile.unicode import document_size
 
 ROWS_PER_TASK = 256  # fewer rows than this per worker are not worth a thread
 # settings columns, one row per vectorizer
@@ -196,7 +197,8 @@ def scores(blocks: list, weights: np.ndarray, workers, by_vectorizer: bool = Fal
 
 
 def planned_scores(plan: Plan, texts: list, weights: np.ndarray, workers, by_vectorizer: bool = False) -> np.ndarray:
-    """As ``scores``, from the plan of the vectorizers and the documents each reads (lists of ``str``)."""
+    """As ``scores``, from the plan of the vectorizers and the documents each reads (lists of ``str``
+    or ``CodePoints``)."""
     kernels = plan.kernels
     n_rows = len(texts[0])
     if by_vectorizer and n_rows == 1 and workers.count > 1 and len(kernels) > 1:
@@ -252,7 +254,7 @@ def _by_vectorizer(plan: Plan, texts: list, weights: np.ndarray, workers):
         return rows
 
     settings = plan.settings
-    ngrams = [len(texts[v][0]) * (settings[v, _MAX_N] - settings[v, _MIN_N] + 1) for v in range(len(kernels))]
+    ngrams = [document_size(texts[v], 0) * (settings[v, _MAX_N] - settings[v, _MIN_N] + 1) for v in range(len(kernels))]
     groups = [[] for _ in range(min(workers.count, len(kernels)))]
     loads = [0] * len(groups)
     for v in sorted(range(len(kernels)), key=lambda v: -ngrams[v]):  # the costliest first, to the least loaded

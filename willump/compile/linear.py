@@ -110,7 +110,7 @@ class CompiledLinearModel:
 
     def from_texts(self, plan: fused.Plan, texts: list):
         """The answer for the vectorizers of ``plan`` (together the model's input) reading ``texts``
-        (a list of ``str`` per vectorizer), computed without their rows (see ``fused``)."""
+        (a list of ``str`` or ``CodePoints`` per vectorizer), computed without their rows (see ``fused``)."""
         return self.finish(self.text_product(plan, texts))
 
     def text_product(self, plan: fused.Plan, texts: list) -> np.ndarray:

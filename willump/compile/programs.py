@@ -265,7 +265,7 @@ class TextLinearProgram:
         return self.answered(result, callees)
 
     def documents(self, arguments: tuple, callees: tuple):
-        """Each vectorizer's documents (lists of ``str``), or ``MISS`` when the callees are not the
+        """Each vectorizer's documents (lists of ``str`` or ``CodePoints``), or ``MISS`` when the callees are not the
         ones the program was built for or the kernels would not read these arguments exactly."""
         for position, kernel, owner, function in self.methods:
             method = callees[position]
@@ -294,9 +294,9 @@ class TextLinearProgram:
         return output[callees[-1]] if self.subscripted else output
 
 
-def _read_documents(source: tuple, arguments: tuple) -> list:
-    """The documents as the vectorizer's kernel reads them (a list of ``str``, not empty);
-    Unsupported otherwise."""
+def _read_documents(source: tuple, arguments: tuple):
+    """The documents as the vectorizer's kernel reads them (a list of ``str``, or ``CodePoints``
+    of pyarrow's strings; not empty); Unsupported otherwise."""
     kind, value = source
     if kind == PARAMETER:
         texts = documents_as_list(arguments[value])

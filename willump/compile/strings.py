@@ -6,17 +6,27 @@ vectorizers, the call site keeps the lowercased ``str`` list instead; pandas
 does the same ``str.lower`` per element (for object and Python-backed string
 columns), so the vectorizer sees the same documents.
 
+Strings kept by pyarrow (pandas' ``str`` dtype when pyarrow is installed) are read from
+their buffers instead, as code points (``arrow``), and lowercased as pandas lowercases
+them there (pyarrow's ``utf8_lower``).
+
 The spelling ``frame["column"].str.lower()`` is rewritten by call sites to
 ``column_str_method(frame, "column", "lower")``, so that not even the column's
 Series or its ``.str`` accessor is built (each costs about 10 µs for one row).
 """
 
+import ast
+import string
+
+import numba
 import numpy as np
 import pandas as pd
-from pandas.arrays import StringArray
+from pandas.arrays import BooleanArray, IntegerArray, StringArray
 from pandas.core.strings.accessor import StringMethods
 
+from willump.compile.arrow import arrow_array, arrow_code_points, arrow_documents, is_arrow_strings
 from willump.compile.forms import ReceiverKernel, Texts, Unsupported
+from willump.compile.unicode import CodePoints, encode
 
 
 class CompiledLower(ReceiverKernel):
@@ -37,19 +47,27 @@ def _lowered(values, index, name) -> Texts:
     """The lowercased strings, standing for ``pd.Series(values, index, name=name).str.lower()``
     (rebuilt from the strings read now, whatever later code does to where they came from)."""
     lowered, dtype = lowercase_strings(values), values.dtype
+    if isinstance(lowered, CodePoints):  # pandas' own lowercase of the arrow array as it is now
+        held = arrow_array(values)
+        return Texts(lowered, lambda: pd.Series(held, index=index, name=name, copy=False).str.lower())
     return Texts(lowered, lambda: pd.Series(lowered, index=index, name=name, dtype=dtype))
 
 
-def lowercase_strings(values) -> list:
+def lowercase_strings(values) -> list | CodePoints:
     """The strings of ``values`` (an array or Series) as pandas' ``.str.lower()`` lowercases them."""
     dtype = values.dtype
+    if is_arrow_strings(values):
+        return arrow_documents(values, lowercase=True)
     if not (dtype is _OBJECT or dtype == object or getattr(dtype, "storage", None) == "python"):
         raise Unsupported(f"strings stored as {dtype!r} (pandas may lowercase them another way)")
     return [t.lower() for t in strings(values)]
 
 
-def strings(values) -> list:
-    """The values of an array or Series as a list, all ``str``; Unsupported otherwise."""
+def strings(values) -> list | CodePoints:
+    """The values of an array or Series as a list, all ``str``, or as code points for pyarrow's
+    strings; Unsupported otherwise."""
+    if is_arrow_strings(values):
+        return arrow_documents(values)
     # (a string column's array lists its objects ten times faster from the ndarray holding them)
     texts = values._ndarray.tolist() if type(values) is StringArray else values.tolist()
     for value in texts:
@@ -69,6 +87,7 @@ def column_array(frame, column):
 
 
 _OBJECT = np.dtype(object)
+_NOT_CONSTANT = object()
 _positions = {}  # column name -> (the labels of the columns Index, position) last found
 
 
@@ -122,3 +141,192 @@ class CompiledColumnLower:
         if frame.attrs:
             raise Unsupported("a frame with attrs (pandas passes them on to the column)")
         return _lowered(values, frame.index, column)
+
+
+# --- s.str.len(), .count(literal), .contains(literal), .startswith(prefix) ----------------------
+
+_METACHARACTERS = set(".^$*+?{}[]\\|()")
+_ESCAPABLE = set(string.punctuation)  # a backslash before one of these is the character itself, in re and RE2
+
+
+class StringMethod:
+    """``x.str.len()``, ``x.str.count(pattern)``, ``x.str.contains(pattern)`` or ``x.str.startswith(prefix)``
+    of a Series or of a frame's column, with constant arguments, as pandas computes it: the numbers
+    per string (from code points: pyarrow's strings are read from their buffers), with pandas'
+    dtype for the storage (int64, or float64 with NaN, for object and ``str``; Int64 for the
+    NA-valued ``string``; bool, object with NaN, or boolean), index and name."""
+
+    def __init__(self, method: str, patterns: tuple, column):
+        self.method, self.patterns, self.column = method, patterns, column  # column: None for a Series
+        self.pattern_codes = encode(list(patterns))
+
+    def leaf(self, value) -> tuple:
+        """(the result's values, (index, name, whether the index is a view)) for the Series ``value``,
+        or for ``value[column]``; Unsupported where pandas would do something else."""
+        if self.column is None:
+            if type(value) is not pd.Series:
+                raise Unsupported(f".str of a {type(value).__name__}")
+            values, index, name, viewed = value._values, value.index, value.name, False
+        else:
+            values = column_array(value, self.column)
+            index, name, viewed = value.index, value.columns[_column_position(value.columns, self.column)], True
+        _check_metadata(value, name)
+        return self._values(values), (index, name, viewed)
+
+    def _values(self, values):
+        if self.method == "count" and self.patterns == ("",) and is_arrow_strings(values):
+            raise Unsupported("count('') of pyarrow strings (pyarrow counts UTF-8 bytes)")
+        documents, missing = _documents_and_missing(values)
+        counts = _method_counts(documents.codes, documents.offsets, *self.pattern_codes, _METHODS[self.method])
+        dtype = values.dtype
+        numbers = self.method in ("len", "count")
+        if type(dtype) is pd.StringDtype and dtype.na_value is pd.NA:  # Int64, boolean
+            kind = IntegerArray if numbers else BooleanArray
+            data = counts if numbers else counts.astype(bool)
+            return kind(data, np.zeros(len(data), bool) if missing is None else missing)
+        if dtype == _OBJECT and missing is not None and missing.all():  # pandas' result: the values as they are
+            return values.copy()
+        if numbers:
+            if missing is None:
+                return counts
+            result = counts.astype(np.float64)
+            result[missing] = np.nan
+            return result
+        result = counts.astype(bool)
+        if missing is None:
+            return result
+        if dtype == _OBJECT:  # True / False, and the missing value itself (None or NaN) where one is
+            result = result.astype(object)
+            result[missing] = values[missing]
+        else:  # the str dtype: a missing value is False
+            result[missing] = False
+        return result
+
+
+_METHODS = {"len": 0, "count": 1, "contains": 2, "startswith": 3}
+
+
+def string_method(node: ast.expr) -> tuple | None:
+    """(the name whose Series or column the call reads, a ``StringMethod``) for a call written
+    ``name.str.<method>(...)`` or ``name["column"].str.<method>(...)`` with constant arguments
+    pandas answers as the kernel does, else None."""
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) or node.func.attr not in _METHODS:
+        return None
+    accessor = node.func.value
+    if not (isinstance(accessor, ast.Attribute) and accessor.attr == "str"):
+        return None
+    receiver, column = accessor.value, None
+    if isinstance(receiver, ast.Subscript) and isinstance(receiver.slice, ast.Constant) and type(receiver.slice.value) is str:
+        receiver, column = receiver.value, receiver.slice.value
+    if not isinstance(receiver, ast.Name):
+        return None
+    patterns = _patterns(node.func.attr, node)
+    return None if patterns is None else (receiver.id, StringMethod(node.func.attr, patterns, column))
+
+
+def _patterns(method: str, call: ast.Call) -> tuple | None:
+    """The literal strings a method's constant arguments look for (a tuple), or None."""
+    arguments = [a.value if isinstance(a, ast.Constant) else _NOT_CONSTANT for a in call.args]
+    keywords = {k.arg: k.value.value if isinstance(k.value, ast.Constant) else _NOT_CONSTANT for k in call.keywords}
+    if method == "len":
+        return () if not arguments and not keywords else None
+    if len(arguments) != 1 or None in keywords:
+        return None
+    pattern = arguments[0]
+    if method == "startswith":
+        if isinstance(call.args[0], ast.Tuple):
+            pattern = tuple(e.value if isinstance(e, ast.Constant) else None for e in call.args[0].elts)
+            return pattern if pattern and not keywords and all(type(p) is str for p in pattern) else None
+        return (pattern,) if type(pattern) is str and not keywords else None
+    if type(pattern) is not str:
+        return None
+    if method == "contains":
+        regex = keywords.pop("regex", True)
+        if keywords or type(regex) is not bool:
+            return None
+        return (pattern,) if not regex else _regex_free(pattern)
+    return None if keywords else _regex_free(pattern)
+
+
+def _regex_free(pattern: str) -> tuple | None:
+    """(the string a regular expression matches, literally) for one without metacharacters but
+    escaped punctuation, else None."""
+    literal, escaped = [], False
+    for character in pattern:
+        if escaped:
+            if character not in _ESCAPABLE:
+                return None
+            literal.append(character)
+            escaped = False
+        elif character == "\\":
+            escaped = True
+        elif character in _METACHARACTERS:
+            return None
+        else:
+            literal.append(character)
+    return None if escaped else ("".join(literal),)
+
+
+def _documents_and_missing(values) -> tuple:
+    """(the strings as code points, missing values '' , a bool mask of the missing or None) of a
+    column's array: pyarrow's strings, pandas' Python-backed strings, or an object array of
+    ``str`` with None or NaN for missing values; Unsupported otherwise."""
+    if is_arrow_strings(values):
+        return arrow_code_points(values)
+    if type(values) is StringArray:
+        items = values._ndarray.tolist()
+    elif type(values) is np.ndarray and values.dtype == _OBJECT:
+        items = values.tolist()
+    else:
+        raise Unsupported(f".str of values stored as {values.dtype!r}")
+    missing = [type(v) is not str for v in items]
+    if any(missing):
+        if type(values) is np.ndarray and not all(v is None or (type(v) is float and v != v) for v in items if type(v) is not str):
+            raise Unsupported("a value that is neither a str nor None or NaN (pandas gives NaN for it)")
+        items = ["" if m else v for v, m in zip(items, missing)]
+        return CodePoints(*encode(items)), np.array(missing)
+    return CodePoints(*encode(items)), None
+
+
+def _check_metadata(obj, name) -> None:
+    """Unsupported for what pandas would carry over to the result besides index and name, and for
+    names other code would not compare with plain ``==``."""
+    if obj.attrs or not obj.flags.allows_duplicate_labels:
+        raise Unsupported("attrs or flags (pandas carries them over)")
+    if type(name) not in (type(None), str, int, float):
+        raise Unsupported(f"a name of type {type(name).__name__}")
+
+
+@numba.njit(cache=True, nogil=True)
+def _method_counts(codes, offsets, pattern_codes, pattern_offsets, method):
+    """Per document: its length (method 0), the non-overlapping occurrences of the pattern, from the
+    left (1), whether it holds the pattern (2), or starts with one of the patterns (3)."""
+    n = len(offsets) - 1
+    out = np.zeros(n, np.int64)
+    for d in range(n):
+        start, end = offsets[d], offsets[d + 1]
+        if method == 0:
+            out[d] = end - start
+            continue
+        for p in range(len(pattern_offsets) - 1):
+            p_start, size = pattern_offsets[p], pattern_offsets[p + 1] - pattern_offsets[p]
+            i = start
+            if method == 3:  # (only at the start, if the prefix fits)
+                last = start if size <= end - start else start - 1
+            else:
+                last = end - size
+            while i <= last:
+                k = 0
+                while k < size and codes[i + k] == pattern_codes[p_start + k]:
+                    k += 1
+                if k == size:
+                    out[d] += 1
+                    if method != 1:
+                        break
+                    i += max(size, 1)
+                else:
+                    i += 1
+            if out[d] and method != 1:
+                out[d] = 1
+                break
+    return out

@@ -20,7 +20,8 @@ from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, 
 
 from willump.compile.forms import LazyRows, SparseRows, Texts, Unsupported
 from willump.compile.parallel import SERIAL
-from willump.compile.unicode import SPACE, WORD, char_classes, encode
+from willump.compile.arrow import arrow_documents, is_arrow_strings
+from willump.compile.unicode import SPACE, WORD, CodePoints, char_classes, encode
 
 DEFAULT_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 ANALYZERS = {"word": 0, "char": 1, "char_wb": 2}
@@ -530,7 +531,8 @@ class CompiledVectorizer:
         """As ``defer``, computed when first needed: a linear model reading only these rows and
         other vectorizers' computes its scores without building them (see ``fused``)."""
         texts = self._texts(documents)
-        if self.hashing[0]:  # the one input computing refuses, refused now: lazy rows never raise later
+        if self.hashing[0] and not isinstance(texts, CodePoints):  # (decoded UTF-8 holds no lone surrogate)
+            # the one input computing refuses, refused now: lazy rows never raise later
             try:
                 for text in texts:
                     text.encode()
@@ -566,10 +568,15 @@ class CompiledVectorizer:
             self.hashing,
         )
 
-    def encoded(self, texts: list) -> tuple:
+    def encoded(self, texts: list | CodePoints) -> tuple:
         """(code points, offsets) of the documents as the analyzer sees them; Unsupported for
         text scikit-learn would fail to encode."""
-        codes, offsets = encode([t.lower() for t in texts] if self.lowercase else texts)
+        if isinstance(texts, CodePoints):
+            if self.lowercase:
+                texts = texts.python_lowered()
+            codes, offsets = texts.codes, texts.offsets
+        else:
+            codes, offsets = encode([t.lower() for t in texts] if self.lowercase else texts)
         if self.hashing[0] and ((codes >= 0xD800) & (codes <= 0xDFFF)).any():
             raise Unsupported("a lone surrogate (scikit-learn's UTF-8 encoding raises)")
         return codes, offsets
@@ -606,10 +613,13 @@ class CompiledVectorizer:
         return table
 
 
-def documents_as_list(documents) -> list:
-    """The documents as a list of ``str``; Unsupported for anything scikit-learn would treat differently."""
+def documents_as_list(documents) -> list | CodePoints:
+    """The documents as a list of ``str`` (or code points, for a Series of pyarrow's strings);
+    Unsupported for anything scikit-learn would treat differently."""
     if isinstance(documents, (list, tuple)):
         texts = list(documents)
+    elif isinstance(documents, pd.Series) and is_arrow_strings(documents):
+        return arrow_documents(documents)
     elif isinstance(documents, pd.Series) or (isinstance(documents, np.ndarray) and documents.ndim == 1):
         texts = documents.tolist()
     else:

@@ -20,6 +20,7 @@ from willump.compile import fused
 from willump.compile.forms import Unsupported
 from willump.compile.linear import CompiledLinearModel
 from willump.compile.programs import MISS, TextLinearProgram
+from willump.compile.unicode import select_rows
 from willump.runtime.caches import MISSING
 from willump.runtime.executor import GraphExecutor
 from willump.runtime.features import feature_matrix
@@ -180,7 +181,7 @@ class CascadedTextProgram:
             if len(unsure):
                 taken = {}  # (vectorizers reading the same documents share them, as the program's do)
                 full_output = program.model.from_texts(
-                    program.plan, [taken.setdefault(id(t), [t[i] for i in unsure]) for t in texts]
+                    program.plan, [taken.setdefault(id(t), select_rows(t, unsure)) for t in texts]
                 )
             output = merged(small_output, full_output, unsure, self.dtype)
         except Unsupported:

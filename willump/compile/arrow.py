@@ -1,0 +1,109 @@
+"""pyarrow-backed strings, read from their buffers.
+
+With pyarrow installed, pandas 3 keeps text columns as ``ArrowStringArray``
+(the ``str`` dtype, and ``string[pyarrow]``): a pyarrow chunked array of UTF-8
+bytes and offsets. The text kernels read those buffers and decode them in numba
+into code points (``CodePoints``), never building a Python ``str`` per document.
+
+pandas computes the methods of these arrays with pyarrow's kernels, which do not
+always agree with Python's: ``.str.lower()`` is ``pyarrow.compute.utf8_lower``,
+one code point to one code point (no Final_Sigma rule, U+0130 lowers to "i").
+That mapping is read once from pyarrow itself, over every code point.
+"""
+
+import numpy as np
+import pandas as pd
+
+from willump.compile.forms import Unsupported
+from willump.compile.unicode import CodePoints, Utf8Documents
+
+try:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+except ImportError:  # without pyarrow, pandas keeps no strings in arrow arrays
+    pa = pc = None
+
+_OFFSET_TYPES = {}
+if pa is not None:
+    _OFFSET_TYPES = {pa.string(): np.int32, pa.large_string(): np.int64}
+_NO_BYTES, _NO_TABLE = np.empty(0, np.uint8), np.empty(0, np.uint32)
+_arrow_lower = None  # pyarrow's utf8_lower of every code point alone
+
+
+def is_arrow_strings(values) -> bool:
+    """Whether ``values`` (a Series or an array) holds pandas' pyarrow-backed strings."""
+    dtype = values.dtype
+    return type(dtype) is pd.StringDtype and dtype.storage == "pyarrow"
+
+
+def arrow_code_points(values, lowercase: bool = False) -> tuple[CodePoints, np.ndarray | None]:
+    """(the strings, as pandas' ``.str.lower()`` lowercases them with ``lowercase``, the missing
+    rows as a bool mask or None if none is missing) of a Series or array of pyarrow-backed strings;
+    Unsupported for layouts not read here."""
+    chunked = (values.array if isinstance(values, pd.Series) else values)._pa_array
+    table = _arrow_lower_table() if lowercase else _NO_TABLE
+    if chunked.num_chunks == 1:  # (the common case, and a single row's)
+        return _chunk_documents(chunked.chunk(0), table)
+    parts = [_chunk_documents(chunk, table) for chunk in chunked.chunks]
+    mask = None
+    if any(m is not None for _, m in parts):
+        mask = np.concatenate([np.zeros(len(d), bool) if m is None else m for d, m in parts])
+    return _joined([d for d, _ in parts]), mask
+
+
+def _chunk_documents(chunk, table: np.ndarray) -> tuple[CodePoints, np.ndarray | None]:
+    offset_type = _OFFSET_TYPES.get(chunk.type)
+    if offset_type is None:
+        raise Unsupported(f"pyarrow strings of type {chunk.type}")
+    validity, offsets, data = chunk.buffers()
+    start, size = chunk.offset, len(chunk)
+    documents = Utf8Documents(
+        _NO_BYTES if data is None else np.frombuffer(data, np.uint8),
+        np.frombuffer(offsets, offset_type)[start : start + size + 1], table,
+    )
+    if not chunk.null_count:
+        return documents, None
+    bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
+    return documents, bits[start : start + size] == 0
+
+
+def _joined(parts: list) -> CodePoints:
+    """The chunks' documents one after another."""
+    if not parts:
+        return CodePoints(np.empty(0, np.uint32), np.zeros(1, np.int64))
+    codes = np.concatenate([p.codes for p in parts])
+    starts = np.cumsum([0] + [len(p.codes) for p in parts[:-1]])
+    offsets = np.concatenate([np.zeros(1, np.int64)] + [p.offsets[1:] - p.offsets[0] + s for p, s in zip(parts, starts)])
+    return CodePoints(codes, offsets)
+
+
+def arrow_documents(values, lowercase: bool = False) -> CodePoints:
+    """The documents of pyarrow-backed strings (lowercased as pandas does, with ``lowercase``);
+    Unsupported when one is missing (not a ``str``)."""
+    documents, missing = arrow_code_points(values, lowercase)
+    if missing is not None:
+        raise Unsupported("a value that is not a str")
+    return documents
+
+
+def _arrow_lower_table() -> np.ndarray:
+    """pyarrow's ``utf8_lower`` of each code point alone (surrogates, which pyarrow cannot hold,
+    map to themselves). Built once (~0.3 s); Unsupported if a code point lowers to several."""
+    global _arrow_lower
+    if _arrow_lower is None:
+        points = np.arange(0x110000, dtype=np.uint32)
+        points = points[(points < 0xD800) | (points > 0xDFFF)]
+        lowered = pc.utf8_lower(pa.array(list(points.tobytes().decode("utf-32-le")), pa.large_string()))
+        if pc.any(pc.not_equal(pc.utf8_length(lowered), 1)).as_py():
+            raise Unsupported("pyarrow lowers a code point to several")
+        table = np.arange(0x110000, dtype=np.uint32)
+        table[points] = np.frombuffer("".join(lowered.to_pylist()).encode("utf-32-le"), np.uint32)
+        _arrow_lower = table
+    return _arrow_lower
+
+
+def arrow_array(values):
+    """The pandas array of pyarrow-backed strings of a Series or array, as it is now (its pyarrow
+    data never changes: pandas replaces it on assignment)."""
+    array = values.array if isinstance(values, pd.Series) else values
+    return type(array)(array._pa_array, dtype=array.dtype)
