@@ -23,29 +23,27 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller splits and fewer repetitions")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results", help="results directory")
     args = parser.parse_args(argv)
-    if args.workload == "zoo":
-        return _zoo(args)
+    try:
+        return _zoo(args) if args.workload == "zoo" else _workloads(args)
+    except FileNotFoundError as missing:
+        print(f"error: {missing}", file=sys.stderr)
+        return 2
+
+
+def _workloads(args) -> int:
     names = sorted(WORKLOADS) if args.workload == "all" else [args.workload]
     modes = MODES if args.mode == "all" else (args.mode,)
     settings = QUICK if args.quick else FULL
     for name in names:
-        try:
-            records = run_workload(name, modes, settings, args.out, log=lambda m: print(m, file=sys.stderr))
-        except FileNotFoundError as missing:
-            print(f"error: {missing}", file=sys.stderr)
-            return 2
+        records = run_workload(name, modes, settings, args.out, log=lambda m: print(m, file=sys.stderr))
         print(f"\n== {name}\n{table(records)}")
     print(f"\nresults written to {args.out}")
     return 0
 
 
 def _zoo(args) -> int:
-    try:
-        document = zoo.run_zoo(zoo.QUICK if args.quick else zoo.FULL, args.out,
-                               log=lambda m: print(m, file=sys.stderr))
-    except FileNotFoundError as missing:
-        print(f"error: {missing}", file=sys.stderr)
-        return 2
+    settings = zoo.QUICK if args.quick else zoo.FULL
+    document = zoo.run_zoo(settings, args.out, log=lambda m: print(m, file=sys.stderr))
     print(f"\n== zoo\n{report.render_zoo(document)}")
     print(f"\nresults written to {args.out / 'zoo.json'}")
     return 0

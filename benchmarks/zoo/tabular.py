@@ -85,7 +85,6 @@ def categorical_gradient_boosting(data, fitted) -> Entry:
 
 def kaggle_features_lightgbm(data, fitted) -> Entry:
     """A Home Credit kernel's feature cell, column by column, for LightGBM."""
-
     model = FeatureCapture()  # the function returns its features while the model is trained
 
     def predict(df):
@@ -136,7 +135,6 @@ def concat_features_logistic(data, fitted) -> Entry:
 
 def annuity_ridge(data, fitted) -> Entry:
     """Regression of the annuity: a DataFrame of log amounts and clipped counts, Ridge on a log target."""
-
     model = FeatureCapture()  # the function returns its features while the model is trained
 
     def predict(df):
