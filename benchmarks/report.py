@@ -113,6 +113,7 @@ def render_zoo(document: dict) -> str:
         "Δ quality is the fitted answers' ROC AUC, accuracy or RMSE minus the exact ones'. By hand: the same "
         "steps written with the Pipeline's parts (`pipe[0]`, `pipe[-1]`) in a decorated function; "
         "\"Pipeline / by hand\" is the Pipeline's decorated speed over the by-hand one's (target: at least 0.8). "
+        f"OpenMP pools limited to {document['settings'].get('openmp_threads', 'all')} thread(s) in every configuration. "
         f"Python {machine['python']}, " + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()) + ".",
         "",
         _zoo_summary(others, by_entry),

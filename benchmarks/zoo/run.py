@@ -7,6 +7,11 @@ the decorated one, the decorated one after ``fit`` on labelled training and vali
 for the Pipeline text entries, the same steps written by hand and decorated; the quality (ROC AUC,
 accuracy or RMSE) of the exact and of the fitted answers. Results go to ``<out>/zoo.json`` in the
 records of the other benchmarks (``workload`` is the entry's name).
+
+OpenMP thread pools (HistGradientBoosting's, LightGBM's) are limited to one thread in every
+configuration alike: on a small machine shared with other work, their teams' busy-waiting made a
+HistGradientBoosting call last from 20 ms to over a second depending on the machine's load, and
+one entry's measurement several minutes.
 """
 
 import datetime
@@ -17,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 from sklearn.metrics import accuracy_score, mean_squared_error, roc_auc_score
 
 import willump
@@ -27,6 +33,7 @@ from benchmarks.zoo.common import Entry, difference
 
 PYTHON, WILLUMP, FITTED, BY_HAND = "python", "willump", "willump-fit", "by-hand"
 EXACT_SINGLE_ROWS = 20  # single rows whose answers are compared, besides the whole batch
+OPENMP_THREADS = 1
 
 
 @dataclass(frozen=True)
@@ -48,18 +55,11 @@ def run_zoo(settings: ZooSettings, out: Path, only=None, log=print) -> dict:
     """Measure the entries (those named in ``only``, or all); write ``out/zoo.json``; return its document."""
     start = time.perf_counter()
     entries, records = {}, []
-    for family, module in FAMILIES.items():
-        seconds, built = timed(module.build, settings.rows)
-        chosen = [entry for entry in built if only is None or entry.name in only]
-        log(f"zoo: {family} built in {seconds:.1f} s")
-        for entry in chosen:
-            seconds, (described, measured) = timed(measure_entry, entry, settings)
-            entries[entry.name] = described
-            records += measured
-            log(f"zoo: {entry.name} measured in {seconds:.1f} s")
+    with threadpool_limits(limits=OPENMP_THREADS, user_api="openmp"):
+        _measure_families(settings, only, entries, records, log)
     document = {
         "workload": "zoo",
-        "settings": settings.__dict__,
+        "settings": {**settings.__dict__, "openmp_threads": OPENMP_THREADS},
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "seconds": time.perf_counter() - start,
         "machine": machine_facts(),
@@ -69,6 +69,18 @@ def run_zoo(settings: ZooSettings, out: Path, only=None, log=print) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     (out / "zoo.json").write_text(json.dumps(document, indent=1) + "\n")
     return document
+
+
+def _measure_families(settings: ZooSettings, only, entries: dict, records: list, log) -> None:
+    for family, module in FAMILIES.items():
+        seconds, built = timed(module.build, settings.rows)
+        chosen = [entry for entry in built if only is None or entry.name in only]
+        log(f"zoo: {family} built in {seconds:.1f} s")
+        for entry in chosen:
+            seconds, (described, measured) = timed(measure_entry, entry, settings)
+            entries[entry.name] = described
+            records += measured
+            log(f"zoo: {entry.name} measured in {seconds:.1f} s")
 
 
 def measure_entry(entry: Entry, settings: ZooSettings) -> tuple[dict, list[dict]]:
