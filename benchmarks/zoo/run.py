@@ -34,6 +34,7 @@ from benchmarks.zoo.common import Entry, difference
 PYTHON, WILLUMP, FITTED, BY_HAND = "python", "willump", "willump-fit", "by-hand"
 EXACT_SINGLE_ROWS = 20  # single rows whose answers are compared, besides the whole batch
 OPENMP_THREADS = 1
+BATCH_SECONDS, MOST_BATCH_REPEATS = 0.5, 25  # (see _batch_repeats)
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,8 @@ def measure_entry(entry: Entry, settings: ZooSettings) -> tuple[dict, list[dict]
         functions.update(_fitted(entry, settings.fit_rows, record))
     for config, function in functions.items():
         record(config, "quality", "quality", None, quality=_quality(entry.task, y_test, function(test), classes))
-    for config, value in batch_throughputs(functions, test, settings.batch_repeats).items():
+    repeats = _batch_repeats(settings.batch_repeats, timed(entry.predict, test)[0])
+    for config, value in batch_throughputs(functions, test, repeats).items():
         record(config, "batch", "throughput", value, "rows/s")
     for config, (p50, p99) in point_latencies(functions, rows).items():
         record(config, "point", "p50_latency", p50, "ms")
@@ -121,6 +123,13 @@ def measure_entry(entry: Entry, settings: ZooSettings) -> tuple[dict, list[dict]
     described = {"family": entry.family, "model": entry.model, "task": entry.task, "style": entry.style,
                  "test_rows": len(test), "willump_warnings": notes}
     return described, records
+
+
+def _batch_repeats(least: int, seconds: float) -> int:
+    """Runs of the batch per configuration: at least ``least``, and more (up to ``MOST_BATCH_REPEATS``)
+    for a batch the undecorated function answers in under ``BATCH_SECONDS / least``, whose time a
+    loaded machine's noise would otherwise decide."""
+    return max(least, min(MOST_BATCH_REPEATS, int(BATCH_SECONDS / max(seconds, 1e-6))))
 
 
 def _decorated(config: str, plain, test, record) -> dict:
