@@ -122,3 +122,86 @@ def test_music_stream_counts_keys_against_the_undecorated_pipeline(redis_client,
     assert stats["feature_row_hits"] + stats["feature_row_misses"] == 60 * 6
     assert 0 < stats["feature_row_hits"] and 0 < stats["feature_row_misses"]
     assert features["remote_keys"] == stats["cache_misses"] < python["remote_keys"]
+
+
+@pytest.fixture(scope="module")
+def zoo_models(tmp_path_factory):
+    """An empty cache of the zoo's fitted models for this module's runs (they train once)."""
+    os.environ["WILLUMP_ZOO_CACHE"] = str(tmp_path_factory.mktemp("zoo-models"))
+    yield
+    del os.environ["WILLUMP_ZOO_CACHE"]
+
+
+@pytest.fixture(scope="module")
+def tiny_zoo(tmp_path_factory, datasets, zoo_models):
+    """The whole zoo on a few hundred rows of each data set, measured once, without fit."""
+    from benchmarks.zoo.run import ZooSettings, run_zoo
+
+    out = tmp_path_factory.mktemp("zoo-results")
+    settings = ZooSettings(rows=500, test_rows=40, fit_rows=None, batch_repeats=1, point_calls=6)
+    return out, run_zoo(settings, out, log=lambda message: None)
+
+
+def test_every_zoo_pipeline_is_exact_without_fit(tiny_zoo):
+    _, document = tiny_zoo
+    entries, records = document["entries"], document["records"]
+    assert len(entries) >= 15
+    assert {e["model"] for e in entries.values()} == {"linear", "naive-bayes", "tree-ensemble"}
+    assert {e["task"] for e in entries.values()} == {"binary", "multiclass", "regression"}
+    exactness = {(r["workload"], r["config"]): r for r in records if r["metric"] == "exact"}
+    assert {name for name, config in exactness if config == "willump"} == set(entries)
+    assert [name for name, config in exactness if config == "by-hand"]  # the Pipeline text entries' twins
+    assert all(r["value"] == 1.0 for r in exactness.values()), [r["detail"] for r in exactness.values() if r["detail"]]
+    measured = {(r["workload"], r["config"], r["metric"]) for r in records}
+    for name in entries:
+        for config in ("python", "willump"):
+            assert {(name, config, "throughput"), (name, config, "p50_latency"), (name, config, "quality")} <= measured
+    assert not any(config == "willump-fit" for _, config, _ in measured)  # (no fit asked)
+
+
+def test_zoo_fit_is_measured_against_the_exact_answers(tiny_zoo, tmp_path):
+    from benchmarks.zoo.run import ZooSettings, run_zoo
+
+    settings = ZooSettings(rows=500, test_rows=40, fit_rows=150, batch_repeats=1, point_calls=6)
+    document = run_zoo(settings, tmp_path, only={"tweets_helper_counts", "annuity_ridge"}, log=lambda message: None)
+    assert set(document["entries"]) == {"tweets_helper_counts", "annuity_ridge"}
+    fitted = {(r["workload"], r["metric"]): r for r in document["records"] if r["config"] == "willump-fit"}
+    for name in document["entries"]:
+        assert fitted[(name, "fit_time")]["value"] > 0
+        assert fitted[(name, "cascades")]["detail"]  # "on", or why not
+        assert fitted[(name, "throughput")]["ratio_vs_python"] > 0
+    assert fitted[("annuity_ridge", "quality")]["quality_metric"] == "rmse"
+
+
+def test_zoo_report_fills_its_readme_section(tiny_zoo, tmp_path):
+    out, document = tiny_zoo
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{report.START}\n{report.END}\nzoo:\n{report.ZOO_START}\nstale zoo table\n{report.ZOO_END}\nend\n")
+    (out / "toxic.json").write_text((ROOT / "benchmarks" / "results" / "toxic.json").read_text())
+    assert report.main(["--results", str(out), "--readme", str(readme)]) == 2  # quick: refused
+    assert report.main(["--results", str(out), "--readme", str(readme), "--allow-quick"]) == 0
+    text = readme.read_text()
+    assert "stale zoo table" not in text and text.endswith(f"{report.ZOO_END}\nend\n")
+    assert all(f"| {name} |" in text for name in document["entries"])
+    assert "Tree ensembles" in text
+
+
+def test_zoo_difference_sees_one_ulp_a_dtype_and_an_index():
+    import pandas as pd
+    import scipy.sparse as sp
+
+    from benchmarks.zoo.common import difference
+
+    values = np.array([0.25, 0.5, np.nan])
+    assert difference(values, values.copy()) is None
+    assert difference(np.nextafter(values, 1), values) is not None
+    assert difference(values.astype(np.float32), values) is not None
+    assert difference(values[:, None], values) is not None
+    assert difference(np.array(["a", None], dtype=object), np.array(["a", None], dtype=object)) is None
+    series = pd.Series(values)
+    assert difference(series, series.copy()) is None
+    assert difference(series, series.set_axis([3, 4, 5])) is not None
+    matrix = sp.csr_matrix(values[None, :2])
+    assert difference(matrix, matrix.copy()) is None
+    assert difference(matrix.tocoo(), matrix) is not None
+    assert difference(matrix * 1.0000001, matrix) is not None

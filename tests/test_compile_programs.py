@@ -47,7 +47,15 @@ def pipeline(df):
     X = sp.hstack([WORDS.transform(text), CHARS.transform(text)], format="csr")
     return RIDGE.predict(X)
 """
-SHAPES = {"toxic": TOXIC, "nested": NESTED, "one vectorizer": ONE_VECTORIZER, "regression": REGRESSION}
+TOCSR = """
+def pipeline(df):
+    words = WORDS.transform(df["text"])
+    chars = CHARS.transform(df["text"])
+    X = sp.hstack([words, chars]).tocsr()
+    return MODEL.predict_proba(X)
+"""
+SHAPES = {"toxic": TOXIC, "nested": NESTED, "one vectorizer": ONE_VECTORIZER, "regression": REGRESSION,
+          "tocsr": TOCSR}
 
 
 def _fitted():
@@ -239,6 +247,18 @@ def test_chain_recognizes_nested_calls_and_constant_subscripts():
     chain = optimized.executor._plain.chain
     assert chain is not None and len(chain.steps) == 4 and chain.subscript is not None
     assert chain_of([], optimized.executor.sites, ["df"]) is None
+
+
+def test_tocsr_of_other_than_the_hstack_is_no_program():
+    """``.tocsr()`` makes a chain step of its site call; only the stack's result may be converted."""
+    namespace = _fitted()
+    source = TOCSR.replace("WORDS.transform(df[\"text\"])", "WORDS.transform(df[\"text\"]).tocsr()")
+    pipeline = _define(source, namespace)
+    optimized = willump.optimize(pipeline)
+    rows = _rows("tocsr", BASE_CORPUS)
+    _same_answers(optimized, pipeline, rows)
+    assert optimized.executor._plain.chain.steps[0].tocsr
+    assert optimized.executor.program is None and _whole_calls(optimized) == 0
 
 
 def test_concurrent_calls_get_their_own_answers():

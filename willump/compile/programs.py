@@ -52,6 +52,7 @@ class Step:
     callee: ast.expr | None  # evaluated at each call (None: a helper, the column string method)
     inputs: list  # (kind, value) per positional argument after the callee
     keywords: dict = field(default_factory=dict)  # name -> constant
+    tocsr: bool = False  # its result is converted by ``.tocsr()`` (``hstack([...]).tocsr()``)
 
 
 @dataclass
@@ -77,8 +78,9 @@ class Chain:
 def chain_of(body: list, sites: list, parameters, names: dict | None = None) -> Chain | None:
     """The chain of call sites ``body`` (the rewritten function body) is, or None.
 
-    Every statement must be ``name = <site call>`` (a name bound once) except the
-    last, ``return <site call>`` (optionally indexed by constants). The arguments of
+    Every statement must be ``name = <site call>`` (a name bound once; the call may be
+    converted by ``.tocsr()``) except the last, ``return <site call>`` (optionally indexed
+    by constants). The arguments of
     site calls are parameters, names bound by earlier statements, other site calls,
     ``parameter[<constant>]``, lists of these, or constants. Callees are read from
     names that are neither parameters nor bound in the body (globals and closure
@@ -93,6 +95,11 @@ def chain_of(body: list, sites: list, parameters, names: dict | None = None) -> 
         return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in by_name
 
     def step(call) -> int | None:
+        if tocsr_of_site_call(call):
+            index = step(call.func.value)
+            if index is not None:
+                steps[index].tocsr = True
+            return index
         if not site_call(call) or not call.args or isinstance(by_name[call.func.id], ExpressionSite):
             return None
         callee = call.args[0]
@@ -110,6 +117,13 @@ def chain_of(body: list, sites: list, parameters, names: dict | None = None) -> 
             return None
         steps.append(Step(by_name[call.func.id], callee, inputs, keywords))
         return len(steps) - 1
+
+    def tocsr_of_site_call(node) -> bool:
+        """``<site call>.tocsr()``, without arguments."""
+        return (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "tocsr"
+            and not node.args and not node.keywords and site_call(node.func.value)
+        )
 
     def readable(callee) -> bool:
         """``name`` or ``name.attr...`` of a global or closure variable."""
@@ -206,6 +220,8 @@ class TextLinearProgram:
             self.texts.append(self._documents(steps[index].inputs[0], steps, kernels, used))
         if used != set(range(len(steps))):
             raise Unsupported("a call whose result the model does not read")
+        if any(s.tocsr for i, s in enumerate(steps) if not (self.stacked and i == value)):
+            raise Unsupported("tocsr() of other than the hstack")
         if not model.fuses(vectorizers):
             raise Unsupported("vectorizers the fused kernel does not compute exactly for this model")
         self.model, self.plan = model, fused.plan_for(vectorizers, [k.width for k in vectorizers])
@@ -224,6 +240,8 @@ class TextLinearProgram:
 
     @staticmethod
     def _stacked(step: Step) -> list:
+        """The blocks ``hstack`` stacks, when its result is CSR (``format="csr"`` or ``.tocsr()``:
+        the same matrix, which the fused kernel never builds)."""
         inputs = step.inputs
         if type(step.site.found()[2]) is CompiledUnionStack:  # union_stack(union, [blocks]): sparse blocks
             if len(inputs) != 2 or inputs[1][0] != LIST or step.keywords:

@@ -28,8 +28,15 @@ def batch_length(arguments: dict) -> int | None:
 
 
 def first_row_count(values) -> int | None:
-    """The number of rows of the first of ``values`` that has rows, else None."""
-    return next((n for n in map(row_count, values) if n is not None), None)
+    """The number of rows of the first of ``values`` that has rows, else None.
+
+    (A plain loop: every call of an optimized function counts its rows, and a generator
+    cost a single row's call more than its rows take to count.)"""
+    for value in values:
+        rows = row_count(value)
+        if rows is not None:
+            return rows
+    return None
 
 
 def take_rows(value, positions: np.ndarray):
