@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from willump.graph.inline import Inlined, inline_helpers
 from willump.graph.graph import PLACEHOLDER, IFV, Combiner, ModelNode, TransformationGraph
 from willump.graph.joins import HELPERS, JOIN_ASSEMBLE, find_join_chain
 from willump.graph.recognize import Resolver, concatenation_calls, model_call
@@ -71,6 +72,8 @@ class Plan:
     helpers: tuple[str, ...] = ()  # runtime helpers the rewritten code calls, passed as locals
     fallback: list | None = None  # the user's joins and selection, for inputs the split cannot serve
     model_split: "ModelSplit | str | None" = None  # the combine step cut at the model call, or why not
+    source: FunctionSource | None = None  # what the plan was built from: the user's helpers read in
+    inlined: Inlined | None = None  # the helpers read in, when there are
 
 
 PREPROCESSING, COMBINE = "preprocessing", "combine"
@@ -101,10 +104,11 @@ class Step:
 
 
 def build_plan(source: FunctionSource) -> Plan:
+    source, helper_notes, inlined = inline_helpers(source)
     definition = source.definition
     parameters = _parameters(definition.args)
-    graph = TransformationGraph(definition.name, parameters, [])
-    plan = Plan(graph, frozenset(parameters), frozenset(), [])
+    graph = TransformationGraph(definition.name, parameters, [], notes=helper_notes)
+    plan = Plan(graph, frozenset(parameters), frozenset(), [], source=source, inlined=inlined)
     body = definition.body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # the docstring
@@ -116,7 +120,7 @@ def build_plan(source: FunctionSource) -> Plan:
 
     statements = [analyze_statement(i, node) for i, node in enumerate(body)]
     graph.statements = statements
-    graph.notes = [f"line {s.lineno}: {s.opaque}" for s in statements if s.opaque]
+    graph.notes += [f"line {s.lineno}: {s.opaque}" for s in statements if s.opaque]
     last = statements[-1] if statements else None
     if last is None or not isinstance(last.node, ast.Return) or last.node.value is None:
         line = last.lineno if last else definition.lineno

@@ -75,6 +75,7 @@ class GraphExecutor:
         self._helpers = {name: _HELPERS[name] for name in plan.helpers}
         self._container = plan.container or list
         self._warned = False  # about running part of the function as written
+        self._inlined = plan.inlined  # the user's helpers read into the statements, checked at each call
         # Each leading guard, as written, on the parameters: it returns _PASSED when the call goes on.
         self._guards = [
             (guard.lineno, compile_block(source.func, source.filename, [*self.parameters, _PASSED], [guard.node],
@@ -144,16 +145,18 @@ class GraphExecutor:
     def __call__(self, *args, **kwargs):
         """The function's result: its guards, then its statements as written, compiled calls answered by kernels."""
         bound = self._bind(*args, **kwargs)
-        fired = self._fired(bound) if self._guards else None
+        fired = self._fired(bound) if self._guards or self._inlined else None
         return fired.result if fired is not None else self._answer(bound)
 
     def guard(self, arguments: dict) -> Fired | None:
         """The first leading guard that ends the call for these arguments (bound by name), with what
         the call returns; what a guard raises, it raises. None: the graph answers. Every way of
         answering a call (plain, cascaded, top-K, fit's rows) runs this first."""
-        return self._fired(self.bound(arguments)) if self._guards else None
+        return self._fired(self.bound(arguments)) if self._guards or self._inlined else None
 
     def _fired(self, bound: tuple) -> Fired | None:
+        if self._inlined is not None and self._inlined.rebound():  # (a helper read in was rebound: as written)
+            return Fired(self._func.__code__.co_firstlineno, self._inlined.call_original(bound))
         for line, guard in self._guards:
             result = guard(*bound, _GUARD_PASSED)
             if result is not _GUARD_PASSED:
