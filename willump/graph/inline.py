@@ -129,7 +129,6 @@ class _Expansion:
         self.aliases = {}  # id(module or cell) -> the name it is bound to
         self.notes: list[str] = []
         self.calls: list[_Call] = []
-        self.noted = set()
         self.refusals = {}  # helper -> why it is not read in
 
     # --- the body ------------------------------------------------------------------------
@@ -161,9 +160,8 @@ class _Expansion:
             problem = self._problem(call, target, stack, hoistable)
             if problem is None:
                 return call, target, stack
-            if problem and id(call) not in self.noted:
-                self.noted.add(id(call))
-                self.notes.append(f"line {call.lineno}: {ast.unparse(call.func)}(...) runs as one call: {problem}")
+            if problem:
+                self._note(call, problem)
         return None
 
     def _problem(self, call, target, stack, hoistable) -> str | None:
@@ -191,14 +189,18 @@ class _Expansion:
             return reason
         return _signature_problem(read_function(target).definition.args, target, call)
 
+    def _note(self, call: ast.Call, problem: str) -> None:
+        note = f"line {call.lineno}: {ast.unparse(call.func)}(...) runs as one call: {problem}"
+        if note not in self.notes:
+            self.notes.append(note)
+
     def _expand(self, statement, call, helper, stack) -> list[ast.stmt]:
         """``statement`` with ``call`` replaced by the helper's statements and their result."""
         try:
             statements, result, target = self._read_in(statement, call, helper)
         except _Refused as refused:
             self.refusals[helper] = str(refused)
-            self.noted.add(id(call))
-            self.notes.append(f"line {call.lineno}: {ast.unparse(call.func)}(...) runs as one call: {refused}")
+            self._note(call, str(refused))
             return [statement]
         self.calls.append(_Call(copy.deepcopy(call.func), helper, helper.__code__, helper.__defaults__,
                                 helper.__kwdefaults__))
