@@ -72,21 +72,16 @@ class Inlined:
     source: FunctionSource  # the expanded definition, and the function compiled from it
     original: types.FunctionType  # the user's function, as written
     calls: list = field(default_factory=list)  # the _Call of every helper read in
-    _callees: object = None  # () -> the callees, evaluated in the function's scope
+    _unchanged: object = None  # () -> whether every callee is still the helper read in (its scope's names)
     _warned: bool = False
 
     def rebound(self) -> bool:
         """Whether a helper read in was rebound (or its code or defaults replaced) since decoration."""
         try:
-            current = self._callees()
-        except Exception:
-            current = None
-        if current is not None and all(
-            c is call.helper and c.__code__ is call.code and c.__defaults__ is call.defaults
-            and c.__kwdefaults__ is call.kwdefaults
-            for c, call in zip(current, self.calls)
-        ):
-            return False
+            if self._unchanged():
+                return False
+        except Exception:  # (a callee no longer there)
+            pass
         if not self._warned:
             self._warned = True
             names = ", ".join(sorted({call.helper.__qualname__ for call in self.calls}))
@@ -312,7 +307,8 @@ class _Expansion:
         it is added to ``taken``."""
         if key is not None and key in self.aliases:
             return self.aliases[key]
-        name = _fresh(base, taken | set(self.cells))
+        callees = {n for call in self.calls for n in _identifiers(call.callee)}  # (Inlined.rebound reads them)
+        name = _fresh(base, taken | set(self.cells) | callees)
         self.cells[name] = cell
         if key is not None:
             self.aliases[key] = name
@@ -339,11 +335,11 @@ class _Expansion:
         return _compiled(self.definition, self.func, self.cells, self.original.filename)[0]
 
     def result(self) -> Inlined:
-        function, callees = _compiled(self.definition, self.func, self.cells, self.original.filename,
-                                      [c.callee for c in self.calls])
+        unchanged = _unchanged_test(self.calls, self.cells)
+        function, unchanged = _compiled(self.definition, self.func, self.cells, self.original.filename, unchanged)
         source = FunctionSource(function, self.definition, self.original.filename, self.original.text,
                                 self.original.first_line)
-        return Inlined(source, self.func, self.calls, callees)
+        return Inlined(source, self.func, self.calls, unchanged)
 
 
 # --- what is read in -------------------------------------------------------------------------
@@ -673,9 +669,26 @@ def _replace(statement: ast.stmt, old: ast.AST, new: ast.expr) -> ast.stmt:
     return ast.fix_missing_locations(Replacer().visit(statement))
 
 
-def _compiled(definition, func, cells: dict, filename: str, callees=()):
+def _unchanged_test(calls: list, cells: dict) -> ast.expr:
+    """``callee is <helper> and callee.__code__ is <its code> and ...`` for every call read in, the
+    objects read in bound to new cells (added to ``cells``): compiled, a check of a few hundred ns."""
+    tests = []
+    for position, call in enumerate(calls):
+        expected = {None: call.helper, "__code__": call.code, "__defaults__": call.defaults,
+                    "__kwdefaults__": call.kwdefaults}
+        for attribute, value in expected.items():
+            name = f"__willump_read_in_{position}{attribute or ''}"
+            cells[name] = types.CellType(value)
+            current = copy.deepcopy(call.callee)
+            if attribute is not None:
+                current = ast.Attribute(current, attribute, ast.Load())
+            tests.append(ast.Compare(current, [ast.Is()], [ast.Name(name, ast.Load())]))
+    return ast.BoolOp(ast.And(), tests) if len(tests) > 1 else tests[0]
+
+
+def _compiled(definition, func, cells: dict, filename: str, test: ast.expr | None = None):
     """(the function ``definition`` compiles to, with ``func``'s globals, defaults and name and the
-    closure ``cells``; a function returning ``callees`` evaluated in its scope)."""
+    closure ``cells``; a function returning ``test`` evaluated in its scope)."""
     inner = copy.deepcopy(definition)
     inner.decorator_list = []
     inner.returns = None
@@ -685,7 +698,7 @@ def _compiled(definition, func, cells: dict, filename: str, callees=()):
     inner.args.kw_defaults = [None if d is None else ast.Constant(None) for d in inner.args.kw_defaults]
     checker = ast.FunctionDef(
         "__willump_callees", ast.arguments([], [], None, [], [], None, []),
-        [ast.Return(ast.Tuple([copy.deepcopy(c) for c in callees], ast.Load()))], [], None,
+        [ast.Return(test if test is not None else ast.Constant(None))], [], None,
         **({"type_params": []} if "type_params" in ast.FunctionDef._fields else {}),
     )
     outer_body = [ast.Assign([ast.Name(name, ast.Store())], ast.Constant(None)) for name in cells]
