@@ -357,49 +357,18 @@ def compiled_lengths(lengths):
     return lengths * 2.0
 
 
-partial_block = functools.partial(text_features, column="tweet")
+partial_block = functools.partial(meta_features, vectorizer=None)
 
 
-def _calling(helper, name):
-    """A function calling ``helper`` as ``name`` to compute its second block."""
-    namespace = {"sp": sp, "word_vec": word_vec, "model": model, name: helper, "np": np}
-    source = (
-        f"def calling(df):\n"
-        f"    second = {name}(df)\n"
-        f"    X = sp.hstack([word_vec.transform(df['tweet']), second], format='csr')\n"
-        f"    return model.predict_proba(X)[:, 1]\n"
-    )
-    return source, namespace
+def calling(helper):
+    """A function computing its second block with ``helper``."""
 
+    def caller(df):
+        second = helper(df)
+        X = sp.hstack([word_vec.transform(df["tweet"]), second], format="csr")
+        return model.predict_proba(X)[:, 1]
 
-def side_effect_caller(df):
-    second = log_and_featurize(df)
-    X = sp.hstack([word_vec.transform(df["tweet"]), second], format="csr")
-    return model.predict_proba(X)[:, 1]
-
-
-def early_caller(df):
-    second = returns_early(df)
-    X = sp.hstack([word_vec.transform(df["tweet"]), second], format="csr")
-    return model.predict_proba(X)[:, 1]
-
-
-def star_caller(df):
-    second = star_arguments(df)
-    X = sp.hstack([word_vec.transform(df["tweet"]), second], format="csr")
-    return model.predict_proba(X)[:, 1]
-
-
-def lambda_caller(df):
-    second = as_lambda(df)
-    X = sp.hstack([word_vec.transform(df["tweet"]), second], format="csr")
-    return model.predict_proba(X)[:, 1]
-
-
-def partial_caller(df):
-    second = partial_block(df)
-    X = sp.hstack([second, char_vec.transform(df["tweet"])], format="csr")
-    return model.predict_proba(X)[:, 1]
+    return caller
 
 
 def numba_caller(df):
@@ -409,27 +378,27 @@ def numba_caller(df):
 
 
 @pytest.mark.parametrize(
-    "function, helper, reason",
+    "function, name, reason",
     [
-        (side_effect_caller, "log_and_featurize", "CALLS.append(len(df)) is called for its side effects"),
-        (early_caller, "returns_early", "it returns early"),
-        (star_caller, "star_arguments", "it takes *args or **kwargs"),
-        (lambda_caller, "as_lambda", "it is a lambda"),
-        (partial_caller, "partial_block", "it is a functools.partial"),
+        (calling(log_and_featurize), "log_and_featurize", "CALLS.append(len(df)) is called for its side effects"),
+        (calling(returns_early), "returns_early", "it returns early"),
+        (calling(star_arguments), "star_arguments", "it takes *args or **kwargs"),
+        (calling(as_lambda), "<lambda>", "it is a lambda"),
+        (calling(partial_block), "", "it is a functools.partial"),
         (numba_caller, "compiled_lengths", "it is a CPUDispatcher"),
     ],
 )
-def test_a_helper_willump_cannot_read_stays_one_call_and_is_named(function, helper, reason):
-    with pytest.warns(WillumpWarning, match=rf"{helper}\(\.\.\.\) runs as one call: .*{re.escape(reason)}"):
+def test_a_helper_willump_cannot_read_stays_one_call_and_is_named(function, name, reason):
+    written = "compiled_lengths" if function is numba_caller else "helper"
+    named = f" ({name})" if name and name != written else ""
+    with pytest.warns(WillumpWarning, match=re.escape(f"{written}(...){named} runs as one call: ") + ".*" + re.escape(reason)):
         f = willump.optimize(function)
-    line = next(n for n, text in enumerate(open(__file__).read().splitlines(), 1)
-                if f"{helper}(" in text and "def " not in text and "(side_effect" not in text
-                and n > function.__code__.co_firstlineno)
-    assert any(note.startswith(f"line {line}: {helper}(...)") for note in f.graph.notes)
+    line = function.__code__.co_firstlineno + 1  # (the helper is called on the body's first line)
+    assert any(note.startswith(f"line {line}: {written}(...){named} runs as one call") for note in f.graph.notes)
     frame = tweets_of(50)
     before = len(CALLS)
     assert_exact(f, frame)
-    if function is side_effect_caller:  # the side effect happens on every call, as written
+    if name == "log_and_featurize":  # the side effect happens on every call, as written
         assert len(CALLS) - before == 2 * (1 + 3)
 
 

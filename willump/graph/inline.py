@@ -106,10 +106,13 @@ def inline_helpers(source: FunctionSource) -> tuple[FunctionSource, list[str], I
     Without a helper to read in, the source is returned as it is.
     """
     expansion = _Expansion(source)
-    expansion.run()
-    if not expansion.calls:
-        return source, expansion.notes, None
-    inlined = expansion.result()
+    try:
+        expansion.run()
+        if not expansion.calls:
+            return source, expansion.notes, None
+        inlined = expansion.result()
+    except SyntaxError as error:  # (the expanded definition does not compile outside its class or file)
+        return source, [f"line {source.definition.lineno}: helpers are not read in ({error})"], None
     return inlined.source, expansion.notes, inlined
 
 
@@ -156,7 +159,7 @@ class _Expansion:
             if problem is None:
                 return call, target, stack
             if problem:
-                self._note(call, problem)
+                self._note(call, problem, target)
         return None
 
     def _problem(self, call, target, stack, hoistable) -> str | None:
@@ -184,8 +187,11 @@ class _Expansion:
             return reason
         return _signature_problem(read_function(target).definition.args, target, call)
 
-    def _note(self, call: ast.Call, problem: str) -> None:
-        note = f"line {call.lineno}: {ast.unparse(call.func)}(...) runs as one call: {problem}"
+    def _note(self, call: ast.Call, problem: str, target=None) -> None:
+        written = ast.unparse(call.func)
+        name = getattr(target, "__qualname__", None)
+        named = f" ({name})" if isinstance(name, str) and name != written else ""
+        note = f"line {call.lineno}: {written}(...){named} runs as one call: {problem}"
         if note not in self.notes:
             self.notes.append(note)
 
@@ -195,7 +201,7 @@ class _Expansion:
             statements, result, target = self._read_in(statement, call, helper)
         except _Refused as refused:
             self.refusals[helper] = str(refused)
-            self._note(call, str(refused))
+            self._note(call, str(refused), helper)
             return [statement]
         self.calls.append(_Call(copy.deepcopy(call.func), helper, helper.__code__, helper.__defaults__,
                                 helper.__kwdefaults__))
