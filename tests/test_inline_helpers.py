@@ -309,26 +309,37 @@ def raises_in_an_imported_helper(df):
     return model.predict_proba(X)[:, 1]
 
 
+def raises_in_a_comprehension(df):
+    ratios = helper_features.ratio_block(df)
+    X = sp.hstack([word_vec.transform(df["tweet"]), ratios], format="csr")
+    return model.predict_proba(X)[:, 1]
+
+
 def user_frames(call, frame):
     """(file, line, function) of the traceback's frames in this test's files, innermost last."""
     try:
         call(frame)
-    except np.exceptions.AxisError as error:
+    except (np.exceptions.AxisError, ZeroDivisionError) as error:
         frames = traceback.extract_tb(error.__traceback__)
     else:
         raise AssertionError("no exception")
-    return [(f.filename, f.lineno) for f in frames if f.filename in (__file__, helper_features.__file__)]
+    return [(f.filename, f.lineno, f.name) for f in frames if f.filename in (__file__, helper_features.__file__)]
 
 
-@pytest.mark.parametrize("function", [raises_in_a_helper, raises_in_an_imported_helper])
+@pytest.mark.parametrize("function", [raises_in_a_helper, raises_in_an_imported_helper, raises_in_a_comprehension])
 def test_a_traceback_shows_the_helpers_file_and_line(function):
     f = optimized(function)
     assert len(f.graph.ifvs) == 2  # (read in)
     frame = tweets_of(20)
-    written = user_frames(f.py_func, frame)
-    ours = user_frames(f, frame)
-    assert ours[-1] == written[-1]  # the helper's line, in the helper's file
-    assert ours[-1][1] == (failing if function is raises_in_a_helper else helper_features.broken_block).__code__.co_firstlineno + 2
+    frame = frame.assign(tweet=frame["tweet"].str.replace("@", ""))  # (no '@': ratio_block divides by zero)
+    written, ours = user_frames(f.py_func, frame), user_frames(f, frame)
+    if function is raises_in_a_helper:
+        # Read in from this file, the helper's lines run in the function's frame: the line is the helper's.
+        assert ours[-1][:2] == written[-1][:2] == (__file__, failing.__code__.co_firstlineno + 2)
+    else:
+        # From another file, they run in a frame of their own, named and placed as the helper's.
+        assert ours == written
+        assert ours[-1][0] == helper_features.__file__
 
 
 # --- helpers left as one call -------------------------------------------------------------

@@ -139,21 +139,22 @@ def _frame(statement, depth: int):
     return frames[depth] if len(frames) > depth and not isinstance(statement, ast.Return) else None
 
 
-def _placed(code: types.CodeType, segments: dict) -> types.CodeType:
-    """``code`` with the code of each segment given its helper's file and name (nested code too)."""
+def _placed(code: types.CodeType, segments: dict, filename: str | None = None) -> types.CodeType:
+    """``code`` with the code of each segment given its helper's file and name, and the code nested in
+    a segment (comprehensions, lambdas) its file too."""
     if not segments:
         return code
     consts = []
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            const = _placed(const, segments)
             helper = segments.get(const.co_name)
+            inner = helper.__code__.co_filename if helper is not None else filename
+            const = _placed(const, segments, inner)
             if helper is not None:
-                const = _with_qualname(
-                    const.replace(co_filename=helper.__code__.co_filename, co_name=helper.__name__), helper.__qualname__
-                )
+                const = _with_qualname(const.replace(co_name=helper.__name__), helper.__qualname__)
         consts.append(const)
-    return code.replace(co_consts=tuple(consts))
+    placed = code.replace(co_consts=tuple(consts))
+    return placed.replace(co_filename=filename) if filename is not None else placed
 
 
 def compile_binder(func: types.FunctionType, definition: ast.FunctionDef, filename: str):
