@@ -413,6 +413,20 @@ def test_a_helper_willump_cannot_read_stays_one_call_and_is_named(function, name
         assert len(CALLS) - before == 2 * (1 + 3)
 
 
+def logging_block(df):
+    logged = log_and_featurize(df)
+    return logged
+
+
+def test_a_helper_left_as_one_call_inside_a_helper_is_named_with_its_line_there():
+    with pytest.warns(WillumpWarning) as caught:
+        f = willump.optimize(calling(logging_block))
+    line = logging_block.__code__.co_firstlineno + 1
+    expected = f"line {line} of logging_block ({__file__}): log_and_featurize(...) runs as one call"
+    assert any(expected in str(w.message) for w in caught)
+    assert_exact(f, tweets_of(30))
+
+
 def test_library_functions_are_not_helpers():
     def uses_libraries(df):
         lengths = np.log1p(df["tweet"].str.len().to_numpy(dtype=np.float64)).reshape(-1, 1)

@@ -48,7 +48,6 @@ _DYNAMIC_SCOPE = {"locals", "vars", "eval", "exec", "super", "__class__", "globa
 _CONSTANT_TYPES = (int, float, complex, str, bytes, bool, type(None))
 # Expression nodes whose own evaluation runs no user code that could notice being moved later.
 _PURE = (ast.Name, ast.Constant, ast.Attribute, ast.List, ast.Tuple, ast.keyword, ast.Load)
-_SCOPES = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _LIBRARY_PATHS = tuple(
     os.path.realpath(p) for p in {sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")} if p
 )
@@ -159,7 +158,7 @@ class _Expansion:
             if problem is None:
                 return call, target, stack
             if problem:
-                self._note(call, problem, target)
+                self._note(call, problem, target, stack)
         return None
 
     def _problem(self, call, target, stack, hoistable) -> str | None:
@@ -187,11 +186,12 @@ class _Expansion:
             return reason
         return _signature_problem(read_function(target).definition.args, target, call)
 
-    def _note(self, call: ast.Call, problem: str, target=None) -> None:
+    def _note(self, call: ast.Call, problem: str, target=None, stack=()) -> None:
         written = ast.unparse(call.func)
         name = getattr(target, "__qualname__", None)
         named = f" ({name})" if isinstance(name, str) and name != written else ""
-        note = f"line {call.lineno}: {written}(...){named} runs as one call: {problem}"
+        where = f" of {stack[-1][0].__qualname__} ({stack[-1][0].__code__.co_filename})" if stack else ""
+        note = f"line {call.lineno}{where}: {written}(...){named} runs as one call: {problem}"
         if note not in self.notes:
             self.notes.append(note)
 
@@ -201,7 +201,7 @@ class _Expansion:
             statements, result, target = self._read_in(statement, call, helper)
         except _Refused as refused:
             self.refusals[helper] = str(refused)
-            self._note(call, str(refused), helper)
+            self._note(call, str(refused), helper, stack)
             return [statement]
         self.calls.append(_Call(copy.deepcopy(call.func), helper, helper.__code__, helper.__defaults__,
                                 helper.__kwdefaults__))
