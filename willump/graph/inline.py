@@ -151,8 +151,11 @@ class _Expansion:
         resolver = self._resolver()
         stack = getattr(statement, INLINED, ())
         for call, hoistable in _calls_in_order(value, statement):
-            if isinstance(call.func, ast.Name) and call.func.id in self._local_names():
-                continue
+            root = call.func
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in self._local_names():
+                continue  # (a variable of the function: what it holds is known only when it runs)
             target = resolver.resolve(call.func)
             problem = self._problem(call, target, stack, hoistable)
             if problem is None:
