@@ -125,10 +125,10 @@ class OptimizedFunction:
         self._feature_rows = None  # with cache_size: the rows of the IFVs whose rows depend on a few columns
         self._not_keyed = {}  # IFV index -> why its rows are not cached
         if self.graph.optimizable:
-            resolver = Resolver(func, source.definition, plan.names)
+            resolver = Resolver(plan.source.func, plan.source.definition, plan.names)  # (helpers read in)
             workers = Workers(self.options["workers"] or default_workers())
             self._executor = GraphExecutor(
-                plan, source, compile=self.options["compile"], resolver=resolver, workers=workers
+                plan, plan.source, compile=self.options["compile"], resolver=resolver, workers=workers
             )
             self._remote = [reads_remote_tables(ifv, resolver) for ifv in self.graph.ifvs]
             if sum(self._remote) >= 2:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from willump.graph.composites import Expansion, expand
+from willump.graph.inline import Inlined, inline_helpers
 from willump.graph.graph import PLACEHOLDER, IFV, Combiner, ModelNode, TransformationGraph
 from willump.graph.joins import HELPERS, JOIN_ASSEMBLE, find_join_chain
 from willump.graph.recognize import COMPOSITE_JOINS, Resolver, concatenation_calls, model_call
@@ -72,6 +73,8 @@ class Plan:
     helpers: tuple[str, ...] = ()  # runtime helpers the rewritten code calls, passed as locals
     fallback: list | None = None  # the user's joins and selection, for inputs the split cannot serve
     model_split: "ModelSplit | str | None" = None  # the combine step cut at the model call, or why not
+    source: FunctionSource | None = None  # what the plan was built from: the user's helpers read in
+    inlined: Inlined | None = None  # the helpers read in, when there are
     expansion: Expansion | None = None  # scikit-learn composites written out as their steps, if any
     unfitted: Expansion | None = None  # when composites were left as one call for not being fitted yet
 
@@ -109,10 +112,11 @@ class Step:
 
 
 def build_plan(source: FunctionSource) -> Plan:
+    source, helper_notes, inlined = inline_helpers(source)
     definition = source.definition
     parameters = _parameters(definition.args)
-    graph = TransformationGraph(definition.name, parameters, [])
-    plan = Plan(graph, frozenset(parameters), frozenset(), [])
+    graph = TransformationGraph(definition.name, parameters, [], notes=helper_notes)
+    plan = Plan(graph, frozenset(parameters), frozenset(), [], source=source, inlined=inlined)
     body = definition.body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # the docstring
@@ -132,7 +136,7 @@ def build_plan(source: FunctionSource) -> Plan:
         if names_read(statement.node) & set(hidden):
             statement.display = expansion.readable(ast.unparse(statement.node))
     graph.statements = statements
-    graph.notes = expansion.notes + [f"line {s.lineno}: {s.opaque}" for s in statements if s.opaque]
+    graph.notes += expansion.notes + [f"line {s.lineno}: {s.opaque}" for s in statements if s.opaque]
     last = statements[-1] if statements else None
     if last is None or not isinstance(last.node, ast.Return) or last.node.value is None:
         line = last.lineno if last else definition.lineno

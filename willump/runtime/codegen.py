@@ -11,7 +11,11 @@ import __future__
 import ast
 import builtins
 import copy
+import itertools
 import types
+
+from willump.graph.inline import INLINED
+from willump.graph.statements import analyze_statement
 
 UNBOUND = type("Unbound", (), {"__repr__": lambda self: "<unbound>"})()
 _UNBOUND_PARAMETER = "__willump_unbound"
@@ -71,7 +75,9 @@ def compile_block(
         defaults=[],
     )
     name = func.__name__
-    inner = _function_def(name, arguments, prologue + list(body) + ending)
+    segments = {}
+    body = _segmented(list(body), filename, segments)
+    inner = _function_def(name, arguments, prologue + body + ending)
     # Closure variables become free variables of the block through an enclosing function.
     freevars = func.__code__.co_freevars
     outer_body = [ast.Assign([ast.Name(v, ast.Store())], ast.Constant(None)) for v in freevars]
@@ -83,13 +89,72 @@ def compile_block(
     code = compile(module, filename, "exec", flags=func.__code__.co_flags & _FUTURE_FLAGS, dont_inherit=True)
     outer_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
     inner_code = next(c for c in outer_code.co_consts if isinstance(c, types.CodeType) and c.co_name == name)
-    inner_code = _with_qualname(inner_code, func.__qualname__)
+    inner_code = _with_qualname(_placed(inner_code, segments), func.__qualname__)
     cells = dict(zip(freevars, func.__closure__ or ()))
     block = types.FunctionType(
         inner_code, func.__globals__, name, None, tuple(cells[v] for v in inner_code.co_freevars)
     )
     block.__kwdefaults__ = {_UNBOUND_PARAMETER: UNBOUND, _LOCALS_PARAMETER: builtins.locals}
     return block
+
+
+_SEGMENT = "__willump_segment_"
+
+
+def _segmented(body: list, filename: str, segments: dict, depth: int = 0) -> list:
+    """``body`` with each run of statements read in from a helper of another file as a nested function
+    (its code gets the helper's file and name, see ``_placed``), called where the helper was called:
+    a traceback shows the helper's file and lines, as the call of the helper would."""
+    out = []
+    for key, group in itertools.groupby(body, key=lambda s: _frame(s, depth)):
+        group = list(group)
+        if key is None:
+            out += group
+            continue
+        helper, line = key
+        inner = _segmented(group, helper.__code__.co_filename, segments, depth + 1)
+        if helper.__code__.co_filename == filename:
+            out += inner
+            continue
+        name = f"{_SEGMENT}{len(segments)}"
+        segments[name] = helper
+        bound = sorted(set().union(*(analyze_statement(0, s).bound for s in group)))
+        declared = [ast.Nonlocal(bound)] if bound else []
+        # The enclosing function binds them too (in code that never runs), so that they are its variables.
+        dummy = [ast.If(ast.Constant(False), [ast.Assign([ast.Name(n, ast.Store())], ast.Constant(None)) for n in bound], [])]
+        call = ast.Expr(ast.Call(ast.Name(name, ast.Load()), [], []))
+        for node in (*dummy, call) if bound else (call,):
+            _locate(node, line)
+        definition = _function_def(name, _no_arguments(), declared + inner)
+        _locate(definition, group[0].lineno, shallow=True)
+        if declared:
+            _locate(declared[0], group[0].lineno)
+        out = (dummy if bound else []) + out + [definition, call]
+    return out
+
+
+def _frame(statement, depth: int):
+    """The (helper, line of its call) ``statement`` was read in through at ``depth``, or None."""
+    frames = getattr(statement, INLINED, ())
+    return frames[depth] if len(frames) > depth and not isinstance(statement, ast.Return) else None
+
+
+def _placed(code: types.CodeType, segments: dict, filename: str | None = None) -> types.CodeType:
+    """``code`` with the code of each segment given its helper's file and name, and the code nested in
+    a segment (comprehensions, lambdas) its file too."""
+    if not segments:
+        return code
+    consts = []
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            helper = segments.get(const.co_name)
+            inner = helper.__code__.co_filename if helper is not None else filename
+            const = _placed(const, segments, inner)
+            if helper is not None:
+                const = _with_qualname(const.replace(co_name=helper.__name__), helper.__qualname__)
+        consts.append(const)
+    placed = code.replace(co_consts=tuple(consts))
+    return placed.replace(co_filename=filename) if filename is not None else placed
 
 
 def compile_binder(func: types.FunctionType, definition: ast.FunctionDef, filename: str):

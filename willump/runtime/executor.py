@@ -79,12 +79,14 @@ class GraphExecutor:
         self._changed_warned = False
         self._container = plan.container or list
         self._warned = False  # about running part of the function as written
+        self._inlined = plan.inlined  # the user's helpers read into the statements, checked at each call
         # Each leading guard, as written, on the parameters: it returns _PASSED when the call goes on.
         self._guards = [
             (guard.lineno, compile_block(source.func, source.filename, [*self.parameters, _PASSED], [guard.node],
                                          ast.Name(_PASSED, ast.Load())))
             for guard in self.graph.guards
         ]
+        self._checked = bool(self._guards or plan.inlined or plan.expansion)  # anything to check before a call
 
         def compile_run(block, nodes, assigned, holder=False, result=None):
             if compile:
@@ -152,16 +154,18 @@ class GraphExecutor:
     def __call__(self, *args, **kwargs):
         """The function's result: its guards, then its statements as written, compiled calls answered by kernels."""
         bound = self._bind(*args, **kwargs)
-        fired = self._fired(bound) if self._guards or self._expansion else None
+        fired = self._fired(bound) if self._checked else None
         return fired.result if fired is not None else self._answer(bound)
 
     def guard(self, arguments: dict) -> Fired | None:
         """The first leading guard that ends the call for these arguments (bound by name), with what
         the call returns; what a guard raises, it raises. None: the graph answers. Every way of
         answering a call (plain, cascaded, top-K, fit's rows) runs this first."""
-        return self._fired(self.bound(arguments)) if self._guards or self._expansion else None
+        return self._fired(self.bound(arguments)) if self._checked else None
 
     def _fired(self, bound: tuple) -> Fired | None:
+        if self._inlined is not None and self._inlined.rebound():  # (a helper read in was rebound: as written)
+            return Fired(self._func.__code__.co_firstlineno, self._inlined.call_original(bound))
         if self._expansion is not None and not self._expansion.current():
             return Fired(self._expansion.lines[0], self._original(bound))
         for line, guard in self._guards:
@@ -181,6 +185,8 @@ class GraphExecutor:
                 "output set to DataFrames): calls run the function as written; decorate it again to optimize "
                 "the new steps"
             )
+        if self._inlined is not None:  # (the user's own function, not the one its helpers were read into)
+            return self._inlined.call_original(bound)
         keyword_only = self._func.__code__.co_kwonlyargcount
         positional = len(bound) - keyword_only
         return self._func(*bound[:positional], **dict(zip(self.parameters[positional:], bound[positional:])))
