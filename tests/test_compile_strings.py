@@ -241,7 +241,7 @@ def test_text_pipelines_answer_as_scikit_learn(storage, texts, shifted):
         assert_same_series(lowered, expected_lowered)
     for optimized in TEXT_PIPELINES:  # the text kernels read every storage
         table = optimized.explain_compilation()
-        text_calls = table[table["call"].str.contains(r"\.transform\(|\.str\.lower\(")]
+        text_calls = table[table["call"].str.contains(r"\.transform\(|\.str\.lower\(") & (table["calls"] > 0)]
         assert len(text_calls) and (text_calls["status"] == "compiled").all(), table
     assert TEXT_PIPELINES[0].explain_compilation()["whole_calls"].iloc[0] > 0  # the whole-call program answered
 
