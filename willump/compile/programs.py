@@ -183,7 +183,7 @@ class TextLinearProgram:
         self.sites = [s.site for s in steps]
         self.subscripted = chain.subscript is not None
         model = kernels[chain.last]
-        if type(model) is not CompiledLinearModel or steps[chain.last].keywords or len(steps[chain.last].inputs) != 1:
+        if not isinstance(model, CompiledLinearModel) or steps[chain.last].keywords or len(steps[chain.last].inputs) != 1:
             raise Unsupported("the chain does not end in a compiled linear model")
         used = {chain.last}
         kind, value = steps[chain.last].inputs[0]

@@ -13,7 +13,7 @@ import pandas as pd
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, TfidfVectorizer
 
-from willump.compile import composites, linear, sparse, tables, trees
+from willump.compile import bayes, composites, linear, sparse, tables, trees
 from willump.compile.dense import CompiledNumpyHstack
 from willump.compile.expressions import CompiledExpression
 from willump.compile.parallel import SERIAL
@@ -32,6 +32,11 @@ METHOD_KERNELS = {
 for _kind, _methods in linear.METHODS.items():
     for _method in _methods:
         METHOD_KERNELS[(_kind, _method)] = lambda model, workers, method=_method: linear.CompiledLinearModel(
+            model, method, workers
+        )
+for _kind, _methods in bayes.METHODS.items():
+    for _method in _methods:
+        METHOD_KERNELS[(_kind, _method)] = lambda model, workers, method=_method: bayes.CompiledNaiveBayes(
             model, method, workers
         )
 for _kind, _methods in trees.METHODS.items():
