@@ -83,8 +83,8 @@ def _build_slots(term_codes, term_offsets, term_columns, size):
 
 @_inline
 def _find(buffer, start, end, vocabulary):
-    """Column of the term ``buffer[start:end]``, or -1."""
-    term_codes, slots = vocabulary
+    """Column of the term ``buffer[start:end]``, or -1 (``vocabulary``: its first two arrays)."""
+    term_codes, slots = vocabulary[0], vocabulary[1]
     mask = np.uint64(len(slots) - 1)
     h, packed = _hash(buffer, start, end)
     i = h & mask
@@ -109,20 +109,27 @@ def _find(buffer, start, end, vocabulary):
 
 
 class Vocabulary:
-    """A fitted ``vocabulary_`` (term -> column) as arrays the kernels can search."""
+    """A fitted ``vocabulary_`` (term -> column) as arrays the kernels can search, followed by
+    the stop words' table (no slots when there are none): (codes, slots, stop codes, stop slots)."""
 
-    def __init__(self, vocabulary: dict):
-        terms = list(vocabulary)
-        codes, offsets = encode(terms)
-        columns = np.fromiter(vocabulary.values(), dtype=np.int64, count=len(terms))
-        if len(terms) and (
-            np.diff(offsets).max() >= 1 << 24 or len(codes) >= 1 << 39 or columns.max() >= (1 << 32) - 1
-            or columns.min() < 0
-        ):
-            raise Unsupported("a vocabulary term of 16M characters or more, 2**39 in all, or column numbers beyond 32 bits")
-        size = 1 << max(4, (2 * len(terms)).bit_length())
-        self.arrays = (codes, _build_slots(codes, offsets, columns, size))
-        self.width = len(terms)
+    def __init__(self, vocabulary: dict, stop_words=None):
+        stop = {w: 0 for w in stop_words or () if type(w) is str}  # (tokens are str: others never match)
+        self.arrays = _table(vocabulary) + (_table(stop) if stop else (np.empty(0, np.uint32), np.empty((0, 2), np.uint64)))
+        self.width = len(vocabulary)
+
+
+def _table(vocabulary: dict) -> tuple:
+    """(code points, slots) of the terms, searched by ``_find``."""
+    terms = list(vocabulary)
+    codes, offsets = encode(terms)
+    columns = np.fromiter(vocabulary.values(), dtype=np.int64, count=len(terms))
+    if len(terms) and (
+        np.diff(offsets).max() >= 1 << 24 or len(codes) >= 1 << 39 or columns.max() >= (1 << 32) - 1
+        or columns.min() < 0
+    ):
+        raise Unsupported("a vocabulary term of 16M characters or more, 2**39 in all, or column numbers beyond 32 bits")
+    size = 1 << max(4, (2 * len(terms)).bit_length())
+    return codes, _build_slots(codes, offsets, columns, size)
 
 
 # --- counting n-grams --------------------------------------------------------------------
@@ -250,7 +257,8 @@ def _char_wb_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabular
 
 @_jit
 def _word_ngrams(codes, s, e, classes, min_n, max_n, buffer, starts, ends, found, vocabulary, hashing):
-    # tokens of r"(?u)\b\w\w+\b": maximal runs of \w characters, two or longer
+    # tokens of r"(?u)\b\w\w+\b": maximal runs of \w characters, two or longer, less the stop words
+    stop_words = (vocabulary[2], vocabulary[3])
     n_tokens = 0
     i = s
     while i < e:
@@ -258,7 +266,7 @@ def _word_ngrams(codes, s, e, classes, min_n, max_n, buffer, starts, ends, found
             j = i
             while j < e and classes[codes[j]] & WORD:
                 j += 1
-            if j - i >= 2:
+            if j - i >= 2 and not (len(stop_words[1]) and _find(codes, i, j, stop_words) >= 0):
                 starts[n_tokens] = i
                 ends[n_tokens] = j
                 n_tokens += 1
@@ -477,7 +485,7 @@ class CompiledVectorizer:
                 raise Unsupported(f"HashingVectorizer with norm and dtype {self.dtype}")
             self.hashing = (int(vectorizer.n_features), bool(vectorizer.alternate_sign))
             self.width = self.hashing[0]
-            self.vocabulary = Vocabulary({})
+            self.vocabulary = Vocabulary({}, self._stop_words(vectorizer))
             self.norm = {None: 0, "l1": 1, "l2": 2}.get(vectorizer.norm, -1)
             if self.norm < 0:
                 raise Unsupported(f"norm={vectorizer.norm!r}")
@@ -488,7 +496,7 @@ class CompiledVectorizer:
             if self.tfidf and self.dtype not in (np.float64, np.float32):
                 raise Unsupported(f"TfidfVectorizer with dtype {self.dtype} (only float64 and float32 are compiled)")
             self.hashing = (0, False)
-            self.vocabulary = Vocabulary(vocabulary)
+            self.vocabulary = Vocabulary(vocabulary, self._stop_words(vectorizer))
             self.width = self.vocabulary.width
         self.analyzer = ANALYZERS[vectorizer.analyzer]
         self.ngram_range = tuple(int(n) for n in vectorizer.ngram_range)
@@ -505,6 +513,11 @@ class CompiledVectorizer:
             self.log_table = self._log_table(64) if self.sublinear else np.empty(0, self.dtype)
         self.classes = char_classes()
         self._scratch = threading.local()
+
+    @staticmethod
+    def _stop_words(vectorizer):
+        """The stop words scikit-learn removes from the tokens (the word analyzer's only)."""
+        return vectorizer.get_stop_words() if vectorizer.analyzer == "word" else None
 
     def still_valid(self) -> bool:
         """False once the vectorizer was refitted or its options changed."""
@@ -633,8 +646,10 @@ def _unsupported_option(vectorizer) -> str | None:
             return "a custom tokenizer"
         if vectorizer.token_pattern != DEFAULT_TOKEN_PATTERN:
             return f"token_pattern={vectorizer.token_pattern!r} (only the default is compiled)"
-        if vectorizer.stop_words is not None:
-            return "stop_words"
+        try:
+            vectorizer.get_stop_words()
+        except Exception as error:  # (scikit-learn raises too)
+            return f"stop_words={vectorizer.stop_words!r} ({type(error).__name__})"
     min_n, max_n = vectorizer.ngram_range
     if not (1 <= min_n <= max_n):
         return f"ngram_range={vectorizer.ngram_range!r}"
