@@ -10,6 +10,7 @@ multiplication by ``idf_``), and the row norms are summed in the same order as
 scikit-learn's Cython loop, so the values are bit for bit the same.
 """
 
+import copy
 import operator
 import threading
 
@@ -503,16 +504,29 @@ class CompiledVectorizer:
         self.lowercase = bool(vectorizer.lowercase)
         self.binary = bool(vectorizer.binary)
         if self.tfidf:
-            transformer = vectorizer._tfidf
-            if transformer.norm not in (None, "l1", "l2"):
-                raise Unsupported(f"norm={transformer.norm!r}")
-            self.norm = {None: 0, "l1": 1, "l2": 2}[transformer.norm]
-            idf = getattr(transformer, "idf_", None)
-            self.idf = np.empty(0) if idf is None else idf  # the live array: in-place edits are seen
-            self.sublinear = bool(transformer.sublinear_tf)
-            self.log_table = self._log_table(64) if self.sublinear else np.empty(0, self.dtype)
+            self._weigh_as(vectorizer._tfidf)
         self.classes = char_classes()
         self._scratch = threading.local()
+
+    def _weigh_as(self, transformer) -> None:
+        """Weigh the counts as this fitted ``TfidfTransformer`` does."""
+        if transformer.norm not in (None, "l1", "l2"):
+            raise Unsupported(f"norm={transformer.norm!r}")
+        self.norm = {None: 0, "l1": 1, "l2": 2}[transformer.norm]
+        idf = getattr(transformer, "idf_", None)
+        self.idf = np.empty(0) if idf is None else idf  # the live array: in-place edits are seen
+        self.sublinear = bool(transformer.sublinear_tf)
+        self.log_table = self._log_table(64) if self.sublinear else np.empty(0, self.dtype)
+
+    def followed_by(self, transformer, dtype) -> "CompiledVectorizer":
+        """A ``CountVectorizer``'s kernel whose counts (converted to ``dtype``) a fitted
+        ``TfidfTransformer`` weighs: the kernel of the equivalent ``TfidfVectorizer``."""
+        if self.tfidf or self.hashing[0]:
+            raise Unsupported("a TfidfTransformer after other than a CountVectorizer")
+        paired = copy.copy(self)
+        paired.dtype, paired.tfidf, paired._scratch = np.dtype(dtype), True, threading.local()
+        paired._weigh_as(transformer)
+        return paired
 
     @staticmethod
     def _stop_words(vectorizer):
