@@ -13,7 +13,7 @@ import pandas as pd
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, TfidfVectorizer
 
-from willump.compile import bayes, composites, linear, sparse, tables, trees
+from willump.compile import bayes, composites, linear, sparse, tables, tfidf, trees
 from willump.compile.dense import CompiledNumpyHstack
 from willump.compile.expressions import CompiledExpression
 from willump.compile.parallel import SERIAL
@@ -28,6 +28,7 @@ METHOD_KERNELS = {
     (CountVectorizer, "transform"): CompiledVectorizer,
     (TfidfVectorizer, "transform"): CompiledVectorizer,
     (HashingVectorizer, "transform"): CompiledVectorizer,
+    (tfidf.TfidfTransformer, "transform"): tfidf.CompiledTfidfTransformer,
 }
 for _kind, _methods in linear.METHODS.items():
     for _method in _methods:
