@@ -481,6 +481,8 @@ class CompiledVectorizer:
         self._held = self._read_state(vectorizer)
         self._vocabulary_at = names.index("vocabulary_") if "vocabulary_" in names else None
         self._vocabulary_size = len(vectorizer.vocabulary_) if self._vocabulary_at is not None else 0
+        stops = vectorizer.stop_words
+        self._stop_list = (stops, list(stops)) if isinstance(stops, list) else None  # (the list, as it was)
         if kind is HashingVectorizer:
             if vectorizer.norm is not None and self.dtype not in (np.float64, np.float32):
                 raise Unsupported(f"HashingVectorizer with norm and dtype {self.dtype}")
@@ -541,7 +543,8 @@ class CompiledVectorizer:
             now = None
         if now is not None and all(map(operator.is_, now, self._held)):
             at = self._vocabulary_at  # (a vocabulary edited in place: its size changed)
-            if at is None or len(now[at]) == self._vocabulary_size:
+            stops = self._stop_list  # (a stop list edited in place)
+            if (at is None or len(now[at]) == self._vocabulary_size) and (stops is None or stops[0] == stops[1]):
                 return True
         return same_state(_state(self.vectorizer), self.state)
 
@@ -680,6 +683,9 @@ def _state(vectorizer) -> tuple:
     """What the compiled transform depends on: option values, and the fitted objects themselves
     (held, and compared by identity, so a refit or a replaced vocabulary is noticed)."""
     values = [getattr(vectorizer, a, None) for a in _STATE_ATTRIBUTES]
+    stops = _STATE_ATTRIBUTES.index("stop_words")
+    if isinstance(values[stops], list):  # its words, as they are now
+        values[stops] = tuple(values[stops])
     vocabulary = values[-1]
     values[-1] = len(vocabulary) if vocabulary is not None else 0
     objects = [vocabulary]
