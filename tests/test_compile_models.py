@@ -283,3 +283,12 @@ def test_tutorial_pipelines_are_exact_and_compiled(name, datasets):
     table = optimized.explain_compilation()
     assert len(table) == len(PIPE.steps) and (table["status"] == "compiled").all(), table
     assert (table["whole_calls"] >= 3).all(), table  # single rows: one fused program for the whole call
+
+
+def test_a_stop_list_edited_in_place_rebuilds_the_kernel():
+    vectorizer = CountVectorizer(stop_words=["the", "cat"], ngram_range=(1, 2)).fit(BASE_CORPUS)
+    compiled = CompiledVectorizer(vectorizer)
+    assert compiled.still_valid()
+    vectorizer.stop_words.append("sat")
+    assert not compiled.still_valid()
+    assert_same_csr(CompiledVectorizer(vectorizer)(BASE_CORPUS), vectorizer.transform(BASE_CORPUS))
