@@ -242,7 +242,7 @@ def _sparse_blocks(X, width: int, converts: bool = False) -> list:
     if blocks[0].rows == 0 or sum(b.width for b in blocks) != width:
         raise Unsupported("no rows, or not the model's width (scikit-learn raises)")
     dtype = np.result_type(*[b.data.dtype for b in blocks])  # what the stacked matrix holds
-    if converts and (dtype.kind in "biu" or dtype == np.float32) and np.result_type(dtype, np.float64) == np.float64:
+    if converts and (dtype.kind in "biu" or dtype == np.float32):
         dtype = np.dtype(np.float64)
     if dtype != np.float64:
         raise Unsupported(f"{dtype} values (scikit-learn converts them)")
