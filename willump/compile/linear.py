@@ -17,7 +17,9 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
-from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge, SGDClassifier
+from sklearn.linear_model import (
+    LinearRegression, LogisticRegression, Ridge, RidgeClassifier, RidgeClassifierCV, SGDClassifier,
+)
 from sklearn.svm import LinearSVC
 from sklearn.utils.extmath import softmax
 
@@ -25,12 +27,13 @@ from willump.compile import fused
 from willump.compile.forms import LazyRows, SparseRows, Stacked, Unsupported, stacked_dtype
 from willump.compile.parallel import SERIAL, WORTH_A_THREAD, Faster
 
-CLASSIFIERS = (LogisticRegression, LinearSVC, SGDClassifier)
 REGRESSORS = (LinearRegression, Ridge)
 METHODS = {
     LogisticRegression: ("predict", "predict_proba", "decision_function"),
     LinearSVC: ("predict", "decision_function"),
     SGDClassifier: ("predict", "decision_function"),
+    RidgeClassifier: ("predict", "decision_function"),
+    RidgeClassifierCV: ("predict", "decision_function"),
     LinearRegression: ("predict",),
     Ridge: ("predict",),
 }
@@ -56,6 +59,10 @@ def csr_scores(datas, indices, indptrs, offsets, weights):
 class CompiledLinearModel:
     """One method of a fitted linear model, without scikit-learn's per-call overhead."""
 
+    # Whether the model multiplies sparse input of any real dtype as it is (scipy then converts
+    # the values to float64, which is exact), rather than refusing other than float64 here.
+    converts_values = False
+
     def __init__(self, model, method: str, workers=SERIAL):
         kind = type(model)
         if method not in METHODS.get(kind, ()):
@@ -63,17 +70,27 @@ class CompiledLinearModel:
         coef = getattr(model, "coef_", None)
         if not isinstance(coef, np.ndarray) or coef.dtype != np.float64 or sp.issparse(coef):
             raise Unsupported("the model is not fitted, or its coefficients are not a float64 array")
-        if kind is SGDClassifier and method == "predict_proba":
-            raise Unsupported("SGDClassifier.predict_proba")
+        binarizer = getattr(model, "_label_binarizer", None)  # RidgeClassifier's labels
+        if binarizer is not None and str(getattr(binarizer, "y_type_", "")).startswith("multilabel"):
+            raise Unsupported(f"{kind.__name__} fitted on multilabel targets")
         self.model, self.method, self.kind = model, method, kind
-        self.state = _state(model)
-        self.width = coef.shape[-1]
+        self._start(coef.shape[-1], workers)
+
+    def _start(self, width: int, workers) -> None:
+        """What every compiled model holds besides its model: the fitted state, the input's width."""
+        self.state = self._fitted_state()
+        self.width = width
         self.workers = workers
         self.fused_calls = 0  # calls answered with the vectorizers feeding the model (see fused)
         self.side_by_side = Faster()  # one row's vectorizers on the workers (True) or one after the other
 
     def still_valid(self) -> bool:
-        return _same(_state(self.model), self.state)
+        return _same(self._fitted_state(), self.state)
+
+    def _fitted_state(self) -> tuple:
+        """The fitted arrays the kernel reads, compared by identity (held, so an id is never reused)."""
+        model = self.model
+        return (model.coef_, getattr(model, "intercept_", None), getattr(model, "classes_", None))
 
     def __call__(self, *args, **kwargs):
         X = _single_input(args, kwargs)
@@ -133,7 +150,7 @@ class CompiledLinearModel:
         matrix = weights if weights.ndim == 2 else weights[:, None]  # the live coefficients (partial_fit)
         scores = self._fused(X, matrix)
         if scores is None:
-            blocks = _sparse_blocks(X, self.width)
+            blocks = _sparse_blocks(X, self.width, self.converts_values)
             offsets = np.cumsum([0] + [b.width for b in blocks[:-1]])
             scores = csr_scores(
                 tuple(b.data for b in blocks), tuple(b.indices for b in blocks), tuple(b.indptr for b in blocks),
@@ -159,7 +176,7 @@ class CompiledLinearModel:
         """Whether these vectorizers' outputs side by side are an input the fused kernel answers
         exactly: float64 (or integer counts) summed in float64, of the model's width."""
         return (
-            fused.fusable_kernels(kernels) and stacked_dtype(kernels) == np.float64
+            fused.fusable_kernels(kernels) and (self.converts_values or stacked_dtype(kernels) == np.float64)
             and sum(k.width for k in kernels) == self.width
         )
 
@@ -210,8 +227,10 @@ def _check_dense(X, width: int) -> None:
         raise Unsupported("a dense input that is not a finite float64 matrix of the model's width with rows")
 
 
-def _sparse_blocks(X, width: int) -> list:
-    """The CSR blocks of ``X`` (a CSR matrix, or compiled sparse rows), checked as scikit-learn checks X."""
+def _sparse_blocks(X, width: int, converts: bool = False) -> list:
+    """The CSR blocks of ``X`` (a CSR matrix, or compiled sparse rows), checked as scikit-learn checks X;
+    ``converts``: values of another real dtype converted to float64, as scipy's product with float64
+    weights converts them."""
     if isinstance(X, Stacked):
         blocks = X.blocks
     elif isinstance(X, SparseRows):
@@ -223,17 +242,14 @@ def _sparse_blocks(X, width: int) -> list:
     if blocks[0].rows == 0 or sum(b.width for b in blocks) != width:
         raise Unsupported("no rows, or not the model's width (scikit-learn raises)")
     dtype = np.result_type(*[b.data.dtype for b in blocks])  # what the stacked matrix holds
+    if converts and (dtype.kind in "biu" or dtype == np.float32):
+        dtype = np.dtype(np.float64)
     if dtype != np.float64:
         raise Unsupported(f"{dtype} values (scikit-learn converts them)")
     blocks = [b if b.data.dtype == dtype else SparseRows(b.data.astype(dtype), b.indices, b.indptr, b.width) for b in blocks]
     if not all(np.isfinite(b.data).all() for b in blocks):
         raise Unsupported("values that are not finite (scikit-learn raises)")
     return blocks
-
-
-def _state(model) -> tuple:
-    """The fitted arrays the kernel reads, compared by identity (held, so an id is never reused)."""
-    return (model.coef_, getattr(model, "intercept_", None), getattr(model, "classes_", None))
 
 
 def _same(a: tuple, b: tuple) -> bool:

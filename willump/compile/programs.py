@@ -34,6 +34,7 @@ from willump.compile.sites import COLUMN_STR, ExpressionSite
 from willump.compile.sparse import CompiledHstack
 from willump.compile.strings import CompiledColumnLower, column_array, lowercase_strings, strings
 from willump.compile.text import CompiledVectorizer, documents_as_list
+from willump.compile.tfidf import CompiledTfidfTransformer
 
 MISS = object()  # a program's answer when the call must run through the call sites
 
@@ -186,7 +187,8 @@ class TextLinearProgram:
     """Text columns, vectorizers, ``hstack`` and a linear model: the fused kernel, called once.
 
     Built from a chain whose every step is one of: a column's ``.str.lower()``, a
-    vectorizer's ``transform`` of a column, of a lowercased column or of an argument,
+    vectorizer's ``transform`` of a column, of a lowercased column or of an argument
+    (and a ``TfidfTransformer``'s of a ``CountVectorizer``'s, as the equivalent ``TfidfVectorizer``),
     an ``hstack`` of the vectorizers' outputs, and last, a linear model's method of
     them. Unsupported otherwise.
     """
@@ -197,7 +199,7 @@ class TextLinearProgram:
         self.sites = [s.site for s in steps]
         self.subscripted = chain.subscript is not None
         model = kernels[chain.last]
-        if type(model) is not CompiledLinearModel or steps[chain.last].keywords or len(steps[chain.last].inputs) != 1:
+        if not isinstance(model, CompiledLinearModel) or steps[chain.last].keywords or len(steps[chain.last].inputs) != 1:
             raise Unsupported("the chain does not end in a compiled linear model")
         used = {chain.last}
         kind, value = steps[chain.last].inputs[0]
@@ -211,13 +213,15 @@ class TextLinearProgram:
             blocks = [(kind, value)]
         self.texts, vectorizers = [], []  # per vectorizer: where its documents come from
         for kind, index in blocks:
-            if kind != STEP or type(kernels[index]) is not CompiledVectorizer or steps[index].keywords:
+            weighing = None  # a TfidfTransformer's kernel reading the vectorizer's counts
+            if kind == STEP and type(kernels[index]) is CompiledTfidfTransformer:
+                weighing = kernels[index]
+                kind, index = self._only_input(steps[index], used, index)
+            if kind != STEP or type(kernels[index]) is not CompiledVectorizer:
                 raise Unsupported("a block that is not a compiled vectorizer's transform")
-            if len(steps[index].inputs) != 1:
-                raise Unsupported("a transform of other than one argument")
-            used.add(index)
-            vectorizers.append(kernels[index])
-            self.texts.append(self._documents(steps[index].inputs[0], steps, kernels, used))
+            source = self._only_input(steps[index], used, index)
+            vectorizers.append(kernels[index] if weighing is None else weighing.paired_with(kernels[index]))
+            self.texts.append(self._documents(source, steps, kernels, used))
         if used != set(range(len(steps))):
             raise Unsupported("a call whose result the model does not read")
         if any(s.tocsr for i, s in enumerate(steps) if not (self.stacked and i == value)):
@@ -237,6 +241,14 @@ class TextLinearProgram:
             else:
                 self.methods.append((position, kernel, owner, function))
             position += 1
+
+    @staticmethod
+    def _only_input(step: Step, used: set, index: int) -> tuple:
+        """The one input of a transform step, which the program answers."""
+        if len(step.inputs) != 1 or step.keywords:
+            raise Unsupported("a transform of other than one argument")
+        used.add(index)
+        return step.inputs[0]
 
     @staticmethod
     def _stacked(step: Step) -> list:

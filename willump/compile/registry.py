@@ -13,7 +13,7 @@ import pandas as pd
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, TfidfVectorizer
 
-from willump.compile import composites, encoders, linear, preprocessing, sparse, tables, trees
+from willump.compile import bayes, composites, encoders, linear, preprocessing, sparse, tables, tfidf, trees
 from willump.compile.dense import CompiledColumnStack, CompiledConcat, CompiledNumpyHstack
 from willump.compile.expressions import CompiledExpression
 from willump.compile.parallel import SERIAL
@@ -28,12 +28,18 @@ METHOD_KERNELS = {
     (CountVectorizer, "transform"): CompiledVectorizer,
     (TfidfVectorizer, "transform"): CompiledVectorizer,
     (HashingVectorizer, "transform"): CompiledVectorizer,
+    (tfidf.TfidfTransformer, "transform"): tfidf.CompiledTfidfTransformer,
 }
 for _kind, _kernel in {**preprocessing.KERNELS, **encoders.KERNELS}.items():
     METHOD_KERNELS[(_kind, "transform")] = _kernel
 for _kind, _methods in linear.METHODS.items():
     for _method in _methods:
         METHOD_KERNELS[(_kind, _method)] = lambda model, workers, method=_method: linear.CompiledLinearModel(
+            model, method, workers
+        )
+for _kind, _methods in bayes.METHODS.items():
+    for _method in _methods:
+        METHOD_KERNELS[(_kind, _method)] = lambda model, workers, method=_method: bayes.CompiledNaiveBayes(
             model, method, workers
         )
 for _kind, _methods in trees.METHODS.items():

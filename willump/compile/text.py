@@ -10,6 +10,7 @@ multiplication by ``idf_``), and the row norms are summed in the same order as
 scikit-learn's Cython loop, so the values are bit for bit the same.
 """
 
+import copy
 import operator
 import threading
 
@@ -84,8 +85,8 @@ def _build_slots(term_codes, term_offsets, term_columns, size):
 
 @_inline
 def _find(buffer, start, end, vocabulary):
-    """Column of the term ``buffer[start:end]``, or -1."""
-    term_codes, slots = vocabulary
+    """Column of the term ``buffer[start:end]``, or -1 (``vocabulary``: its first two arrays)."""
+    term_codes, slots = vocabulary[0], vocabulary[1]
     mask = np.uint64(len(slots) - 1)
     h, packed = _hash(buffer, start, end)
     i = h & mask
@@ -110,20 +111,27 @@ def _find(buffer, start, end, vocabulary):
 
 
 class Vocabulary:
-    """A fitted ``vocabulary_`` (term -> column) as arrays the kernels can search."""
+    """A fitted ``vocabulary_`` (term -> column) as arrays the kernels can search, followed by
+    the stop words' table (no slots when there are none): (codes, slots, stop codes, stop slots)."""
 
-    def __init__(self, vocabulary: dict):
-        terms = list(vocabulary)
-        codes, offsets = encode(terms)
-        columns = np.fromiter(vocabulary.values(), dtype=np.int64, count=len(terms))
-        if len(terms) and (
-            np.diff(offsets).max() >= 1 << 24 or len(codes) >= 1 << 39 or columns.max() >= (1 << 32) - 1
-            or columns.min() < 0
-        ):
-            raise Unsupported("a vocabulary term of 16M characters or more, 2**39 in all, or column numbers beyond 32 bits")
-        size = 1 << max(4, (2 * len(terms)).bit_length())
-        self.arrays = (codes, _build_slots(codes, offsets, columns, size))
-        self.width = len(terms)
+    def __init__(self, vocabulary: dict, stop_words=None):
+        stop = {w: 0 for w in stop_words or () if type(w) is str}  # (tokens are str: others never match)
+        self.arrays = _table(vocabulary) + (_table(stop) if stop else (np.empty(0, np.uint32), np.empty((0, 2), np.uint64)))
+        self.width = len(vocabulary)
+
+
+def _table(vocabulary: dict) -> tuple:
+    """(code points, slots) of the terms, searched by ``_find``."""
+    terms = list(vocabulary)
+    codes, offsets = encode(terms)
+    columns = np.fromiter(vocabulary.values(), dtype=np.int64, count=len(terms))
+    if len(terms) and (
+        np.diff(offsets).max() >= 1 << 24 or len(codes) >= 1 << 39 or columns.max() >= (1 << 32) - 1
+        or columns.min() < 0
+    ):
+        raise Unsupported("a vocabulary term of 16M characters or more, 2**39 in all, or column numbers beyond 32 bits")
+    size = 1 << max(4, (2 * len(terms)).bit_length())
+    return codes, _build_slots(codes, offsets, columns, size)
 
 
 # --- counting n-grams --------------------------------------------------------------------
@@ -251,7 +259,8 @@ def _char_wb_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabular
 
 @_jit
 def _word_ngrams(codes, s, e, classes, min_n, max_n, buffer, starts, ends, found, vocabulary, hashing):
-    # tokens of r"(?u)\b\w\w+\b": maximal runs of \w characters, two or longer
+    # tokens of r"(?u)\b\w\w+\b": maximal runs of \w characters, two or longer, less the stop words
+    stop_words = (vocabulary[2], vocabulary[3])
     n_tokens = 0
     i = s
     while i < e:
@@ -259,7 +268,7 @@ def _word_ngrams(codes, s, e, classes, min_n, max_n, buffer, starts, ends, found
             j = i
             while j < e and classes[codes[j]] & WORD:
                 j += 1
-            if j - i >= 2:
+            if j - i >= 2 and not (len(stop_words[1]) and _find(codes, i, j, stop_words) >= 0):
                 starts[n_tokens] = i
                 ends[n_tokens] = j
                 n_tokens += 1
@@ -473,12 +482,14 @@ class CompiledVectorizer:
         self._held = self._read_state(vectorizer)
         self._vocabulary_at = names.index("vocabulary_") if "vocabulary_" in names else None
         self._vocabulary_size = len(vectorizer.vocabulary_) if self._vocabulary_at is not None else 0
+        stops = vectorizer.stop_words
+        self._stop_list = (stops, list(stops)) if isinstance(stops, list) else None  # (the list, as it was)
         if kind is HashingVectorizer:
             if vectorizer.norm is not None and self.dtype not in (np.float64, np.float32):
                 raise Unsupported(f"HashingVectorizer with norm and dtype {self.dtype}")
             self.hashing = (int(vectorizer.n_features), bool(vectorizer.alternate_sign))
             self.width = self.hashing[0]
-            self.vocabulary = Vocabulary({})
+            self.vocabulary = Vocabulary({}, self._stop_words(vectorizer))
             self.norm = {None: 0, "l1": 1, "l2": 2}.get(vectorizer.norm, -1)
             if self.norm < 0:
                 raise Unsupported(f"norm={vectorizer.norm!r}")
@@ -489,23 +500,41 @@ class CompiledVectorizer:
             if self.tfidf and self.dtype not in (np.float64, np.float32):
                 raise Unsupported(f"TfidfVectorizer with dtype {self.dtype} (only float64 and float32 are compiled)")
             self.hashing = (0, False)
-            self.vocabulary = Vocabulary(vocabulary)
+            self.vocabulary = Vocabulary(vocabulary, self._stop_words(vectorizer))
             self.width = self.vocabulary.width
         self.analyzer = ANALYZERS[vectorizer.analyzer]
         self.ngram_range = tuple(int(n) for n in vectorizer.ngram_range)
         self.lowercase = bool(vectorizer.lowercase)
         self.binary = bool(vectorizer.binary)
         if self.tfidf:
-            transformer = vectorizer._tfidf
-            if transformer.norm not in (None, "l1", "l2"):
-                raise Unsupported(f"norm={transformer.norm!r}")
-            self.norm = {None: 0, "l1": 1, "l2": 2}[transformer.norm]
-            idf = getattr(transformer, "idf_", None)
-            self.idf = np.empty(0) if idf is None else idf  # the live array: in-place edits are seen
-            self.sublinear = bool(transformer.sublinear_tf)
-            self.log_table = self._log_table(64) if self.sublinear else np.empty(0, self.dtype)
+            self._weigh_as(vectorizer._tfidf)
         self.classes = char_classes()
         self._scratch = threading.local()
+
+    def _weigh_as(self, transformer) -> None:
+        """Weigh the counts as this fitted ``TfidfTransformer`` does."""
+        if transformer.norm not in (None, "l1", "l2"):
+            raise Unsupported(f"norm={transformer.norm!r}")
+        self.norm = {None: 0, "l1": 1, "l2": 2}[transformer.norm]
+        idf = getattr(transformer, "idf_", None)
+        self.idf = np.empty(0) if idf is None else idf  # the live array: in-place edits are seen
+        self.sublinear = bool(transformer.sublinear_tf)
+        self.log_table = self._log_table(64) if self.sublinear else np.empty(0, self.dtype)
+
+    def followed_by(self, transformer, dtype) -> "CompiledVectorizer":
+        """A ``CountVectorizer``'s kernel whose counts (converted to ``dtype``) a fitted
+        ``TfidfTransformer`` weighs: the kernel of the equivalent ``TfidfVectorizer``."""
+        if self.tfidf or self.hashing[0]:
+            raise Unsupported("a TfidfTransformer after other than a CountVectorizer")
+        paired = copy.copy(self)
+        paired.dtype, paired.tfidf, paired._scratch = np.dtype(dtype), True, threading.local()
+        paired._weigh_as(transformer)
+        return paired
+
+    @staticmethod
+    def _stop_words(vectorizer):
+        """The stop words scikit-learn removes from the tokens (the word analyzer's only)."""
+        return vectorizer.get_stop_words() if vectorizer.analyzer == "word" else None
 
     def still_valid(self) -> bool:
         """False once the vectorizer was refitted or its options changed."""
@@ -515,7 +544,8 @@ class CompiledVectorizer:
             now = None
         if now is not None and all(map(operator.is_, now, self._held)):
             at = self._vocabulary_at  # (a vocabulary edited in place: its size changed)
-            if at is None or len(now[at]) == self._vocabulary_size:
+            stops = self._stop_list  # (a stop list edited in place)
+            if (at is None or len(now[at]) == self._vocabulary_size) and (stops is None or stops[0] == stops[1]):
                 return True
         return same_state(_state(self.vectorizer), self.state)
 
@@ -643,8 +673,10 @@ def _unsupported_option(vectorizer) -> str | None:
             return "a custom tokenizer"
         if vectorizer.token_pattern != DEFAULT_TOKEN_PATTERN:
             return f"token_pattern={vectorizer.token_pattern!r} (only the default is compiled)"
-        if vectorizer.stop_words is not None:
-            return "stop_words"
+        try:
+            vectorizer.get_stop_words()
+        except Exception as error:  # (scikit-learn raises too)
+            return f"stop_words={vectorizer.stop_words!r} ({type(error).__name__})"
     min_n, max_n = vectorizer.ngram_range
     if not (1 <= min_n <= max_n):
         return f"ngram_range={vectorizer.ngram_range!r}"
@@ -661,6 +693,9 @@ def _state(vectorizer) -> tuple:
     """What the compiled transform depends on: option values, and the fitted objects themselves
     (held, and compared by identity, so a refit or a replaced vocabulary is noticed)."""
     values = [getattr(vectorizer, a, None) for a in _STATE_ATTRIBUTES]
+    stops = _STATE_ATTRIBUTES.index("stop_words")
+    if isinstance(values[stops], list):  # its words, as they are now
+        values[stops] = tuple(values[stops])
     vocabulary = values[-1]
     values[-1] = len(vocabulary) if vocabulary is not None else 0
     objects = [vocabulary]

@@ -18,7 +18,6 @@ import numpy as np
 
 from willump.compile import fused
 from willump.compile.forms import Unsupported
-from willump.compile.linear import CompiledLinearModel
 from willump.compile.programs import MISS, TextLinearProgram
 from willump.compile.unicode import select_rows
 from willump.runtime.caches import MISSING
@@ -157,9 +156,10 @@ class CascadedTextProgram:
     def __init__(self, program: TextLinearProgram, selected: list, small_model, dtype):
         model = program.model
         self.program, self.selected, self.dtype = program, list(selected), dtype
-        self.small = CompiledLinearModel(small_model, model.method, model.workers)
+        compiled = type(model)  # (a linear model's kernel, or naive Bayes')
+        self.small = compiled(small_model, model.method, model.workers)
         # the small model's confidence: its probabilities, from the same scores
-        self.confident = self.small if model.method == "predict_proba" else CompiledLinearModel(small_model, "predict_proba")
+        self.confident = self.small if model.method == "predict_proba" else compiled(small_model, "predict_proba")
         vectorizers = [program.plan.kernels[i] for i in self.selected]
         if not self.small.fuses(vectorizers):
             raise Unsupported("the selected vectorizers are not an input the fused kernel answers exactly")
