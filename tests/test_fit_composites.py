@@ -91,6 +91,8 @@ def test_fit_splits_the_branches_and_cascades_on_a_clone_of_the_final_estimator(
         assert cascaded.dtype == exact.dtype and cascaded.shape == exact.shape
         agreement = np.mean((cascaded > 0.5) == (exact > 0.5))
         assert agreement >= 0.97, agreement
+        calls = optimized.explain_compilation()["call"]  # (the cascade's own sites too, as the user names them)
+        assert not calls.str.contains("__willump").any(), calls.tolist()
     scores = composite.predict(test) if regression else composite.predict_proba(test)[:, 1]
     best = np.argsort(-scores, kind="stable")[:25]
     assert len(set(optimized.top_k(test, k=25)) & set(best)) >= 24  # (the filter keeps top_k_precision=0.95)

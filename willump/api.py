@@ -374,6 +374,7 @@ class OptimizedFunction:
         sites = self._executor.sites if self._executor is not None else []
         columns = ["line", "call", "operator", "status", "calls", "compiled_calls", "fused_calls", "whole_calls", "kept"]
         table = pd.DataFrame([site.summary() for site in sites], columns=columns)
+        table["call"] = table["call"].map(self._executor.readable) if sites else table["call"]
         # A call can be reached by several paths (plain calls, cascades): one row per call as written.
         table = table.sort_values("calls", ascending=False, kind="stable")
         # Sites of other paths (cascades, top-K) that never ran stand for a call another row shows.

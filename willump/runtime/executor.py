@@ -125,12 +125,6 @@ class GraphExecutor:
         self._plain = self._whole_call(body)
         self._scoring = {}  # ranking method -> the _WholeCall of the body up to the model call, scoring
         self._scoring_lock = threading.Lock()
-        for site in self.sites:
-            site.source = site.source.replace(f"{PLACEHOLDER}[0]", self.graph.combiner.entries)  # (one IFV)
-            site.source = site.source.replace(PLACEHOLDER, self.graph.combiner.entries)
-            if self._expansion is not None:
-                site.source = self._expansion.readable(site.source)
-            site.source = site.source.replace("__willump_join_", "join_")  # (the joins' pieces, split)
         if resolver is not None:
             for site in self.sites:
                 prepare_kernel(site, resolver)
@@ -173,6 +167,15 @@ class GraphExecutor:
             if result is not _GUARD_PASSED:
                 return Fired(line, result)
         return None
+
+    def readable(self, source: str) -> str:
+        """A call site's code as the user wrote it: the IFV values, a composite's steps and the
+        joins' pieces named as in the function (sites of every path, built at any time)."""
+        source = source.replace(f"{PLACEHOLDER}[0]", self.graph.combiner.entries)  # (one IFV)
+        source = source.replace(PLACEHOLDER, self.graph.combiner.entries)
+        if self._expansion is not None:
+            source = self._expansion.readable(source)
+        return source.replace("__willump_join_", "join_")
 
     def _original(self, bound: tuple):
         """The original function's result: a composite it calls no longer holds the steps the
