@@ -31,7 +31,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from willump.compile.composites import COLUMN_INPUT, COLUMN_STACK, COLUMNS, HELPERS, UNION_STACK
 from willump.graph.recognize import MODEL_METHODS
-from willump.graph.statements import walk_scope
+from willump.graph.statements import replace_node, walk_scope
 
 PREFIX = "__willump_sk"  # the names the rewritten code reads the fitted objects and values under
 COMPOSITES = (Pipeline, FeatureUnion, ColumnTransformer)
@@ -139,7 +139,7 @@ class _Writer:
             result = ast.Call(method, [ast.copy_location(copy.copy(features), call.args[0])], [])
             self.expansion._lists.append((composite, "steps", list(composite.steps)))
         self.expansion.lines.append(call.lineno)
-        rewritten = _replaced(statement, call, result)
+        rewritten = replace_node(statement, call, result)
         return [self.located(s) for s in before] + self.statement(rewritten, resolver)
 
     def steps(self, steps, value: ast.expr, path: str, before: list) -> ast.expr:
@@ -341,16 +341,6 @@ def _runs_first(value: ast.expr, call: ast.Call) -> bool:
             if (node.lineno, node.col_offset) < end:
                 return False
     return True
-
-
-def _replaced(statement: ast.stmt, old: ast.AST, new: ast.expr) -> ast.stmt:
-    class Replacer(ast.NodeTransformer):
-        def visit(self, node):
-            if node is old:
-                return ast.copy_location(new, node)
-            return self.generic_visit(node)
-
-    return ast.fix_missing_locations(Replacer().visit(statement))
 
 
 def _located(statement: ast.stmt, at: ast.stmt) -> ast.stmt:

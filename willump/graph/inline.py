@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from willump.errors import warn
 from willump.graph.recognize import Resolver, model_call
 from willump.graph.source import FunctionSource, read_function
-from willump.graph.statements import analyze_statement, names_read
+from willump.graph.statements import analyze_statement, names_read, replace_node
 
 INLINED = "_willump_inlined"  # a statement read in: the (helper, line of its call) it came through, outermost first
 _MAX_HELPERS = 64  # calls read in per function: a guard against runaway expansion
@@ -214,7 +214,7 @@ class _Expansion:
         if target and isinstance(result, ast.Name) and result.id == target:
             return statements  # the helper's statements bind the target
         if target is not None or (isinstance(statement, ast.Return) and statement.value is call):
-            final = _replace(statement, call, result)
+            final = replace_node(statement, call, result)
             if not isinstance(final, ast.Return):  # (the function's own return stays its own)
                 setattr(final, INLINED, tag)
             return statements + [final]
@@ -224,7 +224,7 @@ class _Expansion:
             setattr(assignment, INLINED, tag)
             statements.append(ast.fix_missing_locations(assignment))
             result = ast.Name(name, ast.Load())
-        return statements + [_replace(statement, call, result)]
+        return statements + [replace_node(statement, call, result)]
 
     def _read_in(self, statement, call, helper):
         """(the helper's statements, renamed, its arguments bound first; its returned expression;
@@ -664,18 +664,6 @@ class _Renamer(ast.NodeTransformer):
         if isinstance(self.mapping.get(bound), str):
             node.asname = self.mapping[bound]
         return node
-
-
-def _replace(statement: ast.stmt, old: ast.AST, new: ast.expr) -> ast.stmt:
-    """``statement`` with the node ``old`` (by identity) replaced by ``new``."""
-
-    class Replacer(ast.NodeTransformer):
-        def visit(self, node):
-            if node is old:
-                return ast.copy_location(new, old)
-            return self.generic_visit(node)
-
-    return ast.fix_missing_locations(Replacer().visit(statement))
 
 
 def _unchanged_test(calls: list, cells: dict) -> ast.expr:

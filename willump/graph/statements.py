@@ -266,3 +266,15 @@ def _assignment_targets(node: ast.AST) -> list[ast.AST]:
     if isinstance(node, ast.Delete):
         return node.targets
     return []
+
+
+def replace_node(tree: ast.AST, old: ast.AST, new: ast.expr) -> ast.AST:
+    """``tree`` (changed in place) with the node ``old`` (by identity) replaced by ``new``, at its position."""
+
+    class Replacer(ast.NodeTransformer):
+        def visit(self, node):
+            if node is old:
+                return ast.copy_location(new, old)
+            return self.generic_visit(node)
+
+    return ast.fix_missing_locations(Replacer().visit(tree))
