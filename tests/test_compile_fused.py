@@ -215,3 +215,25 @@ def test_narrow_integer_counts_wrap_as_scikit_learn_builds_them(dtype):
     for rows in (frame, frame.iloc[[0]]):
         assert_same_outcome(outcome(lambda: optimized(rows)), outcome(lambda: pipeline(rows)))
     assert (_fused_calls(optimized) > 0) == (np.dtype(dtype) == np.int64)
+
+
+def test_vectorizers_with_and_without_stop_words_fuse_together():
+    """Their tables differ (one has stop words), yet the fused kernel reads them as one tuple type."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    corpus = ["the cat sat on the mat", "a dog and the cat", "birds fly over the sea", "the sea is blue"]
+    words = TfidfVectorizer(stop_words="english").fit(corpus)
+    chars = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 3)).fit(corpus)
+    model = LogisticRegression().fit(sp.hstack([words.transform(corpus), chars.transform(corpus)]).tocsr(), [0, 1, 0, 1])
+    namespace = {"words": words, "chars": chars, "model": model, "sp": sp}
+    predict = define(
+        "def predict(df):\n"
+        "    X = sp.hstack([words.transform(df['text']), chars.transform(df['text'])]).tocsr()\n"
+        "    return model.predict_proba(X)[:, 1]\n",
+        namespace, "<stop words fused>", "predict",
+    )
+    optimized = willump.optimize(predict)
+    for rows in (corpus, corpus[1:2], ["the unseen words"]):
+        frame = pd.DataFrame({"text": rows})
+        np.testing.assert_array_equal(optimized(frame), predict(frame))
+    assert _fused_calls(optimized) == 3

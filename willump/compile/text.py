@@ -116,7 +116,7 @@ class Vocabulary:
 
     def __init__(self, vocabulary: dict, stop_words=None):
         stop = {w: 0 for w in stop_words or () if type(w) is str}  # (tokens are str: others never match)
-        self.arrays = _table(vocabulary) + (_table(stop) if stop else (np.empty(0, np.uint32), np.empty((0, 2), np.uint64)))
+        self.arrays = _table(vocabulary) + (_table(stop) if stop else _NO_TABLE)
         self.width = len(vocabulary)
 
 
@@ -131,7 +131,18 @@ def _table(vocabulary: dict) -> tuple:
     ):
         raise Unsupported("a vocabulary term of 16M characters or more, 2**39 in all, or column numbers beyond 32 bits")
     size = 1 << max(4, (2 * len(terms)).bit_length())
-    return codes, _build_slots(codes, offsets, columns, size)
+    return _read_only(codes), _build_slots(codes, offsets, columns, size)
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """A read-only view: every table's code points have one numba type, so a kernel reading
+    several vectorizers' tables (``fused``) takes them as one tuple type."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+_NO_TABLE = (_read_only(np.empty(0, np.uint32)), np.empty((0, 2), np.uint64))  # no stop words
 
 
 # --- counting n-grams --------------------------------------------------------------------
