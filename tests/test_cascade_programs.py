@@ -20,7 +20,7 @@ from sklearn.linear_model import LogisticRegression
 
 import willump
 from willump.runtime import cascade
-from answers import define
+from answers import define, text_series
 from test_compile_kernels import GRID_DOCUMENTS, assert_same_outcome, document_lists, hypothesis_settings, outcome
 from test_compile_programs import TOXIC  # (the toxic workload's shape)
 
@@ -157,15 +157,15 @@ def test_cascaded_program_answers_as_the_blocks(shape, docs, picked, threshold, 
     optimized._fitted.threshold = threshold
     documents = docs + [TEST[i] for i in picked]
     note(f"{shape} at {threshold}: {documents!r}")
-    assert_program_answers_as_the_blocks(optimized, pd.DataFrame({"text": documents}))
+    assert_program_answers_as_the_blocks(optimized, pd.DataFrame({"text": text_series(documents)}))
     for document in documents:
-        assert_program_answers_as_the_blocks(optimized, pd.DataFrame({"text": [document]}, index=[7]))
+        assert_program_answers_as_the_blocks(optimized, pd.DataFrame({"text": text_series([document], index=[7])}))
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_a_batch_of_sure_and_unsure_rows(shape):
     optimized = fitted(shape)
-    rows = pd.DataFrame({"text": TEST + GRID_DOCUMENTS})
+    rows = pd.DataFrame({"text": text_series(TEST + GRID_DOCUMENTS)})
     selected = optimized._fitted.selected
     values = optimized._executor.features((rows,), ifvs=selected)[1]
     confidence = optimized._fitted.small_model.predict_proba(

@@ -23,7 +23,7 @@ from willump.compile import fused
 from willump.compile.forms import Unsupported
 from willump.compile.parallel import SERIAL, Workers
 from willump.compile.text import CompiledVectorizer
-from answers import define
+from answers import define, text_series
 from test_compile_kernels import (
     BASE_CORPUS, GRID_DOCUMENTS, assert_same_outcome, document_lists, hypothesis_settings, make_vectorizer, outcome,
     vectorizer_configs,
@@ -117,7 +117,7 @@ def test_fused_scores_match_scikit_learn(configs, model, choice, lower, corpus, 
     pipeline = _pipeline(len(vectorizers), lower, method, namespace)
     optimized = willump.optimize(workers=workers)(pipeline)
     note(f"{configs} {model}.{method} lower={lower}")
-    frame = pd.DataFrame({"text": docs + corpus[:1]})
+    frame = pd.DataFrame({"text": text_series(docs + corpus[:1])})
     for rows in [frame] + [frame.iloc[[i]] for i in range(len(frame))]:
         assert_same_outcome(outcome(lambda: optimized(rows)), outcome(lambda: pipeline(rows)))
     all_float64 = all(
@@ -197,7 +197,7 @@ def test_fused_single_rows_and_long_documents():
     optimized = willump.optimize(pipeline)
     documents = GRID_DOCUMENTS + ["cat " * 500]  # 'cat' 500 times: a count beyond 64
     for document in documents:
-        row = pd.DataFrame({"text": [document]})
+        row = pd.DataFrame({"text": text_series([document])})
         assert_same_outcome(outcome(lambda: optimized(row)), outcome(lambda: pipeline(row)))
     assert _fused_calls(optimized) >= len(documents) - 1  # (lone surrogates are not str-encodable for hashing only)
 

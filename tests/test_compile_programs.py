@@ -18,7 +18,7 @@ from sklearn.linear_model import LogisticRegression, Ridge
 
 import willump
 from willump.compile.programs import chain_of
-from answers import define, in_threads
+from answers import define, in_threads, text_series
 from test_compile_kernels import BASE_CORPUS, GRID_DOCUMENTS, assert_same_outcome, document_lists, hypothesis_settings, outcome
 
 pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
@@ -80,7 +80,7 @@ def _whole_calls(optimized) -> int:
 
 
 def _inputs(shape: str, documents: list):
-    return documents if shape == "one vectorizer" else pd.DataFrame({"text": documents})
+    return documents if shape == "one vectorizer" else pd.DataFrame({"text": text_series(documents)})
 
 
 def _rows(shape: str, documents: list) -> list:
@@ -280,9 +280,9 @@ def test_frames_with_the_text_column_anywhere():
     """The column's position is remembered per set of column labels, never for other frames."""
     namespace, pipeline, optimized, _ = _answering()
     frames = [
-        pd.DataFrame({"text": BASE_CORPUS, "other": ["x"] * len(BASE_CORPUS)}),
-        pd.DataFrame({"other": BASE_CORPUS[::-1], "text": BASE_CORPUS}),
-        pd.DataFrame({"a": 1, "other": BASE_CORPUS, "text": BASE_CORPUS[::-1]}),
+        pd.DataFrame({"text": text_series(BASE_CORPUS), "other": ["x"] * len(BASE_CORPUS)}),
+        pd.DataFrame({"other": text_series(BASE_CORPUS[::-1]), "text": text_series(BASE_CORPUS)}),
+        pd.DataFrame({"a": 1, "other": text_series(BASE_CORPUS), "text": text_series(BASE_CORPUS[::-1])}),
     ]
     calls = [(frame, i) for frame in frames for i in range(len(BASE_CORPUS))]  # one frame's rows in turn
     calls += [(frame, i) for i in range(len(BASE_CORPUS)) for frame in frames]  # the frames in turn

@@ -144,6 +144,8 @@ def _dtype_of(values) -> object:
     if types == {bool}:
         return np.dtype(bool)
     if str in types and types <= {str, float, type(None)} and all(v != v for v in values if type(v) is float):
+        if pd.StringDtype(na_value=np.nan) != STR:
+            raise Unsupported("str values pandas keeps in pyarrow (not compiled)")
         return STR  # None and NaN are its missing values
     return np.dtype(object)
 
