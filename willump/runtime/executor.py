@@ -238,7 +238,7 @@ class GraphExecutor:
         root = self.graph.model.model
         while isinstance(root, ast.Attribute):
             root = root.value
-        hidden = root.id in self._helpers if isinstance(root, ast.Name) else False  # a composite's final step
+        hidden = isinstance(root, ast.Name) and root.id in self._names  # a composite's final step
         if not isinstance(root, ast.Name) or (root.id in self._local_names and not hidden) or not isinstance(
             self.model_split, ModelSplit
         ):
