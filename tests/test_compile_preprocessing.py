@@ -327,6 +327,14 @@ AIRLINES = pd.DataFrame({
 })
 
 
+# The SimpleImputer kernel follows the transform of scikit-learn versions whose fitted imputer has
+# _fill_dtype (1.6 on); with older ones it refuses, and scikit-learn's own transform runs (exact).
+IMPUTER_BEFORE_FILL_DTYPE = pytest.mark.xfail(
+    not hasattr(SimpleImputer().fit([[1.0]]), "_fill_dtype"),
+    reason="this scikit-learn's SimpleImputer has no _fill_dtype: its transform runs as written", strict=True,
+)
+
+
 @pytest.mark.parametrize("model, columns", [
     (OneHotEncoder(), ["airline"]),
     (OneHotEncoder(sparse_output=False, handle_unknown="ignore", drop="first"), ["airline", "b"]),
@@ -335,8 +343,8 @@ AIRLINES = pd.DataFrame({
     (StandardScaler(), ["a", "b"]),
     (MinMaxScaler(clip=True), ["a", "b"]),
     (RobustScaler(), ["a", "b"]),
-    (SimpleImputer(add_indicator=True), ["a", "b"]),
-    (SimpleImputer(strategy="most_frequent"), ["a", "b"]),
+    pytest.param(SimpleImputer(add_indicator=True), ["a", "b"], marks=IMPUTER_BEFORE_FILL_DTYPE),
+    pytest.param(SimpleImputer(strategy="most_frequent"), ["a", "b"], marks=IMPUTER_BEFORE_FILL_DTYPE),
     (FunctionTransformer(np.log1p), ["a", "b"]),
     (PolynomialFeatures(), ["b"]),
 ])
