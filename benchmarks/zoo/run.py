@@ -179,6 +179,6 @@ def _quality(task: str, y, output, classes) -> tuple[str, float]:
         return "rmse", float(np.sqrt(mean_squared_error(y, output)))
     if output.ndim == 2:
         return "accuracy", float(accuracy_score(y, classes[np.argmax(output, axis=1)]))
-    if output.dtype.kind == "f":
-        return "roc_auc", float(roc_auc_score(y, output))
+    if output.dtype.kind == "f":  # (undefined with one class in y: NaN, as newer scikit-learn gives with a warning)
+        return "roc_auc", float(roc_auc_score(y, output)) if len(np.unique(y)) > 1 else float("nan")
     return "accuracy", float(accuracy_score(y, output))
