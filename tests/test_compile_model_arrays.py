@@ -73,7 +73,8 @@ def test_a_model_fitted_on_names_given_an_array_is_compiled(function):
         assert kind == expected_kind == "value"
         np.testing.assert_array_equal(value, expected, strict=True)
         assert warned == expected_warned
-        assert len(warned) == (function is not without_names)
+        if expected_warned or function is without_names:  # (LightGBM 4.4 does not warn for arrays yet)
+            assert len(warned) == (function is not without_names)
     table = optimized.explain_compilation()
     model = table[table["operator"].str.startswith("LGBMClassifier")]
     assert (model["compiled_calls"] == 4).all() and len(model) == 1, table.to_string()
