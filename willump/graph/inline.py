@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 from willump.errors import warn
 from willump.graph.recognize import Resolver, model_call
-from willump.graph.source import FunctionSource, read_function
+from willump.graph.source import FunctionSource, call_on_parameters, read_function
 from willump.graph.statements import analyze_statement, names_read, replace_node
 
 INLINED = "_willump_inlined"  # a statement read in: the (helper, line of its call) it came through, outermost first
@@ -93,10 +93,7 @@ class Inlined:
 
     def call_original(self, bound: tuple):
         """The user's function called on the parameters' values (in the definition's order)."""
-        args = self.source.definition.args
-        positional = len(args.posonlyargs) + len(args.args)
-        names = [a.arg for a in args.kwonlyargs]
-        return self.original(*bound[:positional], **dict(zip(names, bound[positional:])))
+        return call_on_parameters(self.original, self.source.definition, bound)
 
 
 def inline_helpers(source: FunctionSource) -> tuple[FunctionSource, list[str], Inlined | None]:

@@ -138,3 +138,12 @@ def _shift_positions(tree: ast.AST, line_offset: int, column_offset: int) -> Non
             if getattr(node, "end_lineno", None) is not None:
                 node.end_lineno += line_offset
                 node.end_col_offset += column_offset
+
+
+def call_on_parameters(func, definition: ast.FunctionDef, bound: tuple):
+    """``func`` called on the parameters' values ``bound``, in ``definition``'s order (positional,
+    then keyword-only by name)."""
+    args = definition.args
+    positional = len(args.posonlyargs) + len(args.args)
+    names = [a.arg for a in args.kwonlyargs]
+    return func(*bound[:positional], **dict(zip(names, bound[positional:])))

@@ -33,7 +33,7 @@ from willump.errors import warn
 from willump.graph.build import COMBINE, MODEL_OUTPUT, PREPROCESSING, ModelSplit, Plan
 from willump.graph.graph import PLACEHOLDER
 from willump.graph.joins import JOIN_ASSEMBLE, JOIN_BASE, JOIN_PART
-from willump.graph.source import FunctionSource
+from willump.graph.source import FunctionSource, call_on_parameters
 from willump.graph.statements import names_read
 from willump.runtime.codegen import UNBOUND, compile_binder, compile_block
 from willump.runtime.joins import NotSeparable, join_assemble, join_base, join_part
@@ -190,9 +190,7 @@ class GraphExecutor:
             )
         if self._inlined is not None:  # (the user's own function, not the one its helpers were read into)
             return self._inlined.call_original(bound)
-        keyword_only = self._func.__code__.co_kwonlyargcount
-        positional = len(bound) - keyword_only
-        return self._func(*bound[:positional], **dict(zip(self.parameters[positional:], bound[positional:])))
+        return call_on_parameters(self._func, self._source.definition, bound)
 
     def run(self, arguments: dict):
         """As calling the executor, with the arguments already bound by name and the guards passed."""
