@@ -7,7 +7,10 @@ same numpy product scikit-learn calls. The link function (``expit``,
 skipped is scikit-learn's per-call validation, which for a single row costs
 far more than the arithmetic; the checks that matter for the answer (width,
 finite values, dtype) are made here, and anything else goes back to
-scikit-learn, which then raises its own error.
+scikit-learn, which then raises its own error. A DataFrame is read as
+``validate_data`` reads it: its feature names checked, then the very array
+``check_array`` gets from pandas (``frame_values``), whose memory layout
+decides the order BLAS sums the product in.
 """
 
 import math
@@ -15,6 +18,7 @@ import time
 
 import numba
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 from scipy.special import expit
 from sklearn.linear_model import (
@@ -26,6 +30,7 @@ from sklearn.utils.extmath import softmax
 from willump.compile import fused
 from willump.compile.forms import LazyRows, SparseRows, Stacked, Unsupported, stacked_dtype
 from willump.compile.parallel import SERIAL, WORTH_A_THREAD, Faster
+from willump.compile.preprocessing import check_finite
 
 REGRESSORS = (LinearRegression, Ridge)
 METHODS = {
@@ -80,6 +85,9 @@ class CompiledLinearModel:
         """What every compiled model holds besides its model: the fitted state, the input's width."""
         self.state = self._fitted_state()
         self.width = width
+        names = getattr(self.model, "feature_names_in_", None)
+        self.names = None if names is None else names.tolist()  # the feature names seen in fit
+        self._named = None  # the last columns (an immutable Index) found to be those names
         self.workers = workers
         self.fused_calls = 0  # calls answered with the vectorizers feeding the model (see fused)
         self.side_by_side = Faster()  # one row's vectorizers on the workers (True) or one after the other
@@ -90,7 +98,10 @@ class CompiledLinearModel:
     def _fitted_state(self) -> tuple:
         """The fitted arrays the kernel reads, compared by identity (held, so an id is never reused)."""
         model = self.model
-        return (model.coef_, getattr(model, "intercept_", None), getattr(model, "classes_", None))
+        return (
+            model.coef_, getattr(model, "intercept_", None), getattr(model, "classes_", None),
+            getattr(model, "feature_names_in_", None),
+        )
 
     def __call__(self, *args, **kwargs):
         X = _single_input(args, kwargs)
@@ -143,6 +154,8 @@ class CompiledLinearModel:
             raise Unsupported("a model fitted on named features, given no names (scikit-learn warns)")
 
     def _product(self, X, weights):
+        if type(X) is pd.DataFrame:
+            return self._frame_array(X) @ weights
         self._refuse_named_features()
         if type(X) is np.ndarray:  # not np.matrix or other subclasses, which scikit-learn refuses
             _check_dense(X, self.width)
@@ -157,6 +170,24 @@ class CompiledLinearModel:
                 offsets, matrix,
             )
         return scores[:, 0] if weights.ndim == 1 else scores
+
+    def _frame_array(self, frame: pd.DataFrame) -> np.ndarray:
+        """The array ``validate_data`` hands the model for ``frame``; Unsupported where it would
+        warn (names not seen in fit), raise (other names or order, no rows, NaN or infinity) or
+        convert the values (see ``frame_values``)."""
+        columns = frame.columns
+        if columns is not self._named:
+            if self.names is None:
+                raise Unsupported("a DataFrame given to a model fitted without feature names (scikit-learn warns)")
+            labels = columns.tolist()
+            if labels != self.names or not all(type(label) is str for label in labels):
+                raise Unsupported("columns that are not the feature names seen in fit, in order (scikit-learn raises or warns)")
+            self._named = columns
+        if not len(frame):
+            raise Unsupported("no rows (scikit-learn raises)")
+        values = frame_values(frame)
+        check_finite(values, finite=True)
+        return values
 
     def _fused(self, X, weights):
         """The scores of vectorizer rows not computed yet, computed with them (``fused``), or None."""
@@ -225,6 +256,24 @@ def _check_dense(X, width: int) -> None:
     """Unsupported unless scikit-learn would use ``X`` as it is, without a conversion or an error."""
     if X.ndim != 2 or X.shape[0] == 0 or X.dtype != np.float64 or X.shape[1] != width or not np.isfinite(X).all():
         raise Unsupported("a dense input that is not a finite float64 matrix of the model's width with rows")
+
+
+def frame_values(frame: pd.DataFrame) -> np.ndarray:
+    """``np.asarray(frame)`` as ``check_array`` calls it, for numpy int and float columns (where
+    it converts nothing): built as pandas builds it, without its per-call overhead. One block
+    gives its values transposed (a view, column-major when the block is contiguous); several
+    are interleaved into a new (columns, rows) array of their common dtype, then transposed.
+    Unsupported for other columns, which scikit-learn converts first (bool, extension dtypes)."""
+    blocks = frame._mgr.blocks
+    dtypes = [block.dtype for block in blocks]
+    if not blocks or not all(isinstance(d, np.dtype) and d.kind in "iuf" for d in dtypes):
+        raise Unsupported("columns that are not numpy ints or floats (scikit-learn converts them)")
+    if len(blocks) == 1:
+        return blocks[0].values.T
+    values = np.empty(frame._mgr.shape, np.result_type(*dtypes))
+    for block in blocks:
+        values[block.mgr_locs.indexer] = block.values
+    return values.T
 
 
 def _sparse_blocks(X, width: int, converts: bool = False) -> list:
