@@ -13,7 +13,7 @@ import pandas as pd
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, TfidfVectorizer
 
-from willump.compile import bayes, composites, encoders, linear, preprocessing, sparse, tables, tfidf, trees
+from willump.compile import bayes, composites, encoders, linear, meta, preprocessing, sparse, tables, tfidf, trees
 from willump.compile.dense import CompiledColumnStack, CompiledConcat, CompiledNumpyHstack
 from willump.compile.expressions import CompiledExpression
 from willump.compile.parallel import SERIAL
@@ -91,12 +91,7 @@ def kernel_for(callee, workers=SERIAL):
         kind, name = _owner_type(callee), callee.__name__
         factory = METHOD_KERNELS.get((kind, name))
         if factory is None and (kind, name) not in RECEIVER_KERNELS:
-            if kind.__module__.startswith(("sklearn.pipeline", "sklearn.compose")):
-                return None, (
-                    f"a {kind.__name__} runs as one call where willump cannot read it when decorating "
-                    "(call it through a global or closure variable, fitted before decorating, to split its steps)"
-                )
-            return None, f"{kind.__name__}.{name} is not an operator willump compiles"
+            return None, _not_compiled(kind, name)
         if not isinstance(callee, DeferredMethod) and getattr(kind, name, None) is not callee.__func__:
             return None, f"{kind.__name__}.{name} was replaced on the class"
         if factory is None:
@@ -111,6 +106,19 @@ def kernel_for(callee, workers=SERIAL):
     if kernel is None:
         return None, f"{getattr(callee, '__qualname__', type(callee).__name__)} is not an operator willump compiles"
     return kernel, None
+
+
+def _not_compiled(kind: type, name: str) -> str:
+    """Why ``kind.name`` runs as written: for a meta-estimator's method willump reads as its steps
+    (``graph.composites``), where it does."""
+    if name in meta.READ_AS_STEPS.get(kind, ()):
+        return (
+            f"a {kind.__name__} runs as one call here: willump reads its {name} as its steps when it is "
+            f"called as <variable>.{name}(X), first in its statement, on a global or closure variable holding "
+            "it; for one fitted only after decorating, on the first call after fitting (a WillumpWarning "
+            "at decoration says why one was left as one call)"
+        )
+    return f"{kind.__name__}.{name} is not an operator willump compiles"
 
 
 def _owner_type(method) -> type:

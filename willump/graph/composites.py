@@ -5,7 +5,10 @@ node. Here it is rewritten, before the graph is built, into the statements
 scikit-learn runs for it: each step's ``transform`` in its own statement, each
 ``FeatureUnion`` or ``ColumnTransformer`` branch on its own (after selecting
 its columns), the branches joined by the composite's own join
-(``compile.composites``), and the final estimator's method. The branches of
+(``compile.composites``), and the final estimator's method. A
+``TransformedTargetRegressor``'s ``predict`` is its regressor's ``predict``
+(itself read as its steps when it is a Pipeline), then the inverse of the target
+transform (``compile.meta.target_inverse``). The branches of
 the join closest to the model become IFVs, the vectorizers and models compiled
 kernels, as if the steps had been written out by hand.
 
@@ -23,18 +26,18 @@ import re
 from dataclasses import dataclass, field
 
 import sklearn
-from sklearn.compose import ColumnTransformer
+from sklearn.compose import ColumnTransformer, TransformedTargetRegressor
 from sklearn.compose._column_transformer import _is_empty_column_selection
 from sklearn.exceptions import NotFittedError
 from sklearn.pipeline import FeatureUnion, Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from willump.compile.composites import COLUMN_INPUT, COLUMN_STACK, COLUMNS, HELPERS, UNION_STACK
+from willump.compile.meta import READ_AS_STEPS, TARGET_INVERSE, target_inverse
 from willump.graph.recognize import MODEL_METHODS
 from willump.graph.statements import replace_node, walk_scope
 
 PREFIX = "__willump_sk"  # the names the rewritten code reads the fitted objects and values under
-COMPOSITES = (Pipeline, FeatureUnion, ColumnTransformer)
 
 
 @dataclass
@@ -49,6 +52,7 @@ class Expansion:
     unfitted: list = field(default_factory=list)  # (composite, its attributes' count) not fitted at decoration
     _receivers: list = field(default_factory=list)  # (function, name, the composite the name held)
     _lists: list = field(default_factory=list)  # (owner, attribute, its items at decoration)
+    _held: list = field(default_factory=list)  # (owner, attribute, the object it held at decoration)
     _joins: list = field(default_factory=list)  # FeatureUnions and ColumnTransformers written out
 
     def current(self) -> bool:
@@ -60,6 +64,9 @@ class Expansion:
         for owner, attribute, items in self._lists:
             now = getattr(owner, attribute, None)
             if type(now) is not list or len(now) != len(items) or not all(map(operator.is_, now, items)):
+                return False
+        for owner, attribute, held in self._held:
+            if getattr(owner, attribute, None) is not held:
                 return False
         return all(_plain_output(join) for join in self._joins)
 
@@ -87,7 +94,11 @@ def _value_of(function, name: str):
 
 _NAME = re.compile(r"__willump_\w+")
 # How explanations show the joins and selections the rewritten code calls.
-_HELPER_DISPLAY = {UNION_STACK: "union_stack", COLUMN_INPUT: "check_input", COLUMNS: "select_columns", COLUMN_STACK: "column_stack"}
+_HELPER_DISPLAY = {
+    UNION_STACK: "union_stack", COLUMN_INPUT: "check_input", COLUMNS: "select_columns", COLUMN_STACK: "column_stack",
+    TARGET_INVERSE: "target_inverse",
+}
+_HELPERS = {**HELPERS, TARGET_INVERSE: target_inverse}
 _NOT_WORD = re.compile(r"\W+")
 
 
@@ -99,7 +110,7 @@ def expand(body: list, resolver) -> Expansion:
     for statement in body:
         expansion.body += writer.statement(statement, resolver)
     if expansion.names:
-        expansion.names.update({name: HELPERS[name] for name in writer.helpers})
+        expansion.names.update({name: _HELPERS[name] for name in writer.helpers})
         expansion.display.update({name: _HELPER_DISPLAY[name] for name in writer.helpers})
     return expansion
 
@@ -131,16 +142,32 @@ class _Writer:
         if call.func.attr == "transform":
             result = self.transform(composite, call.args[0], name, before)
         else:
-            features = self.steps(composite.steps[:-1], call.args[0], name, before)
-            final_name, final = composite.steps[-1]
-            # (each node where the one it stands for was: the graph finds the model's input by position)
-            model = ast.copy_location(self.bind(final, f"{name}[{final_name!r}]"), call.func.value)
-            method = ast.copy_location(ast.Attribute(model, call.func.attr, ast.Load()), call.func)
-            result = ast.Call(method, [ast.copy_location(copy.copy(features), call.args[0])], [])
-            self.expansion._lists.append((composite, "steps", list(composite.steps)))
+            result = self.predicted(composite, call, call.args[0], name, before)
         self.expansion.lines.append(call.lineno)
         rewritten = replace_node(statement, call, result)
+        if _calls_helper(result, TARGET_INVERSE):
+            ast.copy_location(result, statement)  # (replace_node put it where the model call is)
         return [self.located(s) for s in before] + self.statement(rewritten, resolver)
+
+    def predicted(self, estimator, call: ast.Call, value: ast.expr, path: str, before: list) -> ast.expr:
+        """The expression computing ``estimator.<call's method>(value)`` as the estimator computes
+        it: a Pipeline's steps then its final estimator's method, a TransformedTargetRegressor's
+        regressor then ``target_inverse``, else the estimator's own method. (Each node where the one it stands
+        for was: the graph finds the model's input by position.)"""
+        kind = type(estimator)
+        if kind is TransformedTargetRegressor and not _not_written_out(estimator, call.func.attr):
+            self.expansion._held.append((estimator, "regressor_", estimator.regressor_))
+            inner = self.predicted(estimator.regressor_, call, value, f"{path}.regressor_", before)
+            # (at the statement's position: the model call keeps the one of the call written out)
+            return ast.copy_location(self.helper(TARGET_INVERSE, [self.bind(estimator, path), inner]), self.location)
+        if kind is Pipeline and not _not_written_out(estimator, call.func.attr):
+            self.expansion._lists.append((estimator, "steps", list(estimator.steps)))
+            features = self.steps(estimator.steps[:-1], value, path, before)
+            final_name, final = estimator.steps[-1]
+            return self.predicted(final, call, features, f"{path}[{final_name!r}]", before)
+        model = ast.copy_location(self.bind(estimator, path), call.func.value)
+        method = ast.copy_location(ast.Attribute(model, call.func.attr, ast.Load()), call.func)
+        return ast.Call(method, [ast.copy_location(copy.copy(value), call.args[0])], [])
 
     def steps(self, steps, value: ast.expr, path: str, before: list) -> ast.expr:
         for step_name, step in steps:
@@ -153,7 +180,7 @@ class _Writer:
         """The statements computing ``step.transform(value)`` as the step computes it, appended to
         ``before``; returns the name holding the result."""
         kind = type(step)
-        reason = _not_written_out(step, "transform") if kind in COMPOSITES else None
+        reason = _not_written_out(step, "transform") if "transform" in READ_AS_STEPS.get(kind, ()) else None
         if kind is Pipeline and not reason:
             self.expansion._lists.append((step, "steps", list(step.steps)))
             return self.steps(step.steps, value, path, before)
@@ -222,6 +249,10 @@ class _Writer:
         return ast.fix_missing_locations(_located(statement, self.location))
 
 
+def _calls_helper(node: ast.expr, helper: str) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == helper
+
+
 def _reads_again_alike(value: ast.expr) -> bool:
     """A name, or a name's item by a constant (``df["text"]``): reading it once per branch gives
     the same value and runs no code of the user's."""
@@ -262,7 +293,7 @@ def _not_written_out(composite, method: str) -> str | None:
     except Exception as error:
         return f"{type(error).__name__}: {error}"
     kind = type(composite)
-    if kind is Pipeline:
+    if kind in (Pipeline, TransformedTargetRegressor):
         return None
     if getattr(composite, "transformer_weights", None):
         return "transformer_weights are set"
@@ -299,8 +330,9 @@ def _composite_call(statement: ast.stmt, resolver):
     """(call, composite, name) of the statement's first composite call written out in place, or None.
 
     The call is ``<name>.<method>(X)`` on a global or closure variable holding a Pipeline,
-    FeatureUnion or ColumnTransformer; its steps run before the statement's other code, so the
-    statement's other calls must come after it (or take its result)."""
+    FeatureUnion, ColumnTransformer or TransformedTargetRegressor, of a method in READ_AS_STEPS;
+    its steps run before the statement's other code, so the statement's other calls must come
+    after it (or take its result)."""
     if not isinstance(statement, (ast.Return, ast.Assign, ast.Expr, ast.AnnAssign)) or statement.value is None:
         return None
     for node in walk_scope(statement.value):
@@ -315,7 +347,7 @@ def _composite_call(statement: ast.stmt, resolver):
         if name in code.co_varnames or name in code.co_cellvars or name in resolver.local_imports:
             continue  # a local variable: what it holds is known only when the function runs
         composite = resolver.resolve(node.func.value)
-        if type(composite) in COMPOSITES and (node.func.attr == "transform" or type(composite) is Pipeline):
+        if node.func.attr in READ_AS_STEPS.get(type(composite), ()):
             if _runs_first(statement.value, node):
                 return node, composite, name
     return None

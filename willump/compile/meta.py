@@ -1,0 +1,55 @@
+"""scikit-learn's meta-estimators as willump reads them.
+
+``READ_AS_STEPS`` names the methods ``graph.composites`` writes out as the
+steps the meta-estimator runs (the kernels' reasons name them too).
+``TransformedTargetRegressor.predict(X)`` is written out as its regressor's
+``predict`` followed by ``target_inverse``, the rest of scikit-learn's method.
+"""
+
+import numpy as np
+from sklearn.compose import ColumnTransformer, TransformedTargetRegressor
+from sklearn.pipeline import FeatureUnion, Pipeline
+from sklearn.preprocessing import FunctionTransformer
+
+from willump.compile.forms import Unsupported
+from willump.compile.preprocessing import check_finite
+
+READ_AS_STEPS = {
+    Pipeline: ("predict", "predict_proba", "decision_function", "transform"),
+    FeatureUnion: ("transform",),
+    ColumnTransformer: ("transform",),
+    TransformedTargetRegressor: ("predict",),
+}
+TARGET_INVERSE = "__willump_target_inverse"  # the name the rewritten code calls target_inverse by
+
+
+def target_inverse(regressor: TransformedTargetRegressor, prediction):
+    """What ``regressor.predict(X)`` returns, given its ``regressor_``'s prediction for ``X``:
+    the target transformer's inverse, then the squeeze for 1-D training targets, as scikit-learn
+    runs them. A ``FunctionTransformer(validate=True)`` given a finite float64 array (which its
+    ``check_array`` passes on as it is) calls its ``inverse_func`` at once: that check costs far
+    more than the function for one row. Anything else goes through its own ``inverse_transform``."""
+    transformer = regressor.transformer_
+    values = prediction.reshape(-1, 1) if prediction.ndim == 1 else prediction
+    if _checked_as_is(transformer, values):
+        inverse = transformer.inverse_func
+        result = values if inverse is None else inverse(values, **(transformer.inv_kw_args or {}))
+    else:
+        result = transformer.inverse_transform(values)
+    if regressor._training_dim == 1 and result.ndim == 2 and result.shape[1] == 1:
+        result = result.squeeze(axis=1)
+    return result
+
+
+def _checked_as_is(transformer, values) -> bool:
+    """Would the transformer's ``check_array`` return ``values`` itself, without a warning?"""
+    if not (
+        type(transformer) is FunctionTransformer and transformer.validate
+        and type(values) is np.ndarray and values.dtype == np.float64 and values.ndim == 2 and values.size
+    ):
+        return False
+    try:
+        check_finite(values, finite=True)
+    except Unsupported:
+        return False
+    return True
