@@ -459,9 +459,8 @@ def _single_feature_vector(model) -> str:
     if composite is None:
         return "the function has a single feature vector: there is nothing cheaper to compute first"
     return (
-        f"the model is a scikit-learn {composite} ({type(model).__name__}) called as one, so willump sees a "
-        f"single feature vector, its input, with nothing cheaper to compute first (willump does not split "
-        f"a {composite}'s steps into feature vectors yet)"
+        f"the model is a scikit-learn {composite} ({type(model).__name__}) run as one call (explain_compilation() "
+        f"says why), so willump sees a single feature vector, its input, with nothing cheaper to compute first"
     )
 
 
