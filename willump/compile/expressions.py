@@ -96,6 +96,8 @@ def _reads_names(node):
             return None
         return _all_read(node.left, node.right)
     if isinstance(node, ast.Compare):  # one comparison: a < b < c is ``and``, which pandas refuses
+        if string_method(node) is not None:  # frame["column"] == "literal"
+            return True
         if len(node.ops) != 1 or type(node.ops[0]) not in COMPARISONS:
             return None
         return _all_read(node.left, node.comparators[0])
@@ -324,12 +326,12 @@ class CompiledExpression:
         elif isinstance(node, ast.BinOp):
             operands = (self._add(node.left, position), self._add(node.right, position))
             step = (_BINARY, BINARY[type(node.op)], operands, None)
-        elif isinstance(node, ast.Compare):
-            operands = (self._add(node.left, position), self._add(node.comparators[0], position))
-            step = (_COMPARE, COMPARISONS[type(node.ops[0])], operands, None)
         elif string_method(node) is not None:
             name, method = string_method(node)
             step = (_STRING, method, (), position[name])
+        elif isinstance(node, ast.Compare):
+            operands = (self._add(node.left, position), self._add(node.comparators[0], position))
+            step = (_COMPARE, COMPARISONS[type(node.ops[0])], operands, None)
         elif _ufunc_call(node):
             module = (position[node.func.value.id], node.func.attr)
             step = (_UFUNC, UFUNCS[node.func.attr], (self._add(node.args[0], position),), module)
@@ -458,7 +460,7 @@ class CompiledExpression:
             elif kind == _STRING:  # (a Series of numbers or bools; only numbers enter arithmetic)
                 value, column = function.leaf(arguments[parameter])
                 column = (*column, getattr(value, "dtype", None))
-                if len(self.steps) > 1 and column[3] not in _DTYPES:
+                if len(self.steps) > 1 and column[3] not in _LEAF_DTYPES:  # (bools: astype, np.where)
                     raise Unsupported(f"arithmetic on a .str result of dtype {column[3]}")
             elif kind == _DTYPE:
                 value = _dtype(function, parameter, arguments)

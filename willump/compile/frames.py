@@ -99,7 +99,8 @@ def select_columns(frame, key) -> pd.DataFrame:
     manager = frame._mgr
     blocks = tuple(manager._slice_take_blocks_ax0(positions, only_slice=False))
     _check_blocks(blocks)
-    return _frame(BlockManager(blocks, [columns.take(positions), frame.index], verify_integrity=False))
+    names = _cached((type(columns), columns.dtype, columns.name, tuple(key)), lambda: columns.take(positions))
+    return _frame(BlockManager(blocks, [names, frame.index], verify_integrity=False))
 
 
 # frame.fillna(value)
@@ -232,7 +233,12 @@ def concat_columns(objs, keys=None) -> pd.DataFrame:
         raise Unsupported("keys of DataFrames (pandas makes MultiIndex columns)")
     frames = [_as_frame(o) for o in objs]
     index = _common_index(frames, axis=0)
-    columns = frames[0].columns.append([f.columns for f in frames[1:]]) if len(frames) > 1 else frames[0].columns
+    parts = [f.columns for f in frames]
+    if len(parts) > 1:  # (keyed by the parts' arrays, which Index views share and the cache holds)
+        key = ("append", *[(id(c._data), c.name) for c in parts])
+        columns = _cached(key, lambda: parts[0].append(parts[1:]), [c._data for c in parts])
+    else:
+        columns = parts[0]
     if not columns.is_unique:
         raise Unsupported("repeated column names")
     manager = BlockManager.concat_horizontal([f._mgr for f in frames], [columns, index])
@@ -286,17 +292,25 @@ def _columns_frame(series: list, columns: pd.Index, index: pd.Index) -> pd.DataF
     return _frame(manager)
 
 
-_name_indexes = {}
-
-
 def _names(names: tuple) -> pd.Index:
-    """``Index(list(names))`` (built once per tuple of names, then a view: an Index's name may be set)."""
-    index = _name_indexes.get(names)
-    if index is None:
-        if len(_name_indexes) > 1000:
-            _name_indexes.clear()
-        index = _name_indexes[names] = pd.Index(list(names))
-    return index._view()
+    """``Index(list(names))``."""
+    return _cached(("names", *names), lambda: pd.Index(list(names)))
+
+
+_indexes = {}  # Index objects of column names, built once (each frame gets a view: a name may be set on it)
+
+
+def _cached(key: tuple, build, held=()) -> pd.Index:
+    """A view of the Index ``build()`` gives, built once per key (``held``: objects whose ids are in
+    the key, kept alive with it). Its uniqueness is computed once, and shared by the views."""
+    found = _indexes.get(key)
+    if found is None:
+        if len(_indexes) > 1000:
+            _indexes.clear()
+        index = build()
+        index.is_unique  # noqa: B018 (computed now, for every view)
+        found = _indexes[key] = (index, held)
+    return found[0]._view()
 
 
 # pd.DataFrame({...})
