@@ -78,7 +78,7 @@ def _frame(manager: BlockManager) -> pd.DataFrame:
 
 # frame[names]
 
-_last_positions = [None, None, None]  # (columns, key, positions) of the last selection: frames often share columns
+_last_selection = (None, None, None)  # (columns, key, positions) of the last selection: frames often share columns
 
 
 def select_columns(frame, key) -> pd.DataFrame:
@@ -86,16 +86,15 @@ def select_columns(frame, key) -> pd.DataFrame:
     frame = plain_frame(frame, numbers=False)  # (only the columns selected)
     if type(key) is not list or not key or not all(type(k) is str for k in key):
         raise Unsupported("columns selected by other than a list of str")
+    global _last_selection
     columns = frame.columns
-    last = _last_positions
-    if last[0] is columns and last[1] == key:
-        positions = last[2]
-    else:
+    last_columns, last_key, positions = _last_selection  # (replaced whole: threads may select at once)
+    if last_columns is not columns or last_key != key:
         try:  # (get_loc: get_indexer would build an Index of the names)
             positions = np.array([columns.get_loc(k) for k in key], dtype=np.intp)
         except KeyError:
             raise Unsupported("a column the frame does not have (pandas raises)") from None
-        last[:] = columns, list(key), positions
+        _last_selection = (columns, list(key), positions)
     manager = frame._mgr
     blocks = tuple(manager._slice_take_blocks_ax0(positions, only_slice=False))
     _check_blocks(blocks)
