@@ -43,8 +43,9 @@ def assert_same_frame(result, expected) -> None:
     assert as_array.flags.f_contiguous == expected_array.flags.f_contiguous
 
 
-def pandas_or_refusal(kernel, pandas_call) -> bool:
-    """The kernel's frame is pandas' (True), or it refuses (False); where pandas raises it refuses."""
+def pandas_or_refusal(kernel, pandas_call, inputs=()) -> bool:
+    """The kernel's frame is pandas' (True), or it refuses (False); where pandas raises it refuses.
+    The index is the same object as an input's (or a view of it) where pandas' is."""
     try:
         expected = pandas_call()
     except Exception as error:
@@ -58,6 +59,9 @@ def pandas_or_refusal(kernel, pandas_call) -> bool:
         note(f"refused: {why}")
         return False
     assert_same_frame(result, expected)
+    for given in inputs:
+        assert (result.index is given.index) == (expected.index is given.index)
+        assert result.index.is_(given.index) == expected.index.is_(given.index)
     return True
 
 
@@ -114,7 +118,7 @@ def frame_and_rows(draw):
 @given(frames_of(), st.data())
 def test_selecting_columns_gives_pandas_frame(frame, data):
     key = data.draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=4))
-    pandas_or_refusal(lambda: frames.select_columns(frame, key), lambda: frame[key])
+    pandas_or_refusal(lambda: frames.select_columns(frame, key), lambda: frame[key], [frame])
 
 
 FILLS = st.sampled_from([0, 0.5, -3, 2**60, np.nan, np.float64(1.5), np.int64(2), True, "text", None])
@@ -131,7 +135,7 @@ def test_filling_a_frame_gives_pandas_frame(frame, data):
         numbers = [data.draw(FILLS.filter(lambda v: v is not None)) for _ in names]
         value = dict(zip(names, numbers)) if spelling == "dict" else pd.Series(numbers, index=names)
     note(f"fillna({value!r})")
-    pandas_or_refusal(lambda: frames.fillna(frame, value), lambda: frame.fillna(value))
+    pandas_or_refusal(lambda: frames.fillna(frame, value), lambda: frame.fillna(value), [frame])
     original = frame.copy(deep=True)
     try:
         result = frames.fillna(frame, value)
@@ -159,7 +163,7 @@ def test_concatenating_gives_pandas_frame(data):
             objs.append(pd.Series(array, index=own, name=data.draw(st.sampled_from([name, None]))))
     keys = data.draw(st.sampled_from([None, None, [f"k{i}" for i in range(len(objs))], ["k"] * len(objs)]))
     options = {"axis": 1} if keys is None else {"axis": 1, "keys": keys}
-    pandas_or_refusal(lambda: frames.concat_columns(objs, keys), lambda: pd.concat(objs, **options))
+    pandas_or_refusal(lambda: frames.concat_columns(objs, keys), lambda: pd.concat(objs, **options), objs)
 
 
 @hypothesis_settings(200)
@@ -173,7 +177,7 @@ def test_a_frame_of_series_gives_pandas_frame(data):
         name: pd.Series(array, index=index if same_index else data.draw(indexes(rows)), name=data.draw(st.sampled_from([None, "s"])))
         for name, array in pairs
     }
-    pandas_or_refusal(lambda: frames.frame_from_dict(series), lambda: pd.DataFrame(series))
+    pandas_or_refusal(lambda: frames.frame_from_dict(series), lambda: pd.DataFrame(series), list(series.values()))
 
 
 @hypothesis_settings(200)
@@ -183,7 +187,7 @@ def test_assigning_gives_pandas_frame(frame, data):
     for name, array in data.draw(columns(len(frame))):
         index = frame.index if data.draw(st.integers(0, 5)) else pd.RangeIndex(len(frame))
         new[name + "_new" if data.draw(st.integers(0, 4)) else name] = pd.Series(array, index=index)
-    pandas_or_refusal(lambda: frames.assign(frame, new), lambda: frame.assign(**new))
+    pandas_or_refusal(lambda: frames.assign(frame, new), lambda: frame.assign(**new), [frame, *new.values()])
 
 
 def test_the_common_cases_compile():

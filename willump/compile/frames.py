@@ -99,7 +99,7 @@ def select_columns(frame, key) -> pd.DataFrame:
     blocks = tuple(manager._slice_take_blocks_ax0(positions, only_slice=False))
     _check_blocks(blocks)
     names = _cached((type(columns), columns.dtype, columns.name, tuple(key)), lambda: columns.take(positions))
-    return _frame(BlockManager(blocks, [names, frame.index], verify_integrity=False))
+    return _frame(BlockManager(blocks, [names, frame.index.view()], verify_integrity=False))
 
 
 # frame.fillna(value)
@@ -256,8 +256,10 @@ def _as_frame(obj) -> pd.DataFrame:
 
 def _concat_series(objs: list, keys) -> pd.DataFrame:
     series = [plain_series(s) for s in objs]
-    if keys is None:
-        raise Unsupported("Series without keys (pandas names the columns by theirs, or by number)")
+    if keys is None:  # named by the Series' names (pandas numbers unnamed ones)
+        keys = [s.name for s in series]
+        if None in keys:
+            raise Unsupported("an unnamed Series (pandas numbers the columns)")
     if type(keys) not in (list, tuple) or len(keys) != len(series) or not all(type(k) is str for k in keys):
         raise Unsupported("keys other than one str per Series")
     columns = _names(tuple(keys))
