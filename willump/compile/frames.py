@@ -13,6 +13,7 @@ flags), and the call then runs as written.
 
 import numpy as np
 import pandas as pd
+from pandas._config import using_string_dtype
 from pandas._libs.internals import BlockPlacement
 from pandas.core.indexes.api import get_objs_combined_axis
 from pandas.core.internals.blocks import new_block_2d
@@ -24,7 +25,6 @@ from willump.compile.forms import Deferred, ReceiverKernel, Unsupported
 _KINDS = "biuf"  # bools, ints, unsigned ints and floats
 _FLOAT64 = np.dtype(np.float64)
 _EXACT_FLOAT = 2**53
-_INT64 = 2**63
 
 
 def plain_frame(frame, numbers: bool = True) -> pd.DataFrame:
@@ -50,12 +50,10 @@ def _check_blocks(blocks) -> None:
 
 
 def _check_names(columns: pd.Index) -> None:
-    if not (isinstance(columns.dtype, pd.StringDtype) or columns.dtype == object) or type(columns) is not pd.Index:
-        raise Unsupported("column names other than an Index of str")
+    if type(columns) is not pd.Index or not isinstance(columns.dtype, pd.StringDtype):
+        raise Unsupported("column names other than an Index of dtype str")
     if not columns.is_unique:
         raise Unsupported("repeated column names")
-    if columns.dtype == object and columns.inferred_type != "string":
-        raise Unsupported("column names other than str")
 
 
 def plain_series(series) -> pd.Series:
@@ -295,7 +293,7 @@ def _columns_frame(series: list, columns: pd.Index, index: pd.Index) -> pd.DataF
 
 def _names(names: tuple) -> pd.Index:
     """``Index(list(names))``."""
-    return _cached(("names", *names), lambda: pd.Index(list(names)))
+    return _cached(("names", using_string_dtype(), *names), lambda: pd.Index(list(names)))
 
 
 _indexes = {}  # Index objects of column names, built once (each frame gets a view: a name may be set on it)
