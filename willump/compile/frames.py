@@ -273,7 +273,15 @@ def _common_index(objs: list, axis: int) -> pd.Index:
         raise Unsupported("different indexes (pandas aligns them)")
     if not first.is_unique:
         raise Unsupported("repeated index labels")
+    if _plain_and_named_alike([o.index for o in objs]):
+        return first
     return get_objs_combined_axis(objs, axis=axis, intersect=False, sort=False)[0]
+
+
+def _plain_and_named_alike(indexes: list) -> bool:
+    """Whether pandas' union of these equal indexes is the first itself: all of the exact type ``Index``
+    (its "array" kind, where equal indexes are not unioned) and one name among them (a set of one)."""
+    return all(type(i) is pd.Index for i in indexes) and len({i.name for i in indexes}) == 1
 
 
 def _columns_frame(series: list, columns: pd.Index, index: pd.Index) -> pd.DataFrame:
@@ -327,7 +335,7 @@ def frame_from_dict(data) -> pd.DataFrame:
         all(s.index is first or s.index.equals(first) for s in series[1:]) and first.is_unique
     ):
         raise Unsupported("different or repeated index labels (pandas aligns them)")
-    index = _extract_index(series)
+    index = first if _plain_and_named_alike([s.index for s in series]) else _extract_index(series)
     if not index.equals(first):
         raise Unsupported("an index pandas would change")
     columns = _names(tuple(data))
