@@ -76,8 +76,14 @@ def assert_same(optimized, arguments) -> bool:
                 assert value.index.is_(argument.index) == expected.index.is_(argument.index)
     elif isinstance(expected, np.ndarray):
         np.testing.assert_array_equal(value, expected, strict=True)
-    elif isinstance(expected, pd.DataFrame):  # a DataFrame where a Series was expected: as written
+    elif isinstance(expected, pd.DataFrame):  # frame[names].fillna(...), or a DataFrame where a Series was expected
         pd.testing.assert_frame_equal(value, expected, check_exact=True)
+        assert [(b.dtype, list(b.mgr_locs.as_array)) for b in value._mgr.blocks] == [
+            (b.dtype, list(b.mgr_locs.as_array)) for b in expected._mgr.blocks]
+        for argument in arguments:
+            if isinstance(argument, pd.DataFrame):
+                assert (value.index is argument.index) == (expected.index is argument.index)
+                assert value.index.is_(argument.index) == expected.index.is_(argument.index)
     else:
         assert value == expected or (value != value and expected != expected)
     return False

@@ -40,7 +40,7 @@ def series_expression(draw, depth: int) -> str:
         spelling = draw(st.sampled_from([f"{lower}, {upper}", f"lower={alone}", f"upper={alone}", f"{alone}"]))
         return f"{inner}.clip({spelling})"
     if kind == "fillna":
-        return f"{inner}.fillna({draw(st.sampled_from(NUMBERS))})"
+        return f"{inner}.fillna({draw(st.sampled_from(NUMBERS + COLUMNS))})"  # a Series: Series.fillna(Series)
     if kind == "abs":
         return f"{inner}.abs()"
     if kind == "round":
@@ -55,7 +55,9 @@ def series_expression(draw, depth: int) -> str:
 
 @st.composite
 def feature(draw) -> str:
-    kind = draw(st.sampled_from(["series", "compare", "where", "astype"]))
+    kind = draw(st.sampled_from(["series", "compare", "where", "astype", "frame"]))
+    if kind == "frame":  # a DataFrame, or a Series when names is a str
+        return f"frame[{draw(st.sampled_from(SELECTIONS))}].fillna({draw(st.sampled_from(NUMBERS))})"
     left = draw(series_expression(2))
     if kind == "series":
         return left

@@ -107,10 +107,16 @@ STRING_CALLS = [
     's.str.startswith(("Σ", "ab"))',
     's.str.startswith("")',
     'frame["text"].str.len()',
+    'frame["text"] == "a"',
+    'frame["text"] != ""',
+    'frame["text"] == "ΣΑΣ σας"',
+    '(frame["text"] == "ab").astype(int)',
+    'np.where(frame["text"] != "a", 1.5, 0)',
     'frame["text"].str.count("!") / (frame["text"].str.len() + 1)',
     'np.log1p(s.str.count("a")) * 2',
 ]
 _ARITHMETIC = {STRING_CALLS[-2], STRING_CALLS[-1]}
+_COMPARISONS = {call for call in STRING_CALLS if "= " in call}  # (refused for the NA-valued string dtype)
 
 
 def _string_pipeline(call: str):
@@ -121,7 +127,11 @@ def _string_pipeline(call: str):
 STRING_PIPELINES = {call: _string_pipeline(call) for call in STRING_CALLS}
 
 
-def assert_same_series(actual: pd.Series, expected: pd.Series):
+def assert_same_series(actual, expected):
+    if isinstance(expected, np.ndarray):  # np.where's
+        assert type(actual) is np.ndarray and actual.dtype == expected.dtype
+        np.testing.assert_array_equal(actual, expected, strict=True)
+        return
     assert type(actual) is pd.Series and actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
     assert type(actual.array) is type(expected.array)
     pd.testing.assert_series_equal(actual, expected, check_exact=True, check_index_type=True)
@@ -151,6 +161,8 @@ def _may_refuse(call: str, series: pd.Series) -> bool:
     if call == 's.str.count("")':
         return series.dtype != object and series.dtype.storage == "pyarrow"
     na_value = getattr(series.dtype, "na_value", None)
+    if call in _COMPARISONS:
+        return na_value is pd.NA
     return call in _ARITHMETIC and (na_value is pd.NA or (series.dtype == object and series.isna().all()))
 
 

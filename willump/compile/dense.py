@@ -5,13 +5,15 @@ along the columns (the rows of 1-D blocks). For a few rows its dispatch and
 checks cost more than the copy; this does the same steps directly for blocks
 of numbers or bools: ndarrays, numpy scalars, and pandas Series or DataFrames whose columns
 are numpy numbers (converted as numpy converts them). Anything else, and any
-option, runs as written. ``pd.concat`` of Series along the columns, when only kernels (a model)
-read the frame, hands the Series' arrays on (``ConcatenatedColumns``) instead of building it.
+option, runs as written. ``pd.concat(axis=1)`` builds its DataFrame directly (``frames``); of Series,
+when only kernels (a model) read the frame, it hands the Series' arrays on (``ConcatenatedColumns``)
+instead of building it.
 """
 
 import numpy as np
 import pandas as pd
 
+from willump.compile import frames
 from willump.compile.forms import Deferred, Unsupported
 
 _KINDS = "biuf"  # bools, ints, unsigned ints and floats
@@ -92,18 +94,21 @@ class ConcatenatedColumns(Deferred):
 
 
 class CompiledConcat:
-    """``pd.concat(series, axis=1)`` of Series with one unique index, feeding a kernel (a model): the
-    columns are handed on as they are. Called for the DataFrame itself, it runs as written."""
+    """``pd.concat(objs, axis=1)`` of Series and DataFrames with one unique index: the DataFrame pandas
+    builds (``frames.concat_columns``), or, feeding only kernels (a model), Series' columns handed on
+    as they are."""
 
     def __call__(self, objs, /, **options):
-        raise Unsupported("the DataFrame itself is needed (pandas builds it)")
+        return frames.concat_columns(objs, _keys(options))
 
     @staticmethod
     def defer(objs, /, **options) -> ConcatenatedColumns:
         if set(options) - {"axis", "keys"} or options.get("axis") not in (1, "columns"):
             raise Unsupported("pd.concat options other than axis=1 and keys")
-        if type(objs) not in (list, tuple) or not objs or not all(type(s) is pd.Series for s in objs):
-            raise Unsupported("objects other than a list of Series")
+        if type(objs) not in (list, tuple) or not objs:
+            raise Unsupported("objects not written as a list or tuple")
+        if not all(type(s) is pd.Series for s in objs):  # DataFrames among them: the DataFrame itself
+            return frames.concat_columns(objs, _keys(options))
         keys = options.get("keys")
         if keys is not None and (type(keys) not in (list, tuple) or len(keys) != len(objs)):
             raise Unsupported("keys other than one per Series")
@@ -113,8 +118,23 @@ class CompiledConcat:
         if not all(isinstance(s.dtype, np.dtype) and s.dtype.kind in _KINDS for s in objs):
             raise Unsupported("Series of other than bool, integer or float values")
         columns = [s._values for s in objs]
-        return ConcatenatedColumns(columns, lambda: pd.concat(objs, **options))
+        return ConcatenatedColumns(columns, lambda: _concatenated(objs, options))
 
     @staticmethod
     def still_valid() -> bool:
         return True
+
+
+def _keys(options: dict):
+    """The keys of ``pd.concat(..., axis=1, keys=...)``; Unsupported for other options."""
+    if set(options) - {"axis", "keys"} or options.get("axis") not in (1, "columns") or type(options.get("axis")) is bool:
+        raise Unsupported("pd.concat options other than axis=1 and keys")
+    return options.get("keys")
+
+
+def _concatenated(objs, options: dict) -> pd.DataFrame:
+    """The DataFrame ``pd.concat(objs, **options)`` gives, built directly where that is compiled."""
+    try:
+        return frames.concat_columns(objs, _keys(options))
+    except Unsupported:
+        return pd.concat(objs, **options)

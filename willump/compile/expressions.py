@@ -37,7 +37,8 @@ from pandas._libs.lib import maybe_indices_to_slice
 from pandas.core import nanops
 from pandas.core.internals import SingleBlockManager
 
-from willump.compile.forms import Unsupported
+from willump.compile import frames
+from willump.compile.forms import Deferred, Unsupported
 from willump.compile.strings import string_method
 
 BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
@@ -70,7 +71,7 @@ ROUNDING = {"round", "around"}  # np.round(x, n): Series.round(n)
 METHODS = {"clip": ("lower", "upper"), "fillna": ("value",), "astype": ("dtype",), "abs": (), "round": ("decimals",)}
 REDUCTIONS = {"sum", "mean", "min", "max"}  # frame[[...]].sum(axis=1)
 _NUMBER, _LEAF, _COLUMN, _UNARY, _BINARY, _UFUNC = range(6)  # kinds of steps
-_COMPARE, _WHERE, _METHOD, _REDUCE, _DTYPE, _NONE, _STRING = range(6, 13)
+_COMPARE, _WHERE, _METHOD, _REDUCE, _DTYPE, _NONE, _STRING, _SELECT = range(6, 14)
 
 
 def is_element_wise(node: ast.expr) -> bool:
@@ -95,6 +96,8 @@ def _reads_names(node):
             return None
         return _all_read(node.left, node.right)
     if isinstance(node, ast.Compare):  # one comparison: a < b < c is ``and``, which pandas refuses
+        if string_method(node) is not None:  # frame["column"] == "literal"
+            return True
         if len(node.ops) != 1 or type(node.ops[0]) not in COMPARISONS:
             return None
         return _all_read(node.left, node.comparators[0])
@@ -123,6 +126,8 @@ def _reads_names(node):
         return None
     if method == "astype":  # the dtype: a name (float), numpy's (np.float32) or a string
         return _reads_names(receiver)
+    if method == "fillna" and _columns_selection(receiver):  # frame[names].fillna(value): a DataFrame
+        return True if _reads_names(arguments[0]) is not None else None
     return _all_read(receiver, *[a for a in arguments if a is not None and not _is_none(a)])
 
 
@@ -298,8 +303,9 @@ class CompiledExpression:
     def __init__(self, node: ast.expr, parameters: list):
         self.steps = []  # (kind, function or value, operand steps, parameter), operands first
         self._add(node, {name: i for i, name in enumerate(parameters)})
-        self.leaves = sorted({step[3] for step in self.steps if step[0] in (_LEAF, _COLUMN, _STRING)} | {
+        self.leaves = sorted({step[3] for step in self.steps if step[0] in (_LEAF, _COLUMN, _STRING, _SELECT)} | {
             step[3][0] for step in self.steps if step[0] == _REDUCE})  # where Series or frames may be
+        self.frame_method = self.steps[-1][0] == _METHOD and self.steps[-1][1] == "fillna"  # may give a DataFrame
         self.binary = any(  # operations pandas may give numexpr (clip compares, then np.where)
             step[0] in (_BINARY, _COMPARE) or (step[0] == _METHOD and step[1] == "clip") for step in self.steps
         )
@@ -320,12 +326,12 @@ class CompiledExpression:
         elif isinstance(node, ast.BinOp):
             operands = (self._add(node.left, position), self._add(node.right, position))
             step = (_BINARY, BINARY[type(node.op)], operands, None)
-        elif isinstance(node, ast.Compare):
-            operands = (self._add(node.left, position), self._add(node.comparators[0], position))
-            step = (_COMPARE, COMPARISONS[type(node.ops[0])], operands, None)
         elif string_method(node) is not None:
             name, method = string_method(node)
             step = (_STRING, method, (), position[name])
+        elif isinstance(node, ast.Compare):
+            operands = (self._add(node.left, position), self._add(node.comparators[0], position))
+            step = (_COMPARE, COMPARISONS[type(node.ops[0])], operands, None)
         elif _ufunc_call(node):
             module = (position[node.func.value.id], node.func.attr)
             step = (_UFUNC, UFUNCS[node.func.attr], (self._add(node.args[0], position),), module)
@@ -344,7 +350,7 @@ class CompiledExpression:
         else:
             method = node.func.attr
             arguments = _arguments(node, METHODS[method])
-            receiver = self._add(node.func.value, position)
+            receiver = self._add_receiver(node.func.value, position)
             if method == "astype":
                 step = (_METHOD, method, (receiver, self._add_dtype(arguments[0], position)), None)
             elif method == "round":
@@ -353,6 +359,36 @@ class CompiledExpression:
                 step = (_METHOD, method, (receiver, *[self._add(a, position) for a in arguments]), None)
         self.steps.append(step)
         return len(self.steps) - 1
+
+    def _add_receiver(self, node, position: dict) -> int:
+        """The step of a method's receiver: ``frame[names]`` (a DataFrame, or a column when ``names``
+        holds a str) is a selection step, anything else as ``_add`` makes it."""
+        if not _columns_selection(node):
+            return self._add(node, position)
+        key = node.slice
+        columns = tuple(e.value for e in key.elts) if isinstance(key, ast.List) else position[key.id]
+        self.steps.append((_SELECT, columns, (), position[node.value.id]))
+        return len(self.steps) - 1
+
+    def _frame_fill(self, arguments):
+        """``frame.fillna(value)`` or ``frame[names].fillna(value)`` of a DataFrame, else None (a Series
+        or something else: the steps decide)."""
+        kind, _, operands, _ = self.steps[-1]
+        if kind != _METHOD or self.steps[-1][1] != "fillna":
+            return None
+        receiver, value = (self.steps[i] for i in operands)
+        if receiver[0] == _SELECT:
+            key = list(receiver[1]) if type(receiver[1]) is tuple else arguments[receiver[1]]
+            if type(key) is not list:
+                return None
+            frame = frames.select_columns(arguments[receiver[3]], key)
+        elif receiver[0] == _LEAF and _is_frame(arguments[receiver[3]]):
+            frame = arguments[receiver[3]]
+        else:
+            return None
+        if value[0] not in (_NUMBER, _LEAF):
+            raise Unsupported("fillna of a DataFrame with an expression")
+        return frames.fillna(frame, value[1] if value[0] == _NUMBER else arguments[value[3]])
 
     def _add_dtype(self, node, position: dict) -> int:
         """The step of a dtype argument: a string, a name's value, or numpy's attribute."""
@@ -370,6 +406,10 @@ class CompiledExpression:
         return True
 
     def __call__(self, *arguments):
+        if self.frame_method:
+            frame = self._frame_fill(arguments)
+            if frame is not None:
+                return frame
         if not any(type(arguments[i]) in (pd.Series, pd.DataFrame) for i in self.leaves):
             raise Unsupported("no Series or DataFrame among the values")
         values, columns, tape = self._check(arguments)
@@ -412,10 +452,15 @@ class CompiledExpression:
                 value, column = _leaf(arguments[parameter])
             elif kind == _COLUMN:
                 value, column = _frame_column(arguments[parameter], function)
+            elif kind == _SELECT:  # frame[name] of a str: a column
+                key = function if type(function) is str else arguments[function]
+                if type(key) is not str:
+                    raise Unsupported("columns selected by other than a list of str")
+                value, column = _frame_column(arguments[parameter], key)
             elif kind == _STRING:  # (a Series of numbers or bools; only numbers enter arithmetic)
                 value, column = function.leaf(arguments[parameter])
                 column = (*column, getattr(value, "dtype", None))
-                if len(self.steps) > 1 and column[3] not in _DTYPES:
+                if len(self.steps) > 1 and column[3] not in _LEAF_DTYPES:  # (bools: astype, np.where)
                     raise Unsupported(f"arithmetic on a .str result of dtype {column[3]}")
             elif kind == _DTYPE:
                 value = _dtype(function, parameter, arguments)
@@ -438,7 +483,7 @@ class CompiledExpression:
                     value = _numbers(function, *[values[i] for i in operands])
                 elif kind == _METHOD:
                     value, (function, column) = None, _method(function, operands, parameter, values, columns)
-                    tape.append((position, function, operands[:1], function.quiet))
+                    tape.append((position, function, operands[:getattr(function, "arity", 1)], function.quiet))
                 else:
                     value, column = None, _result(kind, function, operands, values, columns)
                     tape.append((position, function, operands, kind not in _LOUD))
@@ -559,6 +604,8 @@ def _method(method: str, operands, parameter, values, columns):
         function = _quiet(lambda array: np.abs(array))
     elif method == "round":
         function = _loud(lambda array, decimals=parameter[1]: _copied(array.round(decimals), array))
+    elif method == "fillna" and columns[operands[1]] is not None:
+        function = _fillna_series(columns[operands[1]], receiver, dtype)
     elif method == "fillna":
         function = _fillna(values[operands[1]], dtype)
     else:
@@ -607,6 +654,21 @@ def _fillna(value, dtype):
     if dtype.kind != "f":
         return _quiet(lambda array: array.copy())
     return _quiet(lambda array: _put(array, np.isnan(array), number))
+
+
+def _fillna_series(filler, receiver, dtype):
+    """Series.fillna(other Series): ``other.reindex(self.index)``'s values put where ``self`` is NaN;
+    compiled for the same unique index, float64 values into float64 (ints and bools have no NaN)."""
+    if filler[0] is None or not (filler[0] is receiver[0] or filler[0].equals(receiver[0])) or not receiver[0].is_unique:
+        raise Unsupported("fillna with an array, or a Series with another or a repeated index (pandas aligns it)")
+    if dtype.kind == "f" and filler[3] != np.float64:
+        raise Unsupported(f"fillna of float64 with a Series of dtype {filler[3]} (pandas may change the dtype)")
+    if dtype.kind != "f":
+        function = lambda array, other: array.copy()  # noqa: E731
+    else:
+        function = lambda array, other: _put(array, np.isnan(array), other)  # noqa: E731
+    function.arity = 2
+    return _quiet(function)
 
 
 def _put(array, mask, number):
@@ -737,6 +799,10 @@ def _reduce_blocks(name, op, blocks, skipna):
 
 
 _REDUCTIONS_KNOWN = pd.__version__.startswith("3.1.")  # the paths above are pandas 3.1's DataFrame._reduce
+
+
+def _is_frame(value) -> bool:
+    return type(value) is pd.DataFrame or (isinstance(value, Deferred) and value.stands_for is pd.DataFrame)
 
 
 def _check_numpy(module, name: str, ufunc) -> None:

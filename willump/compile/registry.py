@@ -16,6 +16,7 @@ from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, 
 from willump.compile import bayes, composites, encoders, linear, meta, preprocessing, sparse, tables, tfidf, trees
 from willump.compile.dense import CompiledColumnStack, CompiledConcat, CompiledNumpyHstack
 from willump.compile.expressions import CompiledExpression
+from willump.compile.frames import CompiledAssign, CompiledFrameConstructor
 from willump.compile.parallel import SERIAL
 from willump.compile.forms import DeferredMethod, Unsupported
 from willump.compile.lookups import CompiledLoc, CompiledReindex, loc_lookup
@@ -55,19 +56,21 @@ RECEIVER_KERNELS = {
     (pd.Series, "map"): CompiledMap(),
     (pd.DataFrame, "reindex"): CompiledReindex(),
     (pd.Series, "reindex"): CompiledReindex(),
+    (pd.DataFrame, "assign"): CompiledAssign(),
 }
 FUNCTION_KERNELS = {
     sp.hstack: sparse.CompiledHstack(),
     np.hstack: CompiledNumpyHstack(),
     np.column_stack: CompiledColumnStack(),
     pd.concat: CompiledConcat(),
+    pd.DataFrame: CompiledFrameConstructor(),
     operator.getitem: tables.CompiledSelection(),
     column_str_method: CompiledColumnLower(),
     loc_lookup: CompiledLoc(),
     composites.union_stack: composites.CompiledUnionStack(),
     composites.column_stack: composites.CompiledColumnStack(),
 }
-FUNCTION_NAMES = {"hstack", "column_stack", "concat", composites.UNION_STACK, composites.COLUMN_STACK}
+FUNCTION_NAMES = {"hstack", "column_stack", "concat", "DataFrame", composites.UNION_STACK, composites.COLUMN_STACK}
 NAMES = {method for _, method in [*METHOD_KERNELS, *RECEIVER_KERNELS]} | FUNCTION_NAMES  # callee names worth a call site
 
 

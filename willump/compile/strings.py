@@ -204,12 +204,16 @@ class StringMethod:
 
 
 _METHODS = {"len": 0, "count": 1, "contains": 2, "startswith": 3}
+_METHODS["equals"] = 4  # (only for comparisons, not a .str method)
 
 
 def string_method(node: ast.expr) -> tuple | None:
     """(the name whose Series or column the call reads, a ``StringMethod``) for a call written
     ``name.str.<method>(...)`` or ``name["column"].str.<method>(...)`` with constant arguments
-    pandas answers as the kernel does, else None."""
+    pandas answers as the kernel does, or a comparison ``name["column"] == "literal"`` (or ``!=``),
+    else None."""
+    if isinstance(node, ast.Compare):
+        return _string_comparison(node)
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) or node.func.attr not in _METHODS:
         return None
     accessor = node.func.value
@@ -222,6 +226,38 @@ def string_method(node: ast.expr) -> tuple | None:
         return None
     patterns = _patterns(node.func.attr, node)
     return None if patterns is None else (receiver.id, StringMethod(node.func.attr, patterns, column))
+
+
+def _string_comparison(node: ast.Compare) -> tuple | None:
+    """``frame["column"] == "literal"`` or ``!=``: (frame's name, its StringComparison), else None."""
+    if len(node.ops) != 1 or type(node.ops[0]) not in (ast.Eq, ast.NotEq):
+        return None
+    left, right = node.left, node.comparators[0]
+    if not (isinstance(right, ast.Constant) and type(right.value) is str and isinstance(left, ast.Subscript)):
+        return None
+    if not (isinstance(left.value, ast.Name) and isinstance(left.slice, ast.Constant) and type(left.slice.value) is str):
+        return None
+    return left.value.id, StringComparison(type(node.ops[0]) is ast.NotEq, right.value, left.slice.value)
+
+
+class StringComparison(StringMethod):
+    """``column == "literal"`` (``!=`` when ``negated``) of strings: bools as pandas compares them, a
+    missing value never equal (for object arrays, Python-backed and pyarrow ``str``; refused for the
+    NA-valued ``string``, whose answer is ``boolean``)."""
+
+    def __init__(self, negated: bool, literal: str, column):
+        super().__init__("equals", (literal,), column)
+        self.negated = negated
+
+    def _values(self, values):
+        dtype = values.dtype
+        if type(dtype) is pd.StringDtype and dtype.na_value is pd.NA:
+            raise Unsupported("a comparison of the NA-valued string dtype (pandas gives boolean)")
+        documents, missing = _documents_and_missing(values)
+        equal = _method_counts(documents.codes, documents.offsets, *self.pattern_codes, _METHODS["equals"]).astype(bool)
+        if missing is not None:
+            equal[missing] = False
+        return ~equal if self.negated else equal
 
 
 def _patterns(method: str, call: ast.Call) -> tuple | None:
@@ -300,13 +336,22 @@ def _check_metadata(obj, name) -> None:
 @numba.njit(cache=True, nogil=True)
 def _method_counts(codes, offsets, pattern_codes, pattern_offsets, method):
     """Per document: its length (method 0), the non-overlapping occurrences of the pattern, from the
-    left (1), whether it holds the pattern (2), or starts with one of the patterns (3)."""
+    left (1), whether it holds the pattern (2), starts with one of the patterns (3), or is the
+    pattern (4)."""
     n = len(offsets) - 1
     out = np.zeros(n, np.int64)
     for d in range(n):
         start, end = offsets[d], offsets[d + 1]
         if method == 0:
             out[d] = end - start
+            continue
+        if method == 4:
+            size = pattern_offsets[1] - pattern_offsets[0]
+            if end - start == size:
+                k = 0
+                while k < size and codes[start + k] == pattern_codes[pattern_offsets[0] + k]:
+                    k += 1
+                out[d] = k == size
             continue
         for p in range(len(pattern_offsets) - 1):
             p_start, size = pattern_offsets[p], pattern_offsets[p + 1] - pattern_offsets[p]

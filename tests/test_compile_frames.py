@@ -1,0 +1,272 @@
+"""pandas calls that build DataFrames (``willump.compile.frames``): ``frame[names]``, ``frame.fillna``,
+``pd.concat(axis=1)``, ``pd.DataFrame({...})`` and ``frame.assign`` give pandas' DataFrame: values to
+the bit, dtypes, column names, index, and the same blocks (a model given the frame turns it into an
+array whose memory order follows them); or they refuse, and the call runs as written.
+"""
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, note
+from hypothesis import strategies as st
+
+import willump
+from answers import answers, identity
+from test_compile_kernels import hypothesis_settings
+from willump.compile import frames
+from willump.compile.forms import Unsupported
+
+pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
+
+DTYPES = ["float64", "float64", "int64", "bool", "int32", "float32", "uint8"]
+NAMES = ["a", "b", "c", "d", "e", "x y", ""]
+
+
+def layout(frame: pd.DataFrame) -> list:
+    """The blocks: dtype, columns, shape and memory order."""
+    flags = [getattr(b.values, "flags", None) for b in frame._mgr.blocks]
+    return [
+        (b.dtype, b.mgr_locs.as_array.tolist(), b.values.shape, f and f.c_contiguous, f and f.f_contiguous)
+        for b, f in zip(frame._mgr.blocks, flags)
+    ]
+
+
+def assert_same_frame(result, expected) -> None:
+    assert type(result) is type(expected) is pd.DataFrame
+    pd.testing.assert_frame_equal(result, expected, check_exact=True, check_index_type=True, check_column_type=True,
+                                  check_flags=True)
+    assert type(result.index) is type(expected.index) and result.index.name == expected.index.name
+    assert type(result.columns) is type(expected.columns) and result.columns.dtype == expected.columns.dtype
+    assert layout(result) == layout(expected)
+    as_array, expected_array = np.asarray(result), np.asarray(expected)
+    assert as_array.flags.c_contiguous == expected_array.flags.c_contiguous
+    assert as_array.flags.f_contiguous == expected_array.flags.f_contiguous
+
+
+def pandas_or_refusal(kernel, pandas_call, inputs=()) -> bool:
+    """The kernel's frame is pandas' (True), or it refuses (False); where pandas raises it refuses.
+    The index is the same object as an input's (or a view of it) where pandas' is."""
+    try:
+        expected = pandas_call()
+    except Exception as error:
+        note(f"pandas raises {error!r}")
+        with pytest.raises((Unsupported, type(error))):
+            kernel()
+        return False
+    try:
+        result = kernel()
+    except Unsupported as why:
+        note(f"refused: {why}")
+        return False
+    assert_same_frame(result, expected)
+    for given in inputs:
+        assert (result.index is given.index) == (expected.index is given.index)
+        assert result.index.is_(given.index) == expected.index.is_(given.index)
+    return True
+
+
+@st.composite
+def columns(draw, rows: int, count: int = None) -> list:
+    """(name, array) pairs: floats with NaNs, ints, bools, and dtypes pandas treats otherwise."""
+    count = draw(st.integers(1, 5)) if count is None else count
+    result = []
+    for _ in range(count):
+        dtype = draw(st.sampled_from(DTYPES))
+        values = draw(st.lists(st.floats(-1e6, 1e6, width=32) | st.just(np.nan), min_size=rows, max_size=rows))
+        array = np.array(values, dtype=np.float64)
+        array = array.astype(dtype) if dtype.startswith("float") else np.nan_to_num(array).astype(dtype)
+        result.append((draw(st.sampled_from(NAMES)), array))
+    return result
+
+
+@st.composite
+def indexes(draw, rows: int) -> pd.Index:
+    kind = draw(st.sampled_from(["range", "range", "shuffled", "str", "repeated", "named"]))
+    if kind == "range":
+        return pd.RangeIndex(rows)
+    if kind == "shuffled":
+        return pd.Index(draw(st.permutations(list(range(10, 10 + rows)))))
+    if kind == "str":
+        return pd.Index([f"r{i}" for i in range(rows)])
+    if kind == "repeated":
+        return pd.Index([0] * rows)
+    return pd.RangeIndex(rows, name="row")
+
+
+@st.composite
+def frames_of(draw, rows: int = None, index=None):
+    """A DataFrame of several dtypes (its columns built one by one or at once: different blocks)."""
+    rows = draw(st.sampled_from([1, 1, 2, 3, 7, 40])) if rows is None else rows
+    index = draw(indexes(rows)) if index is None else index
+    pairs = draw(columns(rows))
+    if draw(st.booleans()):
+        frame = pd.DataFrame({name: array for name, array in pairs}, index=index)
+    else:
+        frame = pd.DataFrame(index=index)
+        for name, array in pairs:
+            frame[name] = array
+    return frame
+
+
+@st.composite
+def frame_and_rows(draw):
+    frame = draw(frames_of())
+    return frame, len(frame), frame.index
+
+
+@hypothesis_settings(200)
+@given(frames_of(), st.data())
+def test_selecting_columns_gives_pandas_frame(frame, data):
+    key = data.draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=4))
+    pandas_or_refusal(lambda: frames.select_columns(frame, key), lambda: frame[key], [frame])
+
+
+FILLS = st.sampled_from([0, 0.5, -3, 2**60, np.nan, np.float64(1.5), np.int64(2), True, "text", None])
+
+
+@hypothesis_settings(200)
+@given(frames_of(), st.data())
+def test_filling_a_frame_gives_pandas_frame(frame, data):
+    spelling = data.draw(st.sampled_from(["number", "series", "dict"]))
+    if spelling == "number":
+        value = data.draw(FILLS)
+    else:
+        names = data.draw(st.lists(st.sampled_from(NAMES + ["absent"]), max_size=5))
+        numbers = [data.draw(FILLS.filter(lambda v: v is not None)) for _ in names]
+        value = dict(zip(names, numbers)) if spelling == "dict" else pd.Series(numbers, index=names)
+    note(f"fillna({value!r})")
+    pandas_or_refusal(lambda: frames.fillna(frame, value), lambda: frame.fillna(value), [frame])
+    original = frame.copy(deep=True)
+    try:
+        result = frames.fillna(frame, value)
+    except (Unsupported, Exception):
+        return
+    if result.shape[1] and len(result):  # the result is a new frame: changing it leaves the input as it was
+        first = result.iloc[0, 0]
+        result.iloc[0, 0] = (not first) if result.dtypes.iloc[0] == bool else 7
+        pd.testing.assert_frame_equal(frame, original)
+
+
+@hypothesis_settings(200)
+@given(st.data())
+def test_concatenating_gives_pandas_frame(data):
+    rows = data.draw(st.sampled_from([1, 2, 5, 40]))
+    index = data.draw(indexes(rows))
+    objs = []
+    for _ in range(data.draw(st.integers(1, 4))):
+        own = index if data.draw(st.integers(0, 6)) else data.draw(indexes(rows))
+        if data.draw(st.booleans()):
+            frame = data.draw(frames_of(rows, own))
+            objs.append(frame.add_suffix(str(len(objs))) if data.draw(st.integers(0, 3)) else frame)
+        else:
+            name, array = data.draw(columns(rows, 1))[0]
+            objs.append(pd.Series(array, index=own, name=data.draw(st.sampled_from([name, None]))))
+    keys = data.draw(st.sampled_from([None, None, [f"k{i}" for i in range(len(objs))], ["k"] * len(objs)]))
+    options = {"axis": 1} if keys is None else {"axis": 1, "keys": keys}
+    pandas_or_refusal(lambda: frames.concat_columns(objs, keys), lambda: pd.concat(objs, **options), objs)
+
+
+@hypothesis_settings(200)
+@given(st.data())
+def test_a_frame_of_series_gives_pandas_frame(data):
+    rows = data.draw(st.sampled_from([1, 2, 5, 40]))
+    index = data.draw(indexes(rows))
+    pairs = data.draw(columns(rows))
+    same_index = data.draw(st.integers(0, 5))
+    series = {
+        name: pd.Series(array, index=index if same_index else data.draw(indexes(rows)), name=data.draw(st.sampled_from([None, "s"])))
+        for name, array in pairs
+    }
+    pandas_or_refusal(lambda: frames.frame_from_dict(series), lambda: pd.DataFrame(series), list(series.values()))
+
+
+@hypothesis_settings(200)
+@given(frames_of(), st.data())
+def test_assigning_gives_pandas_frame(frame, data):
+    new = {}
+    for name, array in data.draw(columns(len(frame))):
+        index = frame.index if data.draw(st.integers(0, 5)) else pd.RangeIndex(len(frame))
+        new[name + "_new" if data.draw(st.integers(0, 4)) else name] = pd.Series(array, index=index)
+    pandas_or_refusal(lambda: frames.assign(frame, new), lambda: frame.assign(**new), [frame, *new.values()])
+
+
+def test_the_common_cases_compile():
+    """The kernels answer (not only refuse) the forms people write."""
+    frame = pd.DataFrame({"a": [1.0, np.nan], "b": [2, 3], "c": [np.nan, 0.5], "s": ["x", "y"]}, index=[4, 7])
+    medians = frame[["a", "c"]].median()
+    assert_same_frame(frames.fillna(frames.select_columns(frame, ["a", "b", "c"]), medians),
+                      frame[["a", "b", "c"]].fillna(medians))
+    assert_same_frame(frames.fillna(frame[["a", "c"]], 0), frame[["a", "c"]].fillna(0))
+    ratios = [frame["a"] / frame["b"], frame["c"] * 2]
+    assert_same_frame(frames.concat_columns(ratios, ["r", "t"]), pd.concat(ratios, axis=1, keys=["r", "t"]))
+    parts = [frame[["a", "b"]], frame[["c"]], frame["b"].rename("n")]
+    assert_same_frame(frames.concat_columns(parts), pd.concat(parts, axis=1))
+    columns = {"log": np.log1p(frame["a"]), "n": frame["b"] + 1, "flag": frame["b"] > 2}
+    assert_same_frame(frames.frame_from_dict(columns), pd.DataFrame(columns))
+    assert_same_frame(frames.assign(frame, {"p": frame["b"] * 2}), frame.assign(p=frame["b"] * 2))
+
+
+# Through willump.optimize, as users write them.
+
+ROWS = pd.DataFrame({
+    "credit": [1e5, 2.5e5, np.nan, 4e4, 9e4], "income": [5e4, np.nan, 3e4, 2e4, 1e5],
+    "goods": [np.nan, 2e5, 1e5, np.nan, 8e4], "children": [0, 2, 7, 1, 3], "kind": ["a", "b", "a", "c", "b"],
+    "owns": [True, False, True, True, False],
+})
+MEDIANS = ROWS[["credit", "income", "goods"]].median()
+NUMERIC = ["credit", "income", "goods"]
+
+
+def filled_and_concatenated(df):
+    ratios = pd.concat([df["credit"] / df["income"], df["goods"] / df["credit"]], axis=1, keys=["ci", "gc"])
+    X = pd.concat([df[NUMERIC].fillna(MEDIANS), ratios.fillna(0), df[["children"]]], axis=1)
+    return identity.predict(X)
+
+
+def frame_of_expressions(df):
+    X = pd.DataFrame({
+        "log_credit": np.log1p(df["credit"]),
+        "log_goods": np.log1p(df["goods"].fillna(df["credit"])),
+        "children": df["children"].clip(upper=5),
+        "owns": df["owns"].astype(float),
+    })
+    return identity.predict(X)
+
+
+def assigned(df):
+    df = df.assign(half=df["credit"] / 2, many=df["children"] > 2)
+    return identity.predict(df)
+
+
+def filled_with_a_dict(df):
+    X = df[["credit", "goods", "children"]].fillna({"goods": 0, "credit": -1})
+    return identity.predict(X)
+
+
+@pytest.mark.parametrize("function", [filled_and_concatenated, frame_of_expressions, assigned, filled_with_a_dict])
+@pytest.mark.parametrize("rows", [slice(None), slice(2, 3), slice(None, None, -1)])
+def test_decorated_functions_give_pandas_frames(function, rows):
+    f = willump.optimize(function)
+    frame = ROWS.iloc[rows]
+    for _ in range(2):
+        result, expected = answers(f, frame)
+        assert_same_frame(result, expected)
+    sites = f.explain_compilation().query("operator != 'Identity.predict'")
+    assert (sites["status"] == "compiled").all(), sites.to_string()
+
+
+def misaligned(df):
+    shifted = df["credit"].set_axis(df.index[::-1])
+    return identity.predict(pd.DataFrame({"a": df["income"], "b": shifted}))
+
+
+def repeated_names(df):
+    return identity.predict(pd.concat([df[["credit"]], df[["credit", "income"]]], axis=1))
+
+
+@pytest.mark.parametrize("function", [misaligned, repeated_names])
+def test_what_pandas_aligns_or_repeats_runs_as_written(function):
+    f = willump.optimize(function)
+    result, expected = answers(f, ROWS)
+    pd.testing.assert_frame_equal(result, expected, check_exact=True)
+    assert layout(result) == layout(expected)

@@ -1,0 +1,387 @@
+"""Compiled pandas operations that build DataFrames: ``frame[names]``, ``frame.fillna(...)``,
+``pd.concat([...], axis=1)``, ``pd.DataFrame({...})`` and ``frame.assign(...)``.
+
+pandas spends most of a one-row call of these on checks, alignment and building Index
+objects (``pd.DataFrame({...})`` of six Series costs more than the arithmetic making them).
+Here the frame's BlockManager is put together directly, with the blocks pandas would make:
+the same dtypes, placements and memory order (a model given the frame turns it into an array
+whose layout follows the blocks), so that anything reading the frame afterwards sees pandas'
+own object. Each function raises ``Unsupported`` for what it does not reproduce (other
+options, misaligned indexes, repeated or non-``str`` column names, extension dtypes, attrs or
+flags), and the call then runs as written.
+"""
+
+import numpy as np
+import pandas as pd
+from pandas._config import using_string_dtype
+from pandas._libs.internals import BlockPlacement
+from pandas.core.indexes.api import get_objs_combined_axis
+from pandas.core.internals.blocks import new_block_2d
+from pandas.core.internals.construction import _extract_index
+from pandas.core.internals.managers import BlockManager, create_block_manager_from_column_arrays
+
+from willump.compile.forms import Deferred, ReceiverKernel, Unsupported
+
+_KINDS = "biuf"  # bools, ints, unsigned ints and floats
+_FLOAT64 = np.dtype(np.float64)
+_EXACT_FLOAT = 2**53
+
+
+def plain_frame(frame, numbers: bool = True) -> pd.DataFrame:
+    """``frame`` (or the DataFrame a compiled form stands for) when pandas would carry nothing
+    over but its axes and blocks: unique ``str`` column names, no attrs or flags, and (``numbers``)
+    numpy blocks of numbers or bools."""
+    if isinstance(frame, Deferred) and frame.stands_for is pd.DataFrame:
+        frame = frame.materialize()
+    if type(frame) is not pd.DataFrame:
+        raise Unsupported(f"a value of type {type(frame).__name__}")
+    if frame.attrs or not frame.flags.allows_duplicate_labels:
+        raise Unsupported("attrs or flags (pandas carries them over)")
+    _check_names(frame.columns)
+    if numbers:
+        _check_blocks(frame._mgr.blocks)
+    return frame
+
+
+def _check_blocks(blocks) -> None:
+    for block in blocks:
+        if not isinstance(block.values, np.ndarray) or block.values.dtype.kind not in _KINDS:
+            raise Unsupported(f"a column of dtype {block.values.dtype}")
+
+
+def _check_names(columns: pd.Index) -> None:
+    if type(columns) is not pd.Index or not isinstance(columns.dtype, pd.StringDtype):
+        raise Unsupported("column names other than an Index of dtype str")
+    if not columns.is_unique:
+        raise Unsupported("repeated column names")
+
+
+def plain_series(series) -> pd.Series:
+    """``series`` when it is a Series of numpy numbers or bools named by a ``str`` (or None),
+    without attrs or flags."""
+    if type(series) is not pd.Series:
+        raise Unsupported(f"a value of type {type(series).__name__}")
+    if not isinstance(series.dtype, np.dtype) or series.dtype.kind not in _KINDS:
+        raise Unsupported(f"a Series of dtype {series.dtype}")
+    if series.attrs or not series.flags.allows_duplicate_labels:
+        raise Unsupported("attrs or flags (pandas carries them over)")
+    if series.name is not None and type(series.name) is not str:
+        raise Unsupported(f"a Series named by a {type(series.name).__name__}")
+    return series
+
+
+def _frame(manager: BlockManager) -> pd.DataFrame:
+    return pd.DataFrame._from_mgr(manager, manager.axes)
+
+
+# frame[names]
+
+_last_selection = (None, None, None)  # (columns, key, positions) of the last selection: frames often share columns
+
+
+def select_columns(frame, key) -> pd.DataFrame:
+    """``frame[key]`` for a list of column names the frame has (DataFrame.take along the columns)."""
+    frame = plain_frame(frame, numbers=False)  # (only the columns selected)
+    if type(key) is not list or not key or not all(type(k) is str for k in key):
+        raise Unsupported("columns selected by other than a list of str")
+    global _last_selection
+    columns = frame.columns
+    last_columns, last_key, positions = _last_selection  # (replaced whole: threads may select at once)
+    if last_columns is not columns or last_key != key:
+        try:  # (get_loc: get_indexer would build an Index of the names)
+            positions = np.array([columns.get_loc(k) for k in key], dtype=np.intp)
+        except KeyError:
+            raise Unsupported("a column the frame does not have (pandas raises)") from None
+        _last_selection = (columns, list(key), positions)
+    manager = frame._mgr
+    blocks = tuple(manager._slice_take_blocks_ax0(positions, only_slice=False))
+    _check_blocks(blocks)
+    names = _cached((type(columns), columns.dtype, columns.name, tuple(key)), lambda: columns.take(positions))
+    return _frame(BlockManager(blocks, [names, frame.index.view()], verify_integrity=False))
+
+
+# frame.fillna(value)
+
+def fillna(frame, value) -> pd.DataFrame:
+    """``frame.fillna(value)``: a number fills each block (``BlockManager.fillna``); a Series or dict
+    of numbers fills column by column, each filled column set as ``result[name] = ...`` sets it
+    (its own block at the end, the block it left split), as pandas does."""
+    frame = plain_frame(frame)
+    if isinstance(value, (pd.Series, dict)):
+        return _fill_columns(frame, _fill_items(value))
+    number = _number(value)
+    if not len(frame.columns):
+        raise Unsupported("no columns")
+    manager = frame._mgr.fillna(value=number, limit=None, inplace=False)
+    return _frame(manager)
+
+
+def _number(value):
+    """A fill value as pandas' fillna passes it on, for numbers (not bools)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise Unsupported(f"fillna with a {type(value).__name__}")
+    return value
+
+
+def _fill_items(value) -> list:
+    if type(value) is pd.Series:
+        if not isinstance(value.dtype, np.dtype) or value.dtype.kind not in _KINDS:
+            raise Unsupported(f"fillna with a Series of dtype {value.dtype}")
+        items = list(value.items())
+    elif type(value) is dict:
+        items = list(value.items())
+    else:
+        raise Unsupported(f"fillna with a {type(value).__name__}")
+    if not items:
+        raise Unsupported("fillna with nothing to fill")
+    return items
+
+
+def _fill_columns(frame: pd.DataFrame, items: list) -> pd.DataFrame:
+    columns = frame.columns
+    manager = frame._mgr
+    filled = {}  # position -> new array, in the order pandas sets them
+    for name, number in items:
+        if type(name) is not str:
+            raise Unsupported("fill values keyed by other than str")
+        try:
+            position = columns.get_loc(name)
+        except KeyError:
+            continue  # pandas skips names the frame does not have
+        if position in filled:
+            raise Unsupported("a column filled twice")
+        filled[position] = _filled(manager.iget_values(position), _number(number))
+    layout = _layout_after_setting(manager, tuple(filled))
+    blocks = []
+    for piece in layout:
+        if piece[0] == "new":
+            position = piece[1]
+            blocks.append(new_block_2d(filled[position].reshape(1, -1), BlockPlacement(piece[2])))
+        else:
+            _, number, start, stop = piece
+            block = manager.blocks[number]
+            locations = block.mgr_locs.as_array[start:stop]
+            blocks.append(block.getitem_block_columns(slice(start, stop), BlockPlacement(locations)))
+    return _frame(BlockManager(tuple(blocks), [columns.view(), frame.index.view()], verify_integrity=False))
+
+
+def _filled(values: np.ndarray, number) -> np.ndarray:
+    """A new array of ``Series.fillna(number)`` of one column; Unsupported where pandas would change
+    the dtype."""
+    kind = values.dtype.kind
+    if kind in "biu":  # no missing values: unchanged
+        return values.copy()
+    if values.dtype != _FLOAT64:
+        raise Unsupported(f"fillna of a column of dtype {values.dtype}")
+    if isinstance(number, (int, np.integer)) and not -_EXACT_FLOAT <= number <= _EXACT_FLOAT:
+        raise Unsupported("fillna with an int beyond float64's exact ints")
+    result = values.copy()
+    mask = np.isnan(values)
+    if mask.any():
+        np.putmask(result, mask, np.float64(number))
+    return result
+
+
+def _layout_after_setting(manager: BlockManager, positions: tuple) -> list:
+    """The blocks after ``BlockManager.iset`` of a new array at each position in turn: a block of one
+    column is replaced where it stands; a column of a wider block leaves it split around the column
+    (the first piece where the block stood, the others at the end), and a new block at the end.
+    Pieces: ("block", number, start, stop) for rows of an existing block, ("new", position, placement)."""
+    key = (tuple(tuple(b.mgr_locs.as_array.tolist()) for b in manager.blocks), positions)
+    layout = _layouts.get(key)
+    if layout is None:
+        pieces = [("block", n, 0, len(b.mgr_locs)) for n, b in enumerate(manager.blocks)]
+        locations = [list(b.mgr_locs.as_array) for b in manager.blocks]
+
+        def columns_of(piece):
+            return [piece[1]] if piece[0] == "new" else locations[piece[1]][piece[2]:piece[3]]
+
+        for position in positions:
+            at = next(i for i, p in enumerate(pieces) if position in columns_of(p))
+            piece = pieces[at]
+            if piece[0] == "new" or piece[3] - piece[2] == 1:  # a block of one column: replaced where it stands
+                placement = piece[2] if piece[0] == "new" else slice(position, position + 1)
+                pieces[at] = ("new", position, placement)
+                continue
+            row = columns_of(piece).index(position) + piece[2]
+            parts = [(piece[2], row), (row + 1, piece[3])]
+            parts = [("block", piece[1], a, b) for a, b in parts if b > a]
+            pieces[at:at + 1] = parts[:1]
+            pieces.extend(parts[1:])
+            pieces.append(("new", position, np.array([position], dtype=np.intp)))
+        layout = _layouts[key] = pieces
+    return layout
+
+
+_layouts = {}
+
+
+# pd.concat([...], axis=1)
+
+def concat_columns(objs, keys=None) -> pd.DataFrame:
+    """``pd.concat(objs, axis=1, keys=keys)`` of Series and DataFrames with one index: Series alone
+    become a block each (named by ``keys``); with DataFrames, each input's blocks side by side."""
+    if type(objs) not in (list, tuple) or not objs:
+        raise Unsupported("objects not written as a list or tuple")
+    objs = [o.materialize() if isinstance(o, Deferred) and o.stands_for in (pd.DataFrame, pd.Series) else o for o in objs]
+    if all(type(o) is pd.Series for o in objs):
+        return _concat_series(objs, keys)
+    if keys is not None:
+        raise Unsupported("keys of DataFrames (pandas makes MultiIndex columns)")
+    frames = [_as_frame(o) for o in objs]
+    index = _common_index(frames, axis=0)
+    parts = [f.columns for f in frames]
+    if len(parts) > 1:  # (keyed by the parts' arrays, which Index views share and the cache holds)
+        key = ("append", *[(id(c._data), c.name) for c in parts])
+        columns = _cached(key, lambda: parts[0].append(parts[1:]), [c._data for c in parts])
+    else:
+        columns = parts[0]
+    if not columns.is_unique:
+        raise Unsupported("repeated column names")
+    manager = BlockManager.concat_horizontal([f._mgr for f in frames], [columns, index])
+    return _frame(manager)
+
+
+def _as_frame(obj) -> pd.DataFrame:
+    """A DataFrame as it is, a named Series as the one-column frame pandas makes of it."""
+    if type(obj) is pd.Series:
+        series = plain_series(obj)
+        if series.name is None:
+            raise Unsupported("an unnamed Series among DataFrames")
+        return _columns_frame([series], _names((series.name,)), series.index)
+    return plain_frame(obj, numbers=False)  # (pandas puts the blocks side by side, whatever they hold)
+
+
+def _concat_series(objs: list, keys) -> pd.DataFrame:
+    series = [plain_series(s) for s in objs]
+    if keys is None:  # named by the Series' names (pandas numbers unnamed ones)
+        keys = [s.name for s in series]
+        if None in keys:
+            raise Unsupported("an unnamed Series (pandas numbers the columns)")
+    if type(keys) not in (list, tuple) or len(keys) != len(series) or not all(type(k) is str for k in keys):
+        raise Unsupported("keys other than one str per Series")
+    columns = _names(tuple(keys))
+    if not columns.is_unique:
+        raise Unsupported("repeated keys")
+    return _columns_frame(series, columns, _common_index(series, axis=0))
+
+
+def _common_index(objs: list, axis: int) -> pd.Index:
+    """The row index pandas gives objects with equal indexes; Unsupported when they differ (pandas aligns)."""
+    first = objs[0].index
+    if not all(o.index is first or o.index.equals(first) for o in objs[1:]):
+        raise Unsupported("different indexes (pandas aligns them)")
+    if not first.is_unique:
+        raise Unsupported("repeated index labels")
+    if _plain_and_named_alike([o.index for o in objs]):
+        return first
+    return get_objs_combined_axis(objs, axis=axis, intersect=False, sort=False)[0]
+
+
+def _plain_and_named_alike(indexes: list) -> bool:
+    """Whether pandas' union of these equal indexes is the first itself: all of the exact type ``Index``
+    (its "array" kind, where equal indexes are not unioned) and one name among them (a set of one)."""
+    return all(type(i) is pd.Index for i in indexes) and len({i.name for i in indexes}) == 1
+
+
+def _columns_frame(series: list, columns: pd.Index, index: pd.Index) -> pd.DataFrame:
+    """``DataFrame(dict(enumerate(series)), index=index, copy=False)``: a block per Series, viewing
+    its values (tracked as pandas tracks them), then named by ``columns``."""
+    arrays, references = [], []
+    for s in series:
+        if s.index is not index and not s.index.equals(index):
+            raise Unsupported("different indexes (pandas aligns them)")
+        arrays.append(s._values)
+        references.append(s._references if s.index._id is index._id else None)
+    if any(r is None for r in references):  # pandas reindexes those: a copy
+        arrays = [a if r is not None else a.copy() for a, r in zip(arrays, references)]
+    manager = create_block_manager_from_column_arrays(arrays, [columns, index], False, references)
+    return _frame(manager)
+
+
+def _names(names: tuple) -> pd.Index:
+    """``Index(list(names))``."""
+    return _cached(("names", using_string_dtype(), *names), lambda: pd.Index(list(names)))
+
+
+_indexes = {}  # Index objects of column names, built once (each frame gets a view: a name may be set on it)
+
+
+def _cached(key: tuple, build, held=()) -> pd.Index:
+    """A view of the Index ``build()`` gives, built once per key (``held``: objects whose ids are in
+    the key, kept alive with it). Its uniqueness is computed once, and shared by the views."""
+    found = _indexes.get(key)
+    if found is None:
+        if len(_indexes) > 1000:
+            _indexes.clear()
+        index = build()
+        index.is_unique  # noqa: B018 (computed now, for every view)
+        found = _indexes[key] = (index, held)
+    return found[0]._view()
+
+
+# pd.DataFrame({...})
+
+def frame_from_dict(data) -> pd.DataFrame:
+    """``pd.DataFrame(data)`` of a dict of Series with one index, keyed by str: the columns
+    consolidated into a block per dtype, as pandas' constructor copies them."""
+    if type(data) is not dict or not data:
+        raise Unsupported("data other than a dict of Series")
+    if not all(type(k) is str for k in data):
+        raise Unsupported("column names other than str")
+    series = [plain_series(s) for s in data.values()]
+    first = series[0].index
+    if len(series) > 1 and not (
+        all(s.index is first or s.index.equals(first) for s in series[1:]) and first.is_unique
+    ):
+        raise Unsupported("different or repeated index labels (pandas aligns them)")
+    index = first if _plain_and_named_alike([s.index for s in series]) else _extract_index(series)
+    if not index.equals(first):
+        raise Unsupported("an index pandas would change")
+    columns = _names(tuple(data))
+    manager = create_block_manager_from_column_arrays([s._values for s in series], [columns, index], True, [None] * len(series))
+    return _frame(manager)
+
+
+# frame.assign(...)
+
+def assign(frame, columns: dict) -> pd.DataFrame:
+    """``frame.assign(**columns)`` of new columns, Series with the frame's index: the frame's blocks,
+    then a block per new column (``BlockManager.insert``)."""
+    frame = plain_frame(frame, numbers=False)
+    if not columns or not len(frame.index):
+        raise Unsupported("nothing to assign, or no rows")
+    index = frame.index
+    series = [plain_series(s) for s in columns.values()]
+    if not all(s.index is index or s.index.equals(index) for s in series):
+        raise Unsupported("different indexes (pandas aligns them)")
+    if any(name in frame.columns for name in columns):
+        raise Unsupported("a column the frame has (pandas replaces it)")
+    manager = frame._mgr.copy(deep=False)
+    for name, s in columns.items():
+        manager.insert(len(manager.items), name, s._values, refs=s._references)
+    return _frame(manager)
+
+
+class CompiledFrameConstructor:
+    """``pd.DataFrame(data)`` of a dict of Series (``frame_from_dict``); other arguments run as written."""
+
+    operator_name = "pandas.DataFrame"
+
+    def __call__(self, data=None, /, *options, **keywords):
+        if options or keywords:
+            raise Unsupported("pd.DataFrame options (index, columns, dtype, copy)")
+        return frame_from_dict(data)
+
+    @staticmethod
+    def still_valid() -> bool:
+        return True
+
+
+class CompiledAssign(ReceiverKernel):
+    """``frame.assign(name=series, ...)`` of new columns (``assign``)."""
+
+    def __call__(self, frame, /, *options, **columns):
+        if options:
+            raise Unsupported("positional arguments")
+        return assign(frame, columns)
