@@ -102,6 +102,19 @@ def _arrow_lower_table() -> np.ndarray:
     return _arrow_lower
 
 
+def arrow_objects(values) -> list:
+    """The values of pyarrow-backed strings (a Series, Index or array) as Python objects, as pandas'
+    ``tolist()`` gives them (NaN where one is missing), a few times faster."""
+    chunked = values.array._pa_array if isinstance(values, (pd.Series, pd.Index)) else values._pa_array
+    if chunked.num_chunks == 1:  # (the common case, and a single row's)
+        objects = chunked.chunk(0).to_numpy(zero_copy_only=False)
+    else:
+        objects = chunked.to_numpy()
+    if chunked.null_count:
+        objects[pd.isna(objects)] = np.nan
+    return objects.tolist()
+
+
 def arrow_array(values):
     """The pandas array of pyarrow-backed strings of a Series or array, as it is now (its pyarrow
     data never changes: pandas replaces it on assignment)."""
