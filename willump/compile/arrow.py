@@ -28,6 +28,7 @@ if pa is not None:
     _OFFSET_TYPES = {pa.string(): np.int32, pa.large_string(): np.int64}
 _NO_BYTES, _NO_TABLE = np.empty(0, np.uint8), np.empty(0, np.uint32)
 _arrow_lower = None  # pyarrow's utf8_lower of every code point alone
+_FEW = 16  # up to this many strings are read by pyarrow's to_pylist, more by its to_numpy
 
 
 def is_arrow_strings(values) -> bool:
@@ -105,8 +106,11 @@ def _arrow_lower_table() -> np.ndarray:
 def arrow_objects(values) -> list:
     """The values of pyarrow-backed strings (a Series, Index or array) as Python objects, as pandas'
     ``tolist()`` gives them (NaN where one is missing), a few times faster."""
-    chunked = values.array._pa_array if isinstance(values, (pd.Series, pd.Index)) else values._pa_array
-    if chunked.num_chunks == 1:  # (the common case, and a single row's)
+    chunked = values._values._pa_array if isinstance(values, (pd.Series, pd.Index)) else values._pa_array
+    if len(chunked) <= _FEW:  # (a single row's: pyarrow's list is quicker for a few)
+        objects = chunked.to_pylist()
+        return [np.nan if v is None else v for v in objects] if chunked.null_count else objects
+    if chunked.num_chunks == 1:
         objects = chunked.chunk(0).to_numpy(zero_copy_only=False)
     else:
         objects = chunked.to_numpy()
