@@ -414,7 +414,8 @@ def stored_case(draw):
         table = table[draw(st.sampled_from(list(table.columns)))]
     selected = table.columns if type(table) is pd.DataFrame else [table.name]
     known = [k for k in labels if k is not None]
-    keys = draw(st.lists(st.sampled_from(known or STORED_STRS) | st.sampled_from(STORED_STRS), max_size=5))
+    keys = draw(st.lists(st.sampled_from(known or STORED_STRS) | st.sampled_from(STORED_STRS),
+                         max_size=draw(st.sampled_from([5, 30]))))  # (more than 16: found in numba)
     container = draw(st.sampled_from(["list", "index", "series"]))
     compiled = index_storage in COMPILED_STORAGES and bool(known) and all(
         storages.get(c, "object") in COMPILED_STORAGES | {"object"} for c in selected)  # ("n": int64)

@@ -270,7 +270,7 @@ def stored_case(draw):
     array), with missing values and keys, non-ASCII ones, and values of any kind (text too)."""
     texts = st.sampled_from(STORED_STRS) | st.none()
     source_storage = draw(A_STORAGE)
-    values = draw(st.lists(texts, min_size=1, max_size=10))
+    values = draw(st.lists(texts, min_size=1, max_size=draw(st.sampled_from([4, 40]))))  # (more than 16: in numba)
     if source_storage == "object":  # missing values in an object Series are not str: refused
         values = [v if v is not None else draw(st.sampled_from(STORED_STRS)) for v in values]
     s = stored(source_storage, values, draw(st.none() | st.just(pd.RangeIndex(len(values)) * 3)))

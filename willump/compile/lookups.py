@@ -99,7 +99,7 @@ def _positions(table, keys) -> list:
     kind, values = _keys(keys)
     if not len(index):  # no key of any kind
         return [-1] * len(values)
-    return key_positions(table).find(kind, values) if values else []
+    return key_positions(table).find(kind, values) if len(values) else []
 
 
 def _str_array(values) -> bool:

@@ -12,8 +12,9 @@ categoricals, duplicate or mixed keys, ...) runs as written.
 
 pandas' ``str`` dtype is compiled in both storages: Python's, and pyarrow's
 (``ArrowStringArray``, what pandas infers for text where pyarrow is installed).
-pyarrow-backed values are read as Python objects once per call (pyarrow's own
-conversion); str results pandas keeps in pyarrow are built, or taken, in pyarrow
+pyarrow-backed values are found among a Series' or table's keys in numba, by
+their UTF-8 bytes (``arrow.Utf8Keys``; a few values, and values looked up in a
+dict, are read as Python objects by pyarrow's own conversion); str results pandas keeps in pyarrow are built, or taken, in pyarrow
 as pandas builds and takes them. Where pandas would put a Python str that is not
 UTF-8 (a lone surrogate) into pyarrow, it raises, and so the call runs as written.
 
@@ -31,7 +32,7 @@ import pandas as pd
 from pandas.arrays import ArrowStringArray, StringArray
 from pandas.core.internals import SingleBlockManager
 
-from willump.compile.arrow import arrow_objects, pa
+from willump.compile.arrow import FEW_STRINGS, Utf8Keys, arrow_objects, pa
 from willump.compile.forms import ReceiverKernel, Unsupported
 
 try:  # the rules below are pandas 3's, where strings are inferred as its str dtype
@@ -60,7 +61,7 @@ class CompiledMap(ReceiverKernel):
         if type(func) not in (dict, pd.Series):
             raise Unsupported(f"a mapping of type {type(func).__name__} (only dict and Series are compiled)")
         kind, values = source(series)
-        if not values:
+        if not len(values):
             raise Unsupported("an empty Series")
         if not len(func):  # pandas maps through an empty float64 Series
             taken = np.full(len(values), np.nan)
@@ -75,7 +76,8 @@ class CompiledMap(ReceiverKernel):
 
 def source(series) -> tuple[str, list]:
     """('int', 'float', 'bool' or 'str', the values as Python objects), for the dtypes compiled
-    (of a Series, or of an Index or array looked up as keys)."""
+    (of a Series, or of an Index or array looked up as keys); more than a few pyarrow-backed strings
+    are given as their ``ArrowStringArray``, which ``KeyPositions.find`` reads in numba."""
     dtype = series.dtype
     if isinstance(dtype, np.dtype):
         kind = _SOURCE_KINDS.get(dtype.kind)
@@ -84,7 +86,8 @@ def source(series) -> tuple[str, list]:
     elif dtype == STR:
         kind = "str"
     elif dtype == ARROW_STR:
-        return "str", arrow_objects(series)
+        array = series._values
+        return "str", (array if len(array) > FEW_STRINGS else arrow_objects(array))
     else:
         raise Unsupported(f"a Series of dtype {dtype} (pandas maps it through its extension array)")
     values = series.tolist()
@@ -165,6 +168,8 @@ def _from_dict(mapping: dict, kind: str, values: list):
     dtype = _dtype_of(mapping.values())
     if keys.kind == "str":  # pandas makes them an Index
         check_held_by_pyarrow([k for k in mapping if type(k) is str])
+    if isinstance(values, ArrowStringArray):
+        values = arrow_objects(values)
     get, nan = mapping.get, np.nan
     at_nan = mapping[keys.nan] if keys.nan is not None else nan
     taken = [get(v, nan) if v == v else at_nan for v in values]
@@ -201,7 +206,7 @@ def _from_series(mapping: pd.Series, kind: str, values: list):
     if not mapping.index.is_unique:
         raise Unsupported("the mapping's index has duplicate keys (pandas raises)")
     positions = key_positions(mapping).find(kind, values)
-    return take(array, np.array(positions, dtype=np.intp), -1 in positions)
+    return take(array, np.asarray(positions, dtype=np.intp), -1 in positions)
 
 
 class KeyPositions:
@@ -216,12 +221,18 @@ class KeyPositions:
             raise Unsupported(f"{self.keys.kind} keys in an index of dtype {index.dtype}")
         self.positions = dict(zip(keys, range(len(keys))))
         self.at_nan = self.positions[self.keys.nan] if self.keys.nan is not None else -1
+        self.utf8 = None  # the str keys' Utf8Keys, built when pyarrow-backed strings are first looked up
         data = _data(index)
         self.data = weakref.ref(data, lambda _, key=id(data): _tables.pop(key, None))
 
     def find(self, kind: str, values: list) -> list:
-        """The position of each value (-1: not a key), as pandas' get_indexer finds it."""
+        """The position of each value (-1: not a key), as pandas' get_indexer finds it (for
+        pyarrow-backed strings, an ``ArrowStringArray``: an array of them, found in numba)."""
         self.keys.check(kind, values)
+        if isinstance(values, ArrowStringArray):
+            if self.utf8 is None:
+                self.utf8 = Utf8Keys(list(self.positions))
+            return self.utf8.find(values, self.at_nan)
         find, at_nan = self.positions.get, self.at_nan
         if at_nan < 0:  # no NaN key: a NaN finds nothing, as any value that is not a key
             return list(map(find, values, repeat(-1)))
