@@ -347,3 +347,20 @@ def test_text_results_are_kept_as_pandas_keeps_them():
             assert f(s, values).dtype == STORED[storage]
             assert_same(f, s, values)
     assert map_calls(f)[0] == map_calls(f)[1]
+
+
+_TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=12) | st.sampled_from(STORED_STRS)
+
+
+@settings(max_examples=100, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_TEXT, min_size=1, max_size=300, unique=True), st.data())
+def test_many_keys_match_pandas(keys, data):
+    """Many text keys (hashed, collided and probed where pyarrow keeps them) and many values,
+    some of them keys, some not, some missing."""
+    values = data.draw(st.lists(st.sampled_from(keys) | _TEXT | st.none(), min_size=17, max_size=60))
+    s = pd.Series(values, dtype="str")
+    m = pd.Series(np.arange(len(keys)), index=pd.Index(keys, dtype="str"))
+    f = willump.optimize(mapped)
+    assert_same(f, s, m)
+    assert map_calls(f) == (1, 1)
