@@ -30,7 +30,8 @@ from pandas.core.internals.blocks import new_block
 
 from willump.compile.forms import ReceiverKernel, Unsupported
 from willump.compile.maps import (
-    _INT64, ARROW_STR, STR, check_held_by_pyarrow, inferred_str, key_positions, source, strings, take, using_string_dtype,
+    _INT64, ARROW_STR, STR, check_held_by_pyarrow, inferred_str, key_positions, source, strings, take,
+    using_string_dtype,
 )
 
 _LIST_KINDS = {int: "int", float: "float", str: "str"}  # the element type of a list of keys -> its kind

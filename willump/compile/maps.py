@@ -14,9 +14,10 @@ pandas' ``str`` dtype is compiled in both storages: Python's, and pyarrow's
 (``ArrowStringArray``, what pandas infers for text where pyarrow is installed).
 pyarrow-backed values are found among a Series' or table's keys in numba, by
 their UTF-8 bytes (``arrow.Utf8Keys``; a few values, and values looked up in a
-dict, are read as Python objects by pyarrow's own conversion); str results pandas keeps in pyarrow are built, or taken, in pyarrow
-as pandas builds and takes them. Where pandas would put a Python str that is not
-UTF-8 (a lone surrogate) into pyarrow, it raises, and so the call runs as written.
+dict, are read as Python objects by pyarrow's own conversion); str results
+pandas keeps in pyarrow are built, or taken, in pyarrow as pandas builds and
+takes them. Where pandas would put a Python str that is not UTF-8 (a lone
+surrogate) into pyarrow, it raises, and so the call runs as written.
 
 A Series mapping's key -> position dict is built once and kept while the Series
 has the same index (``key_positions``, which ``lookups`` shares for tables);
