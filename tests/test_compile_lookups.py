@@ -402,7 +402,7 @@ A_STORAGE = st.sampled_from([s for s in TEXT_STORAGES if s in COMPILED_STORAGES]
 def stored_case(draw):
     """(a table indexed by text, keys, whether its lookups are expected compiled): the index, the
     text columns and the keys each held in a storage of their own (Python, pyarrow; one chunk or
-    several, a slice of an array), missing labels and keys, non-ASCII ones."""
+    several, a slice of an array), missing labels and keys (NaN and None), non-ASCII ones."""
     labels = draw(st.lists(st.sampled_from(STORED_STRS) | st.none(), min_size=1, max_size=8, unique=True))
     index_storage = draw(A_STORAGE.filter(lambda s: s != "object"))
     index = pd.Index(stored(index_storage, labels).array, name=draw(st.sampled_from([None, "key"])))
@@ -414,17 +414,18 @@ def stored_case(draw):
         table = table[draw(st.sampled_from(list(table.columns)))]
     selected = table.columns if type(table) is pd.DataFrame else [table.name]
     known = [k for k in labels if k is not None]
-    keys = draw(st.lists(st.sampled_from(known or STORED_STRS) | st.sampled_from(STORED_STRS),
+    keys = draw(st.lists(st.sampled_from(known or STORED_STRS) | st.sampled_from(STORED_STRS) | st.none(),
                          max_size=draw(st.sampled_from([5, 30]))))  # (more than 16: found in numba)
     container = draw(st.sampled_from(["list", "index", "series"]))
     compiled = index_storage in COMPILED_STORAGES and bool(known) and all(
         storages.get(c, "object") in COMPILED_STORAGES | {"object"} for c in selected)  # ("n": int64)
+    compiled &= container != "list" or None not in keys  # (a list of strs and None: keys of two kinds)
     if container != "list" and keys:
         key_storage = draw(A_STORAGE)
         keys = stored(key_storage, keys)
         if container == "index":
             keys = pd.Index(keys.array)
-        compiled &= key_storage in COMPILED_STORAGES | {"object"}
+        compiled &= key_storage in COMPILED_STORAGES or (key_storage == "object" and None not in keys.tolist())
     return table, keys, compiled
 
 
