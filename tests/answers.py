@@ -82,26 +82,3 @@ def text_series(texts, dtype=None, **options):
     except UnicodeEncodeError:
         missing = pd.NA if dtype == "string" or getattr(dtype, "na_value", None) is pd.NA else np.nan
         return pd.Series(texts, dtype=pd.StringDtype("python", na_value=missing), **options)
-
-
-def strings_in_pyarrow(*values) -> bool:
-    """Does pandas keep text in pyarrow here (pyarrow installed), and do ``values`` (Series, frames,
-    dicts, lists) hold text? Such lookups and maps run as written (exact), not compiled yet."""
-    import pandas as pd
-
-    if pd.StringDtype(na_value=float("nan")).storage != "pyarrow":
-        return False
-
-    def texts(value) -> bool:
-        if isinstance(value, pd.DataFrame):
-            return texts(value.index) or any(texts(value[c]) for c in value.columns)
-        if isinstance(value, (pd.Series, pd.Index)):
-            return value.dtype == object or isinstance(value.dtype, pd.StringDtype) or (
-                isinstance(value, pd.Series) and texts(value.index))
-        if isinstance(value, dict):
-            return any(isinstance(v, str) for v in [*value.keys(), *value.values()])
-        if isinstance(value, (list, tuple)):
-            return any(isinstance(v, str) for v in value)
-        return isinstance(value, str)
-
-    return any(texts(v) for v in values)

@@ -11,10 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import willump
-from answers import answers, identity, in_threads, strings_in_pyarrow
+from answers import answers, identity, in_threads
+from test_compile_strings import ARROW_STORAGES, STORAGES, pa, stored
 from willump.compile import maps, registry
-
-PYARROW_TEXT = strings_in_pyarrow("text")  # str keys and values are kept in pyarrow
 
 pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
 
@@ -179,11 +178,10 @@ def test_lookups_match_pandas(case):
             assert_same(optimized, table, keys)
             done, done_compiled = (a - b for a, b in zip(calls(optimized), before))
             assert done == 1, (name, optimized.explain_compilation().to_dict("records"))
-            if compiled and not strings_in_pyarrow(table, keys):
+            if compiled:
                 assert done_compiled == 1, status(optimized)
 
 
-@pytest.mark.xfail(PYARROW_TEXT, reason="with pyarrow, pandas keeps text in pyarrow: lookups of text run as written (exact, not compiled yet)")
 def test_common_lookups_are_compiled():
     loc, reindex = willump.optimize(by_loc), willump.optimize(by_reindex)
     table = pd.DataFrame(
@@ -258,7 +256,7 @@ def test_refused_inputs_run_as_written(function, table, keys, reason):
         assert_same(optimized, table, keys)
     assert calls(optimized) == (1, 0)
     assert status(optimized).startswith("plain Python: this input:")
-    assert reason in status(optimized) or strings_in_pyarrow(table, keys), status(optimized)  # (text in pyarrow first)
+    assert reason in status(optimized), status(optimized)
 
 
 def with_options(table, keys, options):
@@ -294,7 +292,6 @@ def by_scalar_and_columns(table, key):
     return identity.predict((first, table.loc[[key]]))
 
 
-@pytest.mark.xfail(PYARROW_TEXT, reason="with pyarrow, pandas keeps text in pyarrow: lookups of text run as written (exact, not compiled yet)")
 def test_other_spellings_keep_their_meaning():
     optimized = willump.optimize(by_scalar_and_columns)
     table = pd.DataFrame({"n": [1, 2]}, index=["a", "b"])
@@ -320,7 +317,6 @@ def test_loc_is_read_before_the_keys():
         optimized(NoLoc(), make)
 
 
-@pytest.mark.xfail(PYARROW_TEXT, reason="with pyarrow, pandas keeps text in pyarrow: lookups of text run as written (exact, not compiled yet)")
 def test_a_changed_table_is_read_again():
     table = pd.DataFrame({"n": [1, 2, 3], "s": ["x", "y", "z"]}, index=["a", "b", "c"])
     keys = ["c", "a"]
@@ -339,7 +335,6 @@ def test_a_changed_table_is_read_again():
     assert maps._tables[id(table.index._data)] is not positions
 
 
-@pytest.mark.xfail(PYARROW_TEXT, reason="with pyarrow, pandas keeps text in pyarrow: lookups of text run as written (exact, not compiled yet)")
 def test_frames_sharing_an_index_share_its_positions():
     table = pd.DataFrame({"n": [1, 2, 3], "s": ["x", "y", "z"]}, index=["a", "b", "c"])
     assert_same(LOC, table[["n"]], ["b"])
@@ -350,7 +345,6 @@ def test_frames_sharing_an_index_share_its_positions():
     assert maps._tables[id(table.index._data)] is positions
 
 
-@pytest.mark.xfail(PYARROW_TEXT, reason="with pyarrow, pandas keeps text in pyarrow: lookups of text run as written (exact, not compiled yet)")
 def test_positions_are_dropped_with_their_table():
     table = pd.DataFrame({"n": [1]}, index=["a"])
     LOC(table, ["a"])
@@ -394,3 +388,70 @@ def test_concurrent_lookups():
 
     in_threads(work, tables)
     assert not failures
+
+
+# --- text in every storage pandas keeps it in (pyarrow's in the test pass with pyarrow installed) ----
+
+STORED_STRS = ["a", "b", "é", "🙂", "", "a\u0301", "\x00", "日本語"]
+COMPILED_STORAGES = {"str, Python", "str, pyarrow", "str, pyarrow, chunked", "str, pyarrow, sliced"}
+TEXT_STORAGES = [name for name in (*STORAGES, *ARROW_STORAGES) if pa is not None or name in STORAGES]
+A_STORAGE = st.sampled_from([s for s in TEXT_STORAGES if s in COMPILED_STORAGES]) | st.sampled_from(TEXT_STORAGES)
+
+
+@st.composite
+def stored_case(draw):
+    """(a table indexed by text, keys, whether its lookups are expected compiled): the index, the
+    text columns and the keys each held in a storage of their own (Python, pyarrow; one chunk or
+    several, a slice of an array), missing labels and keys (NaN and None), non-ASCII ones."""
+    labels = draw(st.lists(st.sampled_from(STORED_STRS) | st.none(), min_size=1, max_size=8, unique=True))
+    index_storage = draw(A_STORAGE.filter(lambda s: s != "object"))
+    index = pd.Index(stored(index_storage, labels).array, name=draw(st.sampled_from([None, "key"])))
+    storages = {f"c{i}": s for i, s in enumerate(draw(st.lists(A_STORAGE, min_size=1, max_size=3)))}
+    texts = st.lists(st.sampled_from(STORED_STRS) | st.none(), min_size=len(labels), max_size=len(labels))
+    columns = {name: stored(storage, draw(texts)).array for name, storage in storages.items()}
+    table = pd.DataFrame({**columns, "n": np.arange(len(labels))}, index=index)
+    if draw(st.booleans()):
+        table = table[draw(st.sampled_from(list(table.columns)))]
+    selected = table.columns if type(table) is pd.DataFrame else [table.name]
+    known = [k for k in labels if k is not None]
+    keys = draw(st.lists(st.sampled_from(known or STORED_STRS) | st.sampled_from(STORED_STRS) | st.none(),
+                         max_size=draw(st.sampled_from([5, 30]))))  # (more than 16: found in numba)
+    container = draw(st.sampled_from(["list", "index", "series"]))
+    compiled = index_storage in COMPILED_STORAGES and bool(known) and all(
+        storages.get(c, "object") in COMPILED_STORAGES | {"object"} for c in selected)  # ("n": int64)
+    compiled &= container != "list" or None not in keys  # (a list of strs and None: keys of two kinds)
+    if container != "list" and keys:
+        key_storage = draw(A_STORAGE)
+        keys = stored(key_storage, keys)
+        if container == "index":
+            keys = pd.Index(keys.array)
+        compiled &= key_storage in COMPILED_STORAGES or (key_storage == "object" and None not in keys.tolist())
+    return table, keys, compiled
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(stored_case())
+def test_lookups_of_text_in_any_storage_match_pandas(case):
+    table, keys, compiled = case
+    for optimized, compiled_here in ((LOC, compiled and found_all(table, keys)), (REINDEX, compiled)):
+        before = calls(optimized)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert_same(optimized, table, keys)
+        done, done_compiled = (a - b for a, b in zip(calls(optimized), before))
+        assert done == 1
+        if compiled_here:
+            assert done_compiled == 1, status(optimized)
+
+
+@pytest.mark.parametrize("function", [by_loc, by_reindex])
+def test_text_keys_pyarrow_cannot_hold_run_as_written(function):
+    """A lone surrogate in the keys: where pandas keeps text in pyarrow it raises (pyarrow holds
+    UTF-8), so the call runs as written; elsewhere pandas looks it up, and so does the compiled call."""
+    optimized = willump.optimize(function)
+    table = pd.DataFrame({"n": [1, 2]}, index=pd.Index(["a", "\ud800"], dtype=object))
+    for keys in (["\ud800"], np.array(["\ud800", "a"], dtype=object)):
+        assert_same(optimized, table, keys)
+    arrow = pd.StringDtype(na_value=np.nan).storage == "pyarrow"
+    assert calls(optimized) == ((2, 0) if arrow else (2, 2))

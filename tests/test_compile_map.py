@@ -11,11 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import willump
-from answers import answers, identity, strings_in_pyarrow
+from answers import answers, identity, text_series
+from test_compile_strings import ARROW_STORAGES, STORAGES, pa, stored
 from willump.compile import maps
 from willump.compile.forms import Unsupported
-
-PYARROW_TEXT = strings_in_pyarrow("text")  # str keys and values are kept in pyarrow
 
 pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
 
@@ -34,6 +33,9 @@ def mapped_without_na(s, m):
 
 
 PIPELINES = [willump.optimize(mapped), willump.optimize(mapped_by_name)]
+STORED = {"python": pd.StringDtype("python", na_value=np.nan)}  # the str dtypes, by storage
+if pa is not None:
+    STORED["pyarrow"] = pd.StringDtype("pyarrow", na_value=np.nan)
 SETTINGS = settings(max_examples=400, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
@@ -123,7 +125,7 @@ def test_map_matches_pandas(case):
             assert_same(optimized, s, m)
             calls, compiled = (a - b for a, b in zip(map_calls(optimized), before))
             assert calls == 1
-            if common and not strings_in_pyarrow(s, m):
+            if common:
                 status = optimized.explain_compilation().set_index("operator").loc["Series.map", "status"]
                 assert compiled == 1, status
 
@@ -138,7 +140,6 @@ def test_inferred_value_dtype_is_pandas(values):
     assert dtype == pd.Series(values).dtype
 
 
-@pytest.mark.xfail(PYARROW_TEXT, reason="with pyarrow, pandas keeps text in pyarrow: lookups of text run as written (exact, not compiled yet)")
 def test_common_lookups_are_compiled():
     f = willump.optimize(mapped)
     s = pd.Series([3, 1, 9], index=[10, 10, 11], name="k")
@@ -150,7 +151,6 @@ def test_common_lookups_are_compiled():
     assert f.explain_compilation().set_index("operator").loc["Series.map", "status"] == "compiled"
 
 
-@pytest.mark.xfail(PYARROW_TEXT, reason="with pyarrow, pandas keeps text in pyarrow: lookups of text run as written (exact, not compiled yet)")
 def test_large_ints_are_compared_exactly():
     f = willump.optimize(mapped)
     assert_same(f, pd.Series([2**62 + 1, 2**62]), {2**62: "even", 2**62 + 1: "odd"})
@@ -189,7 +189,7 @@ def test_refused_inputs_run_as_written(s, m, reason):
     assert map_calls(f) == (1, 0)
     status = f.explain_compilation().set_index("operator").loc["Series.map", "status"]
     assert status.startswith("plain Python: this input:"), status
-    assert reason in status or strings_in_pyarrow(s, m), status  # (text in pyarrow is refused first)
+    assert reason in status, status
 
 
 def test_options_run_as_written():
@@ -209,7 +209,6 @@ def test_series_subclasses_run_as_written():
     assert "Tagged.map is not an operator willump compiles" in f.explain_compilation()["status"].str.cat()
 
 
-@pytest.mark.xfail(PYARROW_TEXT, reason="with pyarrow, pandas keeps text in pyarrow: lookups of text run as written (exact, not compiled yet)")
 def test_a_changed_mapping_series_is_read_again():
     f = willump.optimize(mapped)
     s = pd.Series(["a", "b", "c"])
@@ -227,7 +226,6 @@ def test_a_changed_mapping_series_is_read_again():
     assert map_calls(f) == (5, 5)
 
 
-@pytest.mark.xfail(PYARROW_TEXT, reason="with pyarrow, pandas keeps text in pyarrow: lookups of text run as written (exact, not compiled yet)")
 def test_tables_are_dropped_with_their_mapping():
     f = willump.optimize(mapped)
     m = pd.Series([1, 2], index=["a", "b"])
@@ -239,7 +237,6 @@ def test_tables_are_dropped_with_their_mapping():
     assert key not in maps._tables
 
 
-@pytest.mark.xfail(PYARROW_TEXT, reason="with pyarrow, pandas keeps text in pyarrow: lookups of text run as written (exact, not compiled yet)")
 def test_attrs_and_flags_follow_pandas():
     s = pd.Series([1, 2], index=[0, 0])
     s.attrs["source"] = "test"
@@ -256,3 +253,114 @@ def test_without_str_inference_runs_as_written():
         with pd.option_context("future.infer_string", False):
             assert_same(f, pd.Series([1, 2]), {1: "a"})
     assert "future.infer_string" in f.explain_compilation().set_index("operator").loc["Series.map", "status"]
+
+
+# --- text in every storage pandas keeps it in (pyarrow's in the test pass with pyarrow installed) ----
+
+STORED_STRS = ["a", "b", "é", "🙂", "", "a\u0301", "\x00", "日本語", "Σ"]
+COMPILED_STORAGES = {"str, Python", "str, pyarrow", "str, pyarrow, chunked", "str, pyarrow, sliced"}
+TEXT_STORAGES = [name for name in (*STORAGES, *ARROW_STORAGES) if pa is not None or name in STORAGES]
+A_STORAGE = st.sampled_from([s for s in TEXT_STORAGES if s in COMPILED_STORAGES]) | st.sampled_from(TEXT_STORAGES)
+
+
+@st.composite
+def stored_case(draw):
+    """(a Series of text, a dict or Series keyed by text, whether the map is expected compiled): the
+    text of each held in a storage of its own (Python, pyarrow; one chunk or several, a slice of an
+    array), with missing values and keys, non-ASCII ones, and values of any kind (text too)."""
+    texts = st.sampled_from(STORED_STRS) | st.none()
+    source_storage = draw(A_STORAGE)
+    values = draw(st.lists(texts, min_size=1, max_size=draw(st.sampled_from([4, 40]))))  # (more than 16: in numba)
+    if source_storage == "object":  # missing values in an object Series are not str: refused
+        values = [v if v is not None else draw(st.sampled_from(STORED_STRS)) for v in values]
+    s = stored(source_storage, values, draw(st.none() | st.just(pd.RangeIndex(len(values)) * 3)))
+    keys = draw(st.lists(texts, max_size=8, unique=True))
+    value_kind = draw(st.sampled_from(["int", "float", "bool", "str"]))
+    mapped_to = draw(st.lists(VALUES[value_kind] | (st.none() if value_kind == "str" else st.nothing()),
+                              min_size=len(keys), max_size=len(keys)))
+    compiled = source_storage in COMPILED_STORAGES or source_storage == "object"
+    compiled &= keys == [] or keys != [None]  # (a lone NaN key is a number: pandas compares it so)
+    if draw(st.booleans()):
+        m = {np.nan if k is None else k: v for k, v in zip(keys, mapped_to)}
+        compiled &= value_kind != "str" or set(mapped_to) != {None}  # (only None: an object Series)
+        return s, m, compiled
+    key_storage = draw(A_STORAGE)
+    index = pd.Index(stored(key_storage, keys)) if keys else pd.Index([], dtype="str")
+    if value_kind == "str" and keys:
+        value_storage = draw(A_STORAGE)
+        m = pd.Series(stored(value_storage, mapped_to).array, index=index)
+        compiled &= value_storage in COMPILED_STORAGES
+    else:
+        m = pd.Series(mapped_to, index=index, dtype=None if keys else "float64")
+    compiled &= key_storage in COMPILED_STORAGES or (key_storage == "object" and None not in keys)
+    return s, m, compiled and m.index.dtype != object
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(stored_case())
+def test_maps_of_text_in_any_storage_match_pandas(case):
+    s, m, compiled = case
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        f = willump.optimize(mapped)
+        assert_same(f, s, m)
+        assert_same(f, s, m)  # (again, with the mapping's key positions kept)
+    status = f.explain_compilation().set_index("operator").loc["Series.map", "status"]
+    if compiled:
+        assert map_calls(f) == (2, 2), status
+
+
+@pytest.mark.parametrize("m", [{"\ud800": 1, "a": 2}, {"a": "\ud800", "b": "x"}, {"a": "x", "b": "\udfff"}])
+def test_text_pyarrow_cannot_hold_runs_as_written(m):
+    """A lone surrogate in a dict's text: where pandas keeps text in pyarrow it raises (pyarrow holds
+    UTF-8), so the call runs as written; elsewhere pandas maps it, and so does the compiled map."""
+    f = willump.optimize(mapped)
+    for s in (pd.Series(["a", "b"], dtype=object), text_series(["a", "b"])):
+        assert_same(f, s, m)
+    if pd.StringDtype(na_value=np.nan).storage == "pyarrow":
+        assert map_calls(f) == (2, 0)
+        assert "lone surrogate" in f.explain_compilation().set_index("operator").loc["Series.map", "status"]
+    else:
+        assert map_calls(f) == (2, 2)
+
+
+def test_an_object_series_of_text_pyarrow_cannot_hold_runs_as_written():
+    f = willump.optimize(mapped)
+    s = pd.Series(["\ud800", "a"], dtype=object)
+    for m in ({"a": 1}, pd.Series([1.5], index=pd.Index(["a"], dtype=object))):
+        assert_same(f, s, m)
+    arrow = pd.StringDtype(na_value=np.nan).storage == "pyarrow"
+    assert map_calls(f) == ((2, 0) if arrow else (2, 2))
+
+
+def test_text_results_are_kept_as_pandas_keeps_them():
+    """A dict of text gives text of the storage pandas infers; a Series of text gives its own."""
+    f = willump.optimize(mapped)
+    inferred = pd.StringDtype(na_value=np.nan)
+    for s in (pd.Series([2, 1, 3]), pd.Series(["b", "a", "c"]), pd.Series(["b", "a", None], dtype=STORED["python"])):
+        keys = s.iloc[:2].tolist()
+        result = f(s, dict(zip(keys, ["x", None])))
+        assert result.dtype == inferred and type(result.array) is type(pd.array(["x"], dtype=inferred))
+        for storage in STORED:
+            values = pd.Series(["x", None], index=keys, dtype=STORED[storage])
+            assert f(s, values).dtype == STORED[storage]
+            assert_same(f, s, values)
+    assert map_calls(f)[0] == map_calls(f)[1]
+
+
+_TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=12) | st.sampled_from(STORED_STRS)
+
+
+@settings(max_examples=100, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_TEXT, min_size=1, max_size=300, unique=True), st.data())
+def test_many_keys_match_pandas(keys, data):
+    """Many text keys (hashed, collided and probed where pyarrow keeps them) and many values,
+    some of them keys, some not, some missing."""
+    values = data.draw(st.lists(st.sampled_from(keys) | _TEXT | st.none(), min_size=17, max_size=60))
+    s = pd.Series(values, dtype="str")
+    m = pd.Series(np.arange(len(keys)), index=pd.Index(keys, dtype="str"))
+    f = willump.optimize(mapped)
+    assert_same(f, s, m)
+    assert map_calls(f) == (1, 1)

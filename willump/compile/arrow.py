@@ -9,8 +9,13 @@ pandas computes the methods of these arrays with pyarrow's kernels, which do not
 always agree with Python's: ``.str.lower()`` is ``pyarrow.compute.utf8_lower``,
 one code point to one code point (no Final_Sigma rule, U+0130 lowers to "i").
 That mapping is read once from pyarrow itself, over every code point.
+
+Lookups of pyarrow-backed strings among known keys (``Utf8Keys``: ``series.map``,
+``reindex``, ``.loc``) hash and compare their UTF-8 bytes in numba: two strs are
+equal exactly when their UTF-8 bytes are.
 """
 
+import numba
 import numpy as np
 import pandas as pd
 
@@ -28,6 +33,7 @@ if pa is not None:
     _OFFSET_TYPES = {pa.string(): np.int32, pa.large_string(): np.int64}
 _NO_BYTES, _NO_TABLE = np.empty(0, np.uint8), np.empty(0, np.uint32)
 _arrow_lower = None  # pyarrow's utf8_lower of every code point alone
+FEW_STRINGS = 16  # up to this many are read by pyarrow's to_pylist (more: its to_numpy, or in numba)
 
 
 def is_arrow_strings(values) -> bool:
@@ -102,8 +108,135 @@ def _arrow_lower_table() -> np.ndarray:
     return _arrow_lower
 
 
+def arrow_objects(values) -> list:
+    """The values of pyarrow-backed strings (a Series, Index or array) as Python objects, as pandas'
+    ``tolist()`` gives them (NaN where one is missing), a few times faster."""
+    chunked = values._values._pa_array if isinstance(values, (pd.Series, pd.Index)) else values._pa_array
+    if len(chunked) <= FEW_STRINGS:  # (a single row's: pyarrow's list is quicker for a few)
+        objects = chunked.to_pylist()
+        return [np.nan if v is None else v for v in objects] if chunked.null_count else objects
+    if chunked.num_chunks == 1:
+        objects = chunked.chunk(0).to_numpy(zero_copy_only=False)
+    else:
+        objects = chunked.to_numpy()
+    if chunked.null_count:
+        objects[pd.isna(objects)] = np.nan
+    return objects.tolist()
+
+
 def arrow_array(values):
     """The pandas array of pyarrow-backed strings of a Series or array, as it is now (its pyarrow
     data never changes: pandas replaces it on assignment)."""
     array = values.array if isinstance(values, pd.Series) else values
     return type(array)(array._pa_array, dtype=array.dtype)
+
+
+class Utf8Keys:
+    """str keys as UTF-8 bytes in an open-addressing hash table, so that pyarrow-backed strings are
+    found among them in numba, without a Python ``str`` per value. Keys that are not str, or not
+    UTF-8 (lone surrogates), equal no pyarrow string and are left out."""
+
+    def __init__(self, keys: list):
+        numbers, encoded = [], []
+        for number, key in enumerate(keys):
+            if type(key) is str:
+                try:
+                    encoded.append(key.encode())
+                except UnicodeEncodeError:
+                    continue
+                numbers.append(number)
+        self.data = np.frombuffer(b"".join(encoded), np.uint8)
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum([len(k) for k in encoded], out=offsets[1:])
+        size = 1 << max(2 * len(encoded), 1).bit_length()  # at most half full
+        self.slots = _slots(self.data, offsets, np.array(numbers, dtype=np.int64), size)
+
+    def find(self, values, missing: int) -> np.ndarray:
+        """The number of each value of pyarrow-backed strings (a Series, Index or array) among the
+        keys (its place in ``keys``), -1 where it is none, ``missing`` where the value is missing."""
+        chunked = values._values._pa_array if isinstance(values, (pd.Series, pd.Index)) else values._pa_array
+        parts = [self._chunk(chunk, missing) for chunk in chunked.chunks]
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else np.empty(0, np.intp)
+
+    def _chunk(self, chunk, missing: int) -> np.ndarray:
+        offset_type = _OFFSET_TYPES.get(chunk.type)
+        if offset_type is None:
+            raise Unsupported(f"pyarrow strings of type {chunk.type}")
+        validity, offsets, data = chunk.buffers()
+        start, size = chunk.offset, len(chunk)
+        present = _NO_MASK
+        if chunk.null_count:
+            present = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[start : start + size]
+        found = np.empty(size, dtype=np.intp)
+        _find(
+            _NO_BYTES if data is None else np.frombuffer(data, np.uint8),
+            np.frombuffer(offsets, offset_type)[start : start + size + 1], present,
+            self.data, self.slots, missing, found,
+        )
+        return found
+
+
+_NO_MASK = np.empty(0, np.uint8)
+_jit = numba.njit(cache=True, nogil=True)
+_HASH, _START, _LENGTH, _NUMBER = range(4)  # a slot: its key's hash, bytes, number (-1: empty)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _hash(data, start, end) -> np.int64:
+    """A hash of ``data[start:end]``, eight bytes at a time, its high bits mixed into the low ones
+    (MurmurHash3's finalizer): the table's slot is the low bits."""
+    h = np.uint64(end - start) * np.uint64(0x9E3779B97F4A7C15)
+    i = start
+    while i < end:
+        word = np.uint64(0)
+        for j in range(min(8, end - i)):
+            word |= np.uint64(data[i + j]) << np.uint64(8 * j)
+        h = (h ^ word) * np.uint64(0x100000001B3)
+        h ^= h >> np.uint64(29)
+        i += 8
+    h = (h ^ (h >> np.uint64(33))) * np.uint64(0xFF51AFD7ED558CCD)
+    h = (h ^ (h >> np.uint64(33))) * np.uint64(0xC4CEB9FE1A85EC53)
+    return np.int64(h ^ (h >> np.uint64(33)))
+
+
+@_jit
+def _slots(data, offsets, numbers, size):
+    """The hash table: ``size`` (a power of two) slots of (hash, start, length, number) in one row,
+    so that a lookup reads one slot and the bytes of a key with the same hash."""
+    slots = np.zeros((size, 4), np.int64)
+    slots[:, _NUMBER] = -1
+    mask = size - 1
+    for key in range(len(offsets) - 1):
+        h = _hash(data, offsets[key], offsets[key + 1])
+        slot = h & mask
+        while slots[slot, _NUMBER] >= 0:
+            slot = (slot + 1) & mask
+        slots[slot, _HASH], slots[slot, _START] = h, offsets[key]
+        slots[slot, _LENGTH], slots[slot, _NUMBER] = offsets[key + 1] - offsets[key], numbers[key]
+    return slots
+
+
+@_jit
+def _find(data, offsets, present, key_data, slots, missing, found):
+    mask = len(slots) - 1
+    for row in range(len(offsets) - 1):
+        if len(present) and not present[row]:
+            found[row] = missing
+            continue
+        start, end = offsets[row], offsets[row + 1]
+        h = _hash(data, start, end)
+        slot = h & mask
+        found[row] = -1
+        while slots[slot, _NUMBER] >= 0:
+            if slots[slot, _HASH] == h and slots[slot, _LENGTH] == end - start:
+                key_start, same = slots[slot, _START], True
+                for i in range(end - start):
+                    if data[start + i] != key_data[key_start + i]:
+                        same = False
+                        break
+                if same:
+                    found[row] = slots[slot, _NUMBER]
+                    break
+            slot = (slot + 1) & mask

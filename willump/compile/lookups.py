@@ -12,7 +12,7 @@ gives a NaN row: ints become float64, bools object), columns, index and name.
 
 Compiled: a DataFrame or Series with a unique index of ints, floats or strs
 (pandas' ``Index`` or ``RangeIndex``) and numpy int, float, bool or object
-columns or pandas' str dtype, looked up with a list of keys all of
+columns or pandas' str dtype (Python's or pyarrow's storage), looked up with a list of keys all of
 one type (int, float or str) or an array, Index or Series of such keys. Any
 other table, key or option runs as written; so does ``.loc`` with a missing
 key (pandas raises KeyError) or a single key.
@@ -23,13 +23,16 @@ in place is seen; a new index (``table.index = ...``) builds a new dict.
 
 import numpy as np
 import pandas as pd
-from pandas.arrays import StringArray
+from pandas.arrays import ArrowStringArray, StringArray
 from pandas.core.indexes.base import ensure_index
 from pandas.core.indexing import _LocIndexer
 from pandas.core.internals.blocks import new_block
 
 from willump.compile.forms import ReceiverKernel, Unsupported
-from willump.compile.maps import _INT64, STR, key_positions, source, take, using_string_dtype
+from willump.compile.maps import (
+    _INT64, ARROW_STR, STR, check_held_by_pyarrow, inferred_str, key_positions, source, strings, take,
+    using_string_dtype,
+)
 
 _LIST_KINDS = {int: "int", float: "float", str: "str"}  # the element type of a list of keys -> its kind
 _KEY_CONTAINERS = (np.ndarray, pd.Index, pd.RangeIndex, pd.Series)
@@ -92,12 +95,18 @@ def _positions(table, keys) -> list:
         raise Unsupported("the table's index has duplicate keys (pandas raises, or .loc repeats rows)")
     for block in table._mgr.blocks:
         values = block.values
-        if not (_taken_by_numpy(values) or (type(values) is StringArray and values.dtype == STR)):
+        if not (_taken_by_numpy(values) or _str_array(values)):
             raise Unsupported(f"a column of dtype {values.dtype}")
     kind, values = _keys(keys)
     if not len(index):  # no key of any kind
         return [-1] * len(values)
-    return key_positions(table).find(kind, values) if values else []
+    return key_positions(table).find(kind, values) if len(values) else []
+
+
+def _str_array(values) -> bool:
+    """Whether these block values are pandas' str dtype, in either storage (``maps.take`` takes both)."""
+    return (type(values) is StringArray and values.dtype == STR) or (
+        type(values) is ArrowStringArray and values.dtype == ARROW_STR)
 
 
 def _taken_by_numpy(values) -> bool:
@@ -116,6 +125,8 @@ def _keys(keys) -> tuple[str, list]:
             raise Unsupported("keys that are not all ints, all floats or all strs")
         if kind == "int" and not -_INT64 <= min(keys) <= max(keys) < _INT64:
             raise Unsupported("int keys beyond int64")
+        if kind == "str":  # (pandas makes them an Index)
+            check_held_by_pyarrow(keys)
         return kind, keys
     if type(keys) not in _KEY_CONTAINERS:
         raise Unsupported(f"keys of type {type(keys).__name__} (a single key, a mask, a slice, ...)")
@@ -133,9 +144,9 @@ def _reindexed(index: pd.Index, keys) -> pd.Index:
         target = keys
     elif not len(keys):
         target = index[:0]
-    elif type(keys) is list and (type(keys[0]) is not str or pd.StringDtype(na_value=np.nan) == STR):
-        if type(keys[0]) is str:  # (not when pandas infers another str dtype: pyarrow's)
-            values = StringArray._from_sequence(keys, dtype=STR)
+    elif type(keys) is list:
+        if type(keys[0]) is str:
+            values = strings(keys, inferred_str())
         else:
             values = np.array(keys, dtype=np.int64 if type(keys[0]) is int else np.float64)
         target = pd.Index._simple_new(values, name=index.name)

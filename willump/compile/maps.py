@@ -10,6 +10,15 @@ missing key (ints then become float64, bools object), with the dtype pandas
 infers for a dict's values. Anything else (other mapping types, ``na_action``,
 categoricals, duplicate or mixed keys, ...) runs as written.
 
+pandas' ``str`` dtype is compiled in both storages: Python's, and pyarrow's
+(``ArrowStringArray``, what pandas infers for text where pyarrow is installed).
+pyarrow-backed values are found among a Series' or table's keys in numba, by
+their UTF-8 bytes (``arrow.Utf8Keys``; a few values, and values looked up in a
+dict, are read as Python objects by pyarrow's own conversion); str results
+pandas keeps in pyarrow are built, or taken, in pyarrow as pandas builds and
+takes them. Where pandas would put a Python str that is not UTF-8 (a lone
+surrogate) into pyarrow, it raises, and so the call runs as written.
+
 A Series mapping's key -> position dict is built once and kept while the Series
 has the same index (``key_positions``, which ``lookups`` shares for tables);
 its values are read on every call, so values written into it in place are seen.
@@ -21,9 +30,10 @@ from itertools import repeat
 
 import numpy as np
 import pandas as pd
-from pandas.arrays import StringArray
+from pandas.arrays import ArrowStringArray, StringArray
 from pandas.core.internals import SingleBlockManager
 
+from willump.compile.arrow import FEW_STRINGS, Utf8Keys, arrow_objects, pa
 from willump.compile.forms import ReceiverKernel, Unsupported
 
 try:  # the rules below are pandas 3's, where strings are inferred as its str dtype
@@ -32,11 +42,12 @@ try:  # the rules below are pandas 3's, where strings are inferred as its str dt
     STR = pd.StringDtype(storage="python", na_value=np.nan)  # the str dtype without pyarrow
 except (ImportError, TypeError):  # older pandas: every call runs as written
     using_string_dtype, STR = bool, None
+ARROW_STR = None if pa is None or STR is None else pd.StringDtype(storage="pyarrow", na_value=np.nan)
 _EXACT = 2**53  # larger ints are not all exact floats, and pandas compares ints with floats as floats
 _INT64 = 2**63
 _SOURCE_KINDS = {"i": "int", "u": "int", "f": "float", "b": "bool", "O": "str"}
 _KEY_KINDS = {"int": "number", "float": "number", "bool": "bool", "str": "str"}  # the source kind's keys
-_INDEX_DTYPES = {"number": ("int64", "float64"), "bool": ("bool",), "str": ("object", STR)}
+_INDEX_DTYPES = {"number": ("int64", "float64"), "bool": ("bool",), "str": ("object", STR, ARROW_STR)}
 _VALUE_DTYPES = (np.dtype(np.int64), np.dtype(np.float64), np.dtype(bool), np.dtype(object))
 
 
@@ -51,7 +62,7 @@ class CompiledMap(ReceiverKernel):
         if type(func) not in (dict, pd.Series):
             raise Unsupported(f"a mapping of type {type(func).__name__} (only dict and Series are compiled)")
         kind, values = source(series)
-        if not values:
+        if not len(values):
             raise Unsupported("an empty Series")
         if not len(func):  # pandas maps through an empty float64 Series
             taken = np.full(len(values), np.nan)
@@ -66,7 +77,8 @@ class CompiledMap(ReceiverKernel):
 
 def source(series) -> tuple[str, list]:
     """('int', 'float', 'bool' or 'str', the values as Python objects), for the dtypes compiled
-    (of a Series, or of an Index or array looked up as keys)."""
+    (of a Series, or of an Index or array looked up as keys); more than a few pyarrow-backed strings
+    are given as their ``ArrowStringArray``, which ``KeyPositions.find`` reads in numba."""
     dtype = series.dtype
     if isinstance(dtype, np.dtype):
         kind = _SOURCE_KINDS.get(dtype.kind)
@@ -74,12 +86,46 @@ def source(series) -> tuple[str, list]:
             raise Unsupported(f"a Series of dtype {dtype}")
     elif dtype == STR:
         kind = "str"
+    elif dtype == ARROW_STR:
+        array = series._values
+        return "str", (array if len(array) > FEW_STRINGS else arrow_objects(array))
     else:
         raise Unsupported(f"a Series of dtype {dtype} (pandas maps it through its extension array)")
     values = series.tolist()
-    if dtype == object and not all(type(v) is str for v in values):
-        raise Unsupported("an object Series with values that are not str")
+    if dtype == object:
+        if not all(type(v) is str for v in values):
+            raise Unsupported("an object Series with values that are not str")
+        check_held_by_pyarrow(values)  # (pandas infers their dtype when it looks them up)
     return kind, values
+
+
+def inferred_str():
+    """The str dtype pandas infers for text now (``STR``, or ``ARROW_STR`` where pyarrow is installed
+    and ``mode.string_storage`` does not say otherwise)."""
+    dtype = pd.StringDtype(na_value=np.nan)
+    if dtype == STR:
+        return STR
+    if dtype == ARROW_STR:
+        return ARROW_STR
+    raise Unsupported(f"pandas infers text as {dtype!r}")
+
+
+def check_held_by_pyarrow(strs) -> None:
+    """Unsupported where pandas would keep these Python strs in pyarrow and one is not UTF-8 (a lone
+    surrogate): pandas raises UnicodeEncodeError then."""
+    if inferred_str() is ARROW_STR:
+        try:
+            "".join(strs).encode()
+        except UnicodeEncodeError:
+            raise Unsupported("a str pyarrow cannot hold (a lone surrogate; pandas raises)") from None
+
+
+def strings(values: list, dtype):
+    """The str array of ``values`` (strs, None and NaN: its missing values) that pandas builds of
+    ``dtype``, ``STR`` or ``ARROW_STR``."""
+    if dtype is STR:
+        return StringArray._from_sequence(values, dtype=STR)
+    return ArrowStringArray(pa.array(values, type=pa.large_string(), from_pandas=True), dtype=ARROW_STR)
 
 
 class _Keys:
@@ -121,11 +167,17 @@ def _from_dict(mapping: dict, kind: str, values: list):
     keys = _Keys(mapping)
     keys.check(kind, values)
     dtype = _dtype_of(mapping.values())
+    if keys.kind == "str":  # pandas makes them an Index
+        check_held_by_pyarrow([k for k in mapping if type(k) is str])
+    if isinstance(values, ArrowStringArray):
+        values = arrow_objects(values)
     get, nan = mapping.get, np.nan
     at_nan = mapping[keys.nan] if keys.nan is not None else nan
     taken = [get(v, nan) if v == v else at_nan for v in values]
-    if dtype is STR:
-        return StringArray._from_sequence(taken, dtype=STR)
+    if dtype is STR or dtype is ARROW_STR:
+        if dtype is ARROW_STR:  # pandas makes them a Series
+            check_held_by_pyarrow([v for v in mapping.values() if type(v) is str])
+        return strings(taken, dtype)
     if dtype.kind in "ib" and nan in taken:  # the dict's values hold no NaN: a key was missing
         dtype = np.dtype(np.float64 if dtype.kind == "i" else object)
     return np.array(taken, dtype=dtype)
@@ -144,20 +196,18 @@ def _dtype_of(values) -> object:
     if types == {bool}:
         return np.dtype(bool)
     if str in types and types <= {str, float, type(None)} and all(v != v for v in values if type(v) is float):
-        if pd.StringDtype(na_value=np.nan) != STR:
-            raise Unsupported("str values pandas keeps in pyarrow (not compiled)")
-        return STR  # None and NaN are its missing values
+        return inferred_str()  # None and NaN are its missing values
     return np.dtype(object)
 
 
 def _from_series(mapping: pd.Series, kind: str, values: list):
     array = mapping._values
-    if not (array.dtype in _VALUE_DTYPES or array.dtype == STR):
+    if not (array.dtype in _VALUE_DTYPES or array.dtype == STR or array.dtype == ARROW_STR):
         raise Unsupported(f"a mapping of dtype {array.dtype}")
     if not mapping.index.is_unique:
         raise Unsupported("the mapping's index has duplicate keys (pandas raises)")
     positions = key_positions(mapping).find(kind, values)
-    return take(array, np.array(positions, dtype=np.intp), -1 in positions)
+    return take(array, np.asarray(positions, dtype=np.intp), -1 in positions)
 
 
 class KeyPositions:
@@ -172,12 +222,18 @@ class KeyPositions:
             raise Unsupported(f"{self.keys.kind} keys in an index of dtype {index.dtype}")
         self.positions = dict(zip(keys, range(len(keys))))
         self.at_nan = self.positions[self.keys.nan] if self.keys.nan is not None else -1
+        self.utf8 = None  # the str keys' Utf8Keys, built when pyarrow-backed strings are first looked up
         data = _data(index)
         self.data = weakref.ref(data, lambda _, key=id(data): _tables.pop(key, None))
 
     def find(self, kind: str, values: list) -> list:
-        """The position of each value (-1: not a key), as pandas' get_indexer finds it."""
+        """The position of each value (-1: not a key), as pandas' get_indexer finds it (for
+        pyarrow-backed strings, an ``ArrowStringArray``: an array of them, found in numba)."""
         self.keys.check(kind, values)
+        if isinstance(values, ArrowStringArray):
+            if self.utf8 is None:
+                self.utf8 = Utf8Keys(list(self.positions))
+            return self.utf8.find(values, self.at_nan)
         find, at_nan = self.positions.get, self.at_nan
         if at_nan < 0:  # no NaN key: a NaN finds nothing, as any value that is not a key
             return list(map(find, values, repeat(-1)))
@@ -211,7 +267,10 @@ def _data(index):
 def take(values, positions: np.ndarray, missing: bool):
     """``values`` at ``positions`` along their last axis, NaN where a position is -1 (``missing``:
     there is one), with the dtype pandas' take_nd gives: ints become float64, bools object.
-    ``values`` is a numpy array or a str ``StringArray``, whose missing value is NaN."""
+    ``values`` is a numpy array or a str ``StringArray`` or ``ArrowStringArray``, whose missing value is NaN."""
+    if isinstance(values, ArrowStringArray):  # as its take(allow_fill=True): pyarrow's take, null for -1
+        indices = pa.array(positions, mask=positions < 0) if missing else positions
+        return values._from_pyarrow_array(values._pa_array.take(indices))
     array = values._ndarray if isinstance(values, StringArray) else values
     if array.shape[-1]:
         taken = array.take(positions, axis=-1)
