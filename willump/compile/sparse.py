@@ -155,7 +155,7 @@ def _canonical_block(rows: SparseRows) -> int:
 
 
 # dtypes scipy keeps as they are (float16 it refuses; longdouble and complex are not compiled)
-_DENSE_DTYPES = frozenset(np.dtype(t) for t in (
+DENSE_DTYPES = frozenset(np.dtype(t) for t in (
     np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64, np.float32, np.float64,
 ))
 
@@ -163,7 +163,7 @@ _DENSE_DTYPES = frozenset(np.dtype(t) for t in (
 def dense_rows(block: np.ndarray) -> SparseRows:
     """A dense block's entries as scipy keeps them when it stacks it with sparse ones (``coo_array(block)``):
     the nonzero ones in row-major order; a 1-D array is one row."""
-    if block.ndim not in (1, 2) or block.dtype not in _DENSE_DTYPES:
+    if block.ndim not in (1, 2) or block.dtype not in DENSE_DTYPES:
         raise Unsupported("a dense block other than a 1-D or 2-D array of numbers")
     matrix = block.reshape(1, -1) if block.ndim == 1 else block
     rows, cols = np.nonzero(matrix)
