@@ -216,20 +216,15 @@ def test_values_the_dense_blocks_refuse_or_convert_are_the_sites(rows):
     assert_same_outcome(outcome(lambda: optimized(good)), outcome(lambda: pipeline(good)))
 
 
-def test_a_dense_block_of_another_width_is_refused_as_scikit_learn_raises():
-    source = DENSE_FIRST.replace('df["n"]]', 'df["n"], df["n"]]')
-    namespace = _fitted()
-    pipeline = _define(source, namespace)
-    optimized = willump.optimize(pipeline)
-    rows = _frame(["The cat sat"])
-    for _ in range(3):
-        assert_same_outcome(outcome(lambda: optimized(rows)), outcome(lambda: pipeline(rows)))
-    assert _whole_calls(optimized) == 0
-
-
-def test_a_coo_stack_read_by_the_model_is_no_program():
-    """Without format="csr" or .tocsr() scipy gives COO, which a model may read another way."""
-    source = DENSE_FIRST.replace(', format="csr"', "")
+@pytest.mark.parametrize(
+    "source",
+    [
+        DENSE_FIRST.replace('df["n"]]', 'df["n"], df["n"]]'),  # not the model's width: scikit-learn raises
+        DENSE_FIRST.replace(', format="csr"', ""),  # COO (no format, no .tocsr()), which a model may read otherwise
+    ],
+    ids=["another width", "coo"],
+)
+def test_stacks_the_program_does_not_answer_run_as_written(source):
     namespace = _fitted()
     pipeline = _define(source, namespace)
     optimized = willump.optimize(pipeline)

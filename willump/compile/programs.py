@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from types import MethodType
 
 import numpy as np
+import pandas as pd
 
 from willump.compile import fused
 from willump.compile.composites import CompiledUnionStack
@@ -38,7 +39,7 @@ from willump.compile.forms import Unsupported, stacked_dtype
 from willump.compile.linear import CompiledLinearModel
 from willump.compile.sites import COLUMN_STR, ExpressionSite
 from willump.compile.sparse import DENSE_DTYPES, CompiledHstack
-from willump.compile.strings import CompiledColumnLower, column_array, lowercase_strings, strings
+from willump.compile.strings import CompiledColumnLower, ReadOnce, column_array, lowercase_strings, strings
 from willump.compile.text import CompiledVectorizer, documents_as_list
 from willump.compile.tfidf import CompiledTfidfTransformer
 
@@ -243,11 +244,12 @@ class TextLinearProgram:
         else:
             blocks = [(kind, value)]
         self.texts, vectorizers = [], []  # per vectorizer: where its documents come from
+        computed = set()  # steps the program computes with their kernels (dense blocks, what they read)
         self.blocks = []  # per block of the stacked matrix: (fused.VECTORIZER, None) or (fused.DENSE, step)
         for kind, index in blocks:
             if kind == STEP and type(kernels[index]) in _DENSE_KERNELS:
                 self.blocks.append((fused.DENSE, index))
-                self._computed(index, steps, kernels, used)
+                self._computed(index, steps, kernels, computed)
                 continue
             weighing = None  # a TfidfTransformer's kernel reading the vectorizer's counts
             if kind == STEP and type(kernels[index]) is CompiledTfidfTransformer:
@@ -259,6 +261,7 @@ class TextLinearProgram:
             vectorizers.append(kernels[index] if weighing is None else weighing.paired_with(kernels[index]))
             self.texts.append(self._documents(source, steps, kernels, used))
             self.blocks.append((fused.VECTORIZER, None))
+        used |= computed
         if used != set(range(len(steps))):
             raise Unsupported("a call whose result the model does not read")
         if any(s.tocsr for i, s in enumerate(steps) if not (self.stacked and i == value)):
@@ -283,22 +286,21 @@ class TextLinearProgram:
                 self.methods.append((position, kernel, owner, function))
             position += 1
         self.callee_count = position  # (the variables GLOBAL arguments read come after the callees)
-        self.computed = [(i, kernels[i], steps[i].inputs, steps[i].keywords) for i in sorted(self._computing)]
+        # (step, kernel, inputs, keywords) of the steps computed, in the chain's order
+        self.computed = [(i, kernels[i], steps[i].inputs, steps[i].keywords) for i in sorted(computed)]
         self._layouts = {}  # the dense blocks' widths -> fused.block_order of the blocks
 
-    _computing = frozenset()  # steps whose values the program computes with their kernels (dense blocks)
-
-    def _computed(self, index: int, steps: list, kernels: list, used: set) -> None:
-        """Take step ``index``, a dense block or an expression it reads, and the steps it reads, as
-        steps the program computes with their kernels; Unsupported for other steps."""
+    @classmethod
+    def _computed(cls, index: int, steps: list, kernels: list, computed: set) -> None:
+        """Add step ``index`` (a dense block, or an expression one reads) and the steps it reads to
+        ``computed``: steps the program computes with their kernels; Unsupported for other steps."""
         if type(kernels[index]) not in _COMPUTED_KERNELS or steps[index].tocsr:
             raise Unsupported("a dense block of other than numpy's column_stack of element-wise expressions")
-        used.add(index)
-        self._computing = self._computing | {index}
+        computed.add(index)
         for kind, value in steps[index].inputs:
             for inner_kind, inner in value if kind == LIST else [(kind, value)]:
                 if inner_kind == STEP:
-                    self._computed(inner, steps, kernels, used)
+                    cls._computed(inner, steps, kernels, computed)
                 elif inner_kind == LIST:
                     raise Unsupported("a list in a list")
 
@@ -307,7 +309,7 @@ class TextLinearProgram:
         """An ``hstack`` of dense blocks with the vectorizers' gives CSR only with ``format="csr"`` or
         ``.tocsr()`` (else COO, which models may read otherwise); the model must read it as
         float64 (its dtype and width are checked at each call)."""
-        options = {k: v for k, v in step.keywords.items()}
+        options = dict(step.keywords)
         if len(step.inputs) == 2:
             options["format"] = step.inputs[1][1]
         if type(kernel) is not CompiledHstack or not (options.get("format") == "csr" or step.tocsr):
@@ -358,14 +360,15 @@ class TextLinearProgram:
     def __call__(self, arguments: tuple, callees: tuple):
         """The function's result for ``arguments`` (its parameters, in order), given its callees
         and subscript (``Chain.callees``) as they are now; ``MISS`` when the sites must answer."""
-        texts = self.documents(arguments, callees)
-        if texts is MISS:
-            return MISS
-        try:
-            dense = self.dense_blocks(arguments, callees) if self.dense else None
-            result = self.model.from_texts(self.plan, texts, dense)
-        except Unsupported:
-            return MISS
+        with ReadOnce():  # (a column's strings decoded once, for the vectorizers and the string methods)
+            texts = self.documents(arguments, callees)
+            if texts is MISS:
+                return MISS
+            try:
+                dense = self.dense_blocks(arguments, callees) if self.dense else None
+                result = self.model.from_texts(self.plan, texts, dense)
+            except Unsupported:
+                return MISS
         return self.answered(result, callees)
 
     def dense_blocks(self, arguments: tuple, callees: tuple) -> fused.DenseBlocks:
@@ -375,7 +378,10 @@ class TextLinearProgram:
         values = {}
         with _unwarned():
             for index, kernel, inputs, keywords in self.computed:
-                values[index] = kernel(*[self._value(i, values, arguments, callees) for i in inputs], **keywords)
+                given = [self._value(i, values, arguments, callees) for i in inputs]
+                if type(kernel) is CompiledColumnStack and type(given[0]) is list:
+                    given[0] = [_as_array(v) for v in given[0]]
+                values[index] = kernel(*given, **keywords)
         arrays = [values[index] for kind, index in self.blocks if kind == fused.DENSE]
         if not all(type(a) is np.ndarray and a.ndim == 2 and a.dtype in DENSE_DTYPES for a in arrays):
             raise Unsupported("a dense block that is not a 2-D array of numbers")
@@ -435,6 +441,14 @@ class TextLinearProgram:
         for site in self.sites:
             site.whole_calls += 1
         return output[callees[-1]] if self.subscripted else output
+
+
+def _as_array(value):
+    """A Series of numpy's values as ``np.column_stack`` reads it (its array, without pandas'
+    ``__array__`` and the attribute look-ups numpy makes first); anything else as it is."""
+    if type(value) is pd.Series and type(value._values) is np.ndarray:
+        return value._values
+    return value
 
 
 def _raise(kind: str, flag: int):
