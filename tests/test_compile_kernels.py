@@ -865,7 +865,6 @@ UNSUPPORTED_HSTACKS = {
     "mismatched rows": (lambda: [_block(3, 2), _block(4, 2)], {}),
     "mismatched rows, format csr": (lambda: [_block(3, 2), _block(3, 1), _block(2, 2)], {"format": "csr"}),
     "a CSC block": (lambda: [_block(3, 2), sp.csc_matrix(_block(3, 2))], {}),
-    "a dense block": (lambda: [_block(3, 2), np.ones((3, 1))], {}),
     "format csc": (lambda: [_block(3, 2), _block(3, 2)], {"format": "csc"}),
     "dtype given": (lambda: [_block(3, 2), _block(3, 2)], {"dtype": np.float32}),
     "one block": (lambda: [_block(3, 2)], {}),

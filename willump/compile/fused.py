@@ -22,13 +22,18 @@ from willump.compile.unicode import document_size
 ROWS_PER_TASK = 256  # fewer rows than this per worker are not worth a thread
 # settings columns, one row per vectorizer
 _ANALYZER, _MIN_N, _MAX_N, _BINARY, _NORM, _HASHED, _ALTERNATE = range(7)
+VECTORIZER, DENSE = 0, 1  # kinds of blocks of the stacked matrix
 
 
 @numba.njit(cache=True, nogil=True)
 def text_scores(codes, offsets, first, stop, classes, settings, vocabularies, idfs, log_tables, tallies, bits,
-                weights, block_offsets):
+                weights, order, block_offsets, dense):
     """(scores of documents ``first..stop``, status): status 0, or v + 1 when vectorizer v's
-    log table is too short, or -1 for a weight that is not finite (scikit-learn refuses it)."""
+    log table is too short, or -1 for a value that is not finite (scikit-learn refuses it).
+
+    The stacked matrix's blocks are in ``order``: (VECTORIZER, v, 0), or (DENSE, first column,
+    stop column) of ``dense`` (rows of documents), whose nonzero values are stored entries
+    (as scipy keeps them); ``block_offsets``: each block's first column."""
     n_vectorizers = len(settings)
     n_outputs = weights.shape[1]
     out = np.zeros((stop - first, n_outputs))
@@ -58,12 +63,21 @@ def text_scores(codes, offsets, first, stop, classes, settings, vocabularies, id
         for j in range(nnz):
             if not np.isfinite(data[j]):
                 return out, -1
+        for c in range(dense.shape[1]):
+            if not np.isfinite(dense[d, c]):
+                return out, -1
         for k in range(n_outputs):
             total = 0.0
-            for v in range(n_vectorizers):
-                offset = block_offsets[v]
-                for j in range(bounds[v], bounds[v + 1]):
-                    total += data[j] * weights[columns[j] + offset, k]
+            for b in range(len(order)):
+                offset = block_offsets[b]
+                if order[b, 0] == VECTORIZER:
+                    for j in range(bounds[order[b, 1]], bounds[order[b, 1] + 1]):
+                        total += data[j] * weights[columns[j] + offset, k]
+                else:
+                    start = order[b, 1]
+                    for c in range(start, order[b, 2]):
+                        if dense[d, c] != 0.0:  # (scipy stores no zero of a dense block, nor -0.0)
+                            total += dense[d, c] * weights[c - start + offset, k]
             out[d - first, k] = total
     return out, 0
 
@@ -153,7 +167,7 @@ class Plan:
         self.kernels, self.widths = kernels, widths
         weighing = [_weighing(k) for k in kernels]
         self.settings = np.array([[k.analyzer, *k.ngram_range, k.binary, w[2], *k.hashing] for k, w in zip(kernels, weighing)], np.int64)
-        self.offsets = np.cumsum([0] + widths[:-1]).astype(np.int64)
+        self.order, self.offsets = block_order([(VECTORIZER, w) for w in widths])
         self.vocabularies = tuple(k.vocabulary.arrays for k in kernels)
         self.idfs, self.log_tables = tuple(w[0] for w in weighing), tuple(w[1] for w in weighing)
         self._scratch = threading.local()
@@ -196,11 +210,42 @@ def scores(blocks: list, weights: np.ndarray, workers, by_vectorizer: bool = Fal
     return planned_scores(plan, [b.source[1] for b in blocks], weights, workers, by_vectorizer)
 
 
-def planned_scores(plan: Plan, texts: list, weights: np.ndarray, workers, by_vectorizer: bool = False) -> np.ndarray:
+class DenseBlocks:
+    """Dense blocks stacked with the vectorizers' (``sp.hstack([words, counts])``): their values side by
+    side (float64, a row per document), and every block's place in the stacked matrix (``block_order``)."""
+
+    def __init__(self, values: np.ndarray, order: np.ndarray, offsets: np.ndarray):
+        self.values, self.order, self.offsets = values, order, offsets
+
+
+def block_order(blocks: list) -> tuple:
+    """(order, offsets) of ``text_scores`` for blocks (kind, width) side by side: vectorizers numbered
+    in order, dense blocks' columns one after the other in the dense values."""
+    order, offsets, vectorizer, column, offset = [], [], 0, 0, 0
+    for kind, width in blocks:
+        if kind == VECTORIZER:
+            order.append((VECTORIZER, vectorizer, 0))
+            vectorizer += 1
+        else:
+            order.append((DENSE, column, column + width))
+            column += width
+        offsets.append(offset)
+        offset += width
+    return np.array(order, np.int64).reshape(-1, 3), np.array(offsets, np.int64)
+
+
+def planned_scores(plan: Plan, texts: list, weights: np.ndarray, workers, by_vectorizer: bool = False,
+                   dense: DenseBlocks | None = None) -> np.ndarray:
     """As ``scores``, from the plan of the vectorizers and the documents each reads (lists of ``str``
-    or ``CodePoints``)."""
+    or ``CodePoints``), and the ``dense`` blocks stacked with them, if any."""
     kernels = plan.kernels
     n_rows = len(texts[0])
+    if dense is None:
+        dense = DenseBlocks(np.empty((n_rows, 0)), plan.order, plan.offsets)
+    elif dense.values.shape[0] != n_rows:
+        raise Unsupported("dense blocks of another number of rows (scipy raises)")
+    else:
+        by_vectorizer = False  # (the parts of one row on the workers are the vectorizers' only)
     if by_vectorizer and n_rows == 1 and workers.count > 1 and len(kernels) > 1:
         out = _by_vectorizer(plan, texts, weights, workers)
         if out is not None:
@@ -214,24 +259,25 @@ def planned_scores(plan: Plan, texts: list, weights: np.ndarray, workers, by_vec
         offsets.append(encoded[same][1])
     codes, offsets = tuple(codes), tuple(offsets)
     if n_rows < 2 * ROWS_PER_TASK or workers.count == 1:
-        return _part(plan, codes, offsets, weights, 0, n_rows)
+        return _part(plan, codes, offsets, weights, dense, 0, n_rows)
     parts = workers.split(n_rows, ROWS_PER_TASK)
-    return np.concatenate(workers.map(lambda rows: _part(plan, codes, offsets, weights, rows.start, rows.stop), parts))
+    return np.concatenate(workers.map(lambda rows: _part(plan, codes, offsets, weights, dense, rows.start, rows.stop), parts))
 
 
-def _part(plan: Plan, codes: tuple, offsets: tuple, weights: np.ndarray, first: int, stop: int) -> np.ndarray:
+def _part(plan: Plan, codes: tuple, offsets: tuple, weights: np.ndarray, dense: DenseBlocks, first: int,
+          stop: int) -> np.ndarray:
     """The scores of documents ``first..stop``."""
     kernels = plan.kernels
     while True:
         tallies, bits = plan.scratch()
         out, status = text_scores(
             codes, offsets, first, stop, kernels[0].classes, plan.settings, plan.vocabularies, plan.idfs,
-            plan.log_tables, tallies, bits, weights, plan.offsets,
+            plan.log_tables, tallies, bits, weights, dense.order, dense.offsets, dense.values,
         )
         if status == 0:
             return out
         if status < 0:
-            raise Unsupported("weights that are not finite (scikit-learn raises)")
+            raise Unsupported("values that are not finite (scikit-learn raises)")
         kernel = kernels[status - 1]  # a count beyond the sublinear TF table: a longer table
         kernel.log_table = kernel._log_table(2 * len(kernel.log_table) + 1)
         plan.__init__(kernels, plan.widths)

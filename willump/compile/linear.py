@@ -136,17 +136,19 @@ class CompiledLinearModel:
             return pair
         return softmax(scores, copy=False)
 
-    def from_texts(self, plan: fused.Plan, texts: list):
+    def from_texts(self, plan: fused.Plan, texts: list, dense=None):
         """The answer for the vectorizers of ``plan`` (together the model's input) reading ``texts``
-        (a list of ``str`` or ``CodePoints`` per vectorizer), computed without their rows (see ``fused``)."""
-        return self.finish(self.text_product(plan, texts))
+        (a list of ``str`` or ``CodePoints`` per vectorizer), computed without their rows (see ``fused``);
+        ``dense``: the ``fused.DenseBlocks`` stacked with them, if any."""
+        return self.finish(self.text_product(plan, texts, dense))
 
-    def text_product(self, plan: fused.Plan, texts: list) -> np.ndarray:
-        """``X @ _weights()`` for ``X`` the vectorizers of ``plan`` reading ``texts``: what ``finish`` takes."""
+    def text_product(self, plan: fused.Plan, texts: list, dense=None) -> np.ndarray:
+        """``X @ _weights()`` for ``X`` the vectorizers of ``plan`` reading ``texts`` (and ``dense``
+        blocks): what ``finish`` takes."""
         self._refuse_named_features()
         weights = self._weights()
         matrix = weights if weights.ndim == 2 else weights[:, None]
-        scores = self._text_scores(plan, texts, matrix)
+        scores = self._text_scores(plan, texts, matrix, dense)
         return scores[:, 0] if weights.ndim == 1 else scores
 
     def _refuse_named_features(self) -> None:
@@ -211,7 +213,7 @@ class CompiledLinearModel:
             and sum(k.width for k in kernels) == self.width
         )
 
-    def _text_scores(self, plan: fused.Plan, texts: list, weights: np.ndarray) -> np.ndarray:
+    def _text_scores(self, plan: fused.Plan, texts: list, weights: np.ndarray, dense=None) -> np.ndarray:
         """``fused.planned_scores``, counted. When fusing measured slow enough to be worth threads,
         one row's vectorizers may instead run side by side on the workers: whichever of the two
         measured faster, each tried again now and then."""
@@ -219,7 +221,7 @@ class CompiledLinearModel:
         choosing = self.workers.count > 1 and len(texts) > 1 and len(texts[0]) == 1
         side_by_side = choosing and self.side_by_side.seconds[False] >= WORTH_A_THREAD and self.side_by_side.choose()
         started = time.perf_counter()
-        scores = fused.planned_scores(plan, texts, weights, self.workers, by_vectorizer=side_by_side)
+        scores = fused.planned_scores(plan, texts, weights, self.workers, side_by_side, dense)
         self.fused_calls += 1
         if choosing:  # (a batch's time says nothing about one row's)
             self.side_by_side.record(side_by_side, time.perf_counter() - started)

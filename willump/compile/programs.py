@@ -13,7 +13,9 @@ e.g.::
     return model.predict_proba(X)[:, 1]
 
 and the kernels the sites found compose into a program willump knows (text
-columns, vectorizers, an optional ``hstack``, a linear model: ``TextLinearProgram``),
+columns, vectorizers, an optional ``hstack``, a linear model: ``TextLinearProgram``;
+the ``hstack`` may also take dense blocks, ``np.column_stack`` of element-wise
+expressions such as ``np.log1p(df["text"].str.len())``),
 the program answers the call instead: it reads the callees, checks they are the
 objects it was built for and that their kernels are still valid, reads the
 strings, and runs the fused kernel. It answers exactly what the chain of sites
@@ -26,21 +28,28 @@ import ast
 from dataclasses import dataclass, field
 from types import MethodType
 
+import numpy as np
+import pandas as pd
+
 from willump.compile import fused
 from willump.compile.composites import CompiledUnionStack
-from willump.compile.forms import Unsupported
+from willump.compile.dense import CompiledColumnStack
+from willump.compile.expressions import CompiledExpression
+from willump.compile.forms import Unsupported, stacked_dtype
 from willump.compile.linear import CompiledLinearModel
 from willump.compile.sites import COLUMN_STR, ExpressionSite
-from willump.compile.sparse import CompiledHstack
-from willump.compile.strings import CompiledColumnLower, column_array, lowercase_strings, strings
+from willump.compile.sparse import DENSE_DTYPES, CompiledHstack
+from willump.compile.strings import CompiledColumnLower, ReadOnce, column_array, lowercase_strings, strings
 from willump.compile.text import CompiledVectorizer, documents_as_list
 from willump.compile.tfidf import CompiledTfidfTransformer
 
 MISS = object()  # a program's answer when the call must run through the call sites
+_DENSE_KERNELS = (CompiledColumnStack,)  # kernels of the dense blocks a program stacks with vectorizers
+_COMPUTED_KERNELS = (CompiledColumnStack, CompiledExpression)  # kernels a program calls as the sites do
 
 # What a step's argument is: an argument of the call, a column of one, another step's result,
-# a list of those, or a constant.
-PARAMETER, COLUMN, STEP, LIST, CONSTANT = "parameter", "column", "step", "list", "constant"
+# a list of those, a constant, or a global or closure variable read at each call (``np``).
+PARAMETER, COLUMN, STEP, LIST, CONSTANT, GLOBAL = "parameter", "column", "step", "list", "constant", "global"
 LOWER = "lower"  # where documents come from: a column, lowercased
 _CONSTANT_INDEX = (ast.Constant, ast.Slice, ast.Tuple, ast.UnaryOp, ast.USub, ast.Load)  # nodes of [:, 1]
 
@@ -50,7 +59,7 @@ class Step:
     """One call site in the chain: ``site(callee, *inputs, **keywords)``."""
 
     site: object
-    callee: ast.expr | None  # evaluated at each call (None: a helper, the column string method)
+    callee: ast.expr | None  # evaluated at each call (None: a helper, the column string method, an expression)
     inputs: list  # (kind, value) per positional argument after the callee
     keywords: dict = field(default_factory=dict)  # name -> constant
     tocsr: bool = False  # its result is converted by ``.tocsr()`` (``hstack([...]).tocsr()``)
@@ -63,14 +72,16 @@ class Chain:
     steps: list
     last: int  # the step whose result the function returns
     subscript: ast.expr | None  # a constant index applied to it (``[:, 1]``), or None
+    reads: list = field(default_factory=list)  # the variables GLOBAL arguments read (numbered so)
 
     def kernels(self) -> list:
         """The kernels the steps' sites found for their last callees (None where one ran as written)."""
         return [s.site.found()[2] for s in self.steps]
 
     def callees(self) -> ast.Tuple:
-        """The expression the program evaluates at each call: the callees, then the subscript."""
-        elements = [s.callee for s in self.steps if s.callee is not None]
+        """The expression the program evaluates at each call: the callees, the variables GLOBAL
+        arguments read, then the subscript."""
+        elements = [s.callee for s in self.steps if s.callee is not None] + self.reads
         if self.subscript is not None:
             elements.append(self.subscript)
         return ast.copy_location(ast.Tuple(elements, ast.Load()), elements[0])
@@ -83,14 +94,15 @@ def chain_of(body: list, sites: list, parameters, names: dict | None = None) -> 
     converted by ``.tocsr()``) except the last, ``return <site call>`` (optionally indexed
     by constants). The arguments of
     site calls are parameters, names bound by earlier statements, other site calls,
-    ``parameter[<constant>]``, lists of these, or constants. Callees are read from
+    ``parameter[<constant>]``, lists of these, constants, or global and closure variables
+    (an element-wise expression's ``np``). Callees are read from
     names that are neither parameters nor bound in the body (globals and closure
     variables) or from ``names``: names the rewritten body reads fixed objects under (a
     scikit-learn composite's steps), which are also constants as arguments."""
     names = names or {}
     by_name = {site.name: site for site in sites}
     positions = {name: i for i, name in enumerate(parameters)}
-    bound, steps = {}, []
+    bound, steps, reads = {}, [], []
 
     def site_call(node):
         return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in by_name
@@ -101,10 +113,14 @@ def chain_of(body: list, sites: list, parameters, names: dict | None = None) -> 
             if index is not None:
                 steps[index].tocsr = True
             return index
-        if not site_call(call) or not call.args or isinstance(by_name[call.func.id], ExpressionSite):
+        if not site_call(call) or not call.args:
             return None
         callee = call.args[0]
-        if isinstance(callee, ast.Name) and callee.id == COLUMN_STR:
+        if isinstance(by_name[call.func.id], ExpressionSite):
+            if not own_expression(call):
+                return None
+            callee = None
+        elif isinstance(callee, ast.Name) and callee.id == COLUMN_STR:
             callee = None
         elif not readable(callee):
             return None
@@ -126,6 +142,14 @@ def chain_of(body: list, sites: list, parameters, names: dict | None = None) -> 
             and not node.args and not node.keywords and site_call(node.func.value)
         )
 
+    def own_expression(call) -> bool:
+        """``site(site.expression, ...)``: an expression site calling the function it was made with."""
+        callee = call.args[0]
+        return (
+            isinstance(callee, ast.Attribute) and callee.attr == "expression" and isinstance(callee.value, ast.Name)
+            and callee.value.id == call.func.id
+        )
+
     def readable(callee) -> bool:
         """``name`` or ``name.attr...`` of a global or closure variable."""
         while isinstance(callee, ast.Attribute):
@@ -140,7 +164,12 @@ def chain_of(body: list, sites: list, parameters, names: dict | None = None) -> 
                 return (STEP, bound[node.id])
             if node.id in names and node.id not in positions:
                 return (CONSTANT, names[node.id])
-            return (PARAMETER, positions[node.id]) if node.id in positions else None
+            if node.id in positions:
+                return (PARAMETER, positions[node.id])
+            if readable(node):
+                reads.append(node)
+                return (GLOBAL, len(reads) - 1)
+            return None
         if isinstance(node, ast.Constant):
             return (CONSTANT, node.value)
         if isinstance(node, (ast.List, ast.Tuple)):
@@ -172,7 +201,7 @@ def chain_of(body: list, sites: list, parameters, names: dict | None = None) -> 
     last = step(returned)
     if last is None or steps[last].callee is None:  # (a program ends in a model's method)
         return None
-    return Chain(steps, last, subscript)
+    return Chain(steps, last, subscript, reads)
 
 
 def program_for(chain: Chain):
@@ -190,7 +219,10 @@ class TextLinearProgram:
     vectorizer's ``transform`` of a column, of a lowercased column or of an argument
     (and a ``TfidfTransformer``'s of a ``CountVectorizer``'s, as the equivalent ``TfidfVectorizer``),
     an ``hstack`` of the vectorizers' outputs, and last, a linear model's method of
-    them. Unsupported otherwise.
+    them. The ``hstack`` (into CSR) may also stack dense blocks: ``np.column_stack`` of
+    element-wise expressions (string methods of columns, arithmetic, numpy's ufuncs),
+    columns or arguments, which the program computes with the sites' own kernels, in the
+    chain's order. Unsupported otherwise.
     """
 
     def __init__(self, chain: Chain):
@@ -212,7 +244,13 @@ class TextLinearProgram:
         else:
             blocks = [(kind, value)]
         self.texts, vectorizers = [], []  # per vectorizer: where its documents come from
+        computed = set()  # steps the program computes with their kernels (dense blocks, what they read)
+        self.blocks = []  # per block of the stacked matrix: (fused.VECTORIZER, None) or (fused.DENSE, step)
         for kind, index in blocks:
+            if kind == STEP and type(kernels[index]) in _DENSE_KERNELS:
+                self.blocks.append((fused.DENSE, index))
+                self._computed(index, steps, kernels, computed)
+                continue
             weighing = None  # a TfidfTransformer's kernel reading the vectorizer's counts
             if kind == STEP and type(kernels[index]) is CompiledTfidfTransformer:
                 weighing = kernels[index]
@@ -222,13 +260,19 @@ class TextLinearProgram:
             source = self._only_input(steps[index], used, index)
             vectorizers.append(kernels[index] if weighing is None else weighing.paired_with(kernels[index]))
             self.texts.append(self._documents(source, steps, kernels, used))
+            self.blocks.append((fused.VECTORIZER, None))
+        used |= computed
         if used != set(range(len(steps))):
             raise Unsupported("a call whose result the model does not read")
         if any(s.tocsr for i, s in enumerate(steps) if not (self.stacked and i == value)):
             raise Unsupported("tocsr() of other than the hstack")
-        if not model.fuses(vectorizers):
+        self.dense = len(vectorizers) < len(self.blocks)  # (dense blocks among the vectorizers')
+        if self.dense:
+            self._check_dense_stack(steps[value], kernels[value], model, vectorizers)
+        elif not model.fuses(vectorizers):
             raise Unsupported("vectorizers the fused kernel does not compute exactly for this model")
         self.model, self.plan = model, fused.plan_for(vectorizers, [k.width for k in vectorizers])
+        self.vectorized_dtype = stacked_dtype(vectorizers)
         # (callee position, kernel, the method's object, its function), in callee order
         self.methods, self.functions = [], []
         position = 0
@@ -241,6 +285,37 @@ class TextLinearProgram:
             else:
                 self.methods.append((position, kernel, owner, function))
             position += 1
+        self.callee_count = position  # (the variables GLOBAL arguments read come after the callees)
+        # (step, kernel, inputs, keywords) of the steps computed, in the chain's order
+        self.computed = [(i, kernels[i], steps[i].inputs, steps[i].keywords) for i in sorted(computed)]
+        self._layouts = {}  # the dense blocks' widths -> fused.block_order of the blocks
+
+    @classmethod
+    def _computed(cls, index: int, steps: list, kernels: list, computed: set) -> None:
+        """Add step ``index`` (a dense block, or an expression one reads) and the steps it reads to
+        ``computed``: steps the program computes with their kernels; Unsupported for other steps."""
+        if type(kernels[index]) not in _COMPUTED_KERNELS or steps[index].tocsr:
+            raise Unsupported("a dense block of other than numpy's column_stack of element-wise expressions")
+        computed.add(index)
+        for kind, value in steps[index].inputs:
+            for inner_kind, inner in value if kind == LIST else [(kind, value)]:
+                if inner_kind == STEP:
+                    cls._computed(inner, steps, kernels, computed)
+                elif inner_kind == LIST:
+                    raise Unsupported("a list in a list")
+
+    @staticmethod
+    def _check_dense_stack(step: Step, kernel, model, vectorizers: list) -> None:
+        """An ``hstack`` of dense blocks with the vectorizers' gives CSR only with ``format="csr"`` or
+        ``.tocsr()`` (else COO, which models may read otherwise); the model must read it as
+        float64 (its dtype and width are checked at each call)."""
+        options = dict(step.keywords)
+        if len(step.inputs) == 2:
+            options["format"] = step.inputs[1][1]
+        if type(kernel) is not CompiledHstack or not (options.get("format") == "csr" or step.tocsr):
+            raise Unsupported("dense blocks stacked into other than CSR")
+        if not vectorizers or not fused.fusable_kernels(vectorizers) or model.converts_values:
+            raise Unsupported("vectorizers the fused kernel does not compute exactly for this model")
 
     @staticmethod
     def _only_input(step: Step, used: set, index: int) -> tuple:
@@ -285,14 +360,58 @@ class TextLinearProgram:
     def __call__(self, arguments: tuple, callees: tuple):
         """The function's result for ``arguments`` (its parameters, in order), given its callees
         and subscript (``Chain.callees``) as they are now; ``MISS`` when the sites must answer."""
-        texts = self.documents(arguments, callees)
-        if texts is MISS:
-            return MISS
-        try:
-            result = self.model.from_texts(self.plan, texts)
-        except Unsupported:
-            return MISS
+        with ReadOnce():  # (a column's strings decoded once, for the vectorizers and the string methods)
+            texts = self.documents(arguments, callees)
+            if texts is MISS:
+                return MISS
+            try:
+                dense = self.dense_blocks(arguments, callees) if self.dense else None
+                result = self.model.from_texts(self.plan, texts, dense)
+            except Unsupported:
+                return MISS
         return self.answered(result, callees)
+
+    def dense_blocks(self, arguments: tuple, callees: tuple) -> fused.DenseBlocks:
+        """The dense blocks' values, computed by the steps' kernels as the sites would (without a
+        floating-point warning: one would be given again when the sites answer instead), as the
+        stacked matrix holds them; Unsupported where the sites would answer otherwise."""
+        values = {}
+        with _unwarned():
+            for index, kernel, inputs, keywords in self.computed:
+                given = [self._value(i, values, arguments, callees) for i in inputs]
+                if type(kernel) is CompiledColumnStack and type(given[0]) is list:
+                    given[0] = [_as_array(v) for v in given[0]]
+                values[index] = kernel(*given, **keywords)
+        arrays = [values[index] for kind, index in self.blocks if kind == fused.DENSE]
+        if not all(type(a) is np.ndarray and a.ndim == 2 and a.dtype in DENSE_DTYPES for a in arrays):
+            raise Unsupported("a dense block that is not a 2-D array of numbers")
+        if np.result_type(self.vectorized_dtype, *[a.dtype for a in arrays]) != np.float64:
+            raise Unsupported("a stacked matrix of other than float64 (the model converts it)")
+        widths = tuple(a.shape[1] for a in arrays)
+        layout = self._layouts.get(widths)
+        if layout is None:
+            if sum(widths) + sum(self.plan.widths) != self.model.width:
+                raise Unsupported("not the model's width (scikit-learn raises)")
+            dense_widths, vectorizer_widths = iter(widths), iter(self.plan.widths)
+            layout = self._layouts[widths] = fused.block_order([
+                (kind, next(dense_widths if kind == fused.DENSE else vectorizer_widths)) for kind, _ in self.blocks
+            ])
+        return fused.DenseBlocks(np.concatenate(arrays, axis=1, dtype=np.float64), *layout)
+
+    def _value(self, argument: tuple, values: dict, arguments: tuple, callees: tuple):
+        """The value of a computed step's argument, as the site call gets it."""
+        kind, value = argument
+        if kind == STEP:
+            return values[value]
+        if kind == PARAMETER:
+            return arguments[value]
+        if kind == COLUMN:  # (as written: the frame's own __getitem__)
+            return arguments[value[0]][value[1]]
+        if kind == GLOBAL:
+            return callees[self.callee_count + value]
+        if kind == LIST:
+            return [self._value(v, values, arguments, callees) for v in value]
+        return value
 
     def documents(self, arguments: tuple, callees: tuple):
         """Each vectorizer's documents (lists of ``str`` or ``CodePoints``), or ``MISS`` when the callees are not the
@@ -322,6 +441,24 @@ class TextLinearProgram:
         for site in self.sites:
             site.whole_calls += 1
         return output[callees[-1]] if self.subscripted else output
+
+
+def _as_array(value):
+    """A Series of numpy's values as ``np.column_stack`` reads it (its array, without pandas'
+    ``__array__`` and the attribute look-ups numpy makes first); anything else as it is."""
+    if type(value) is pd.Series and type(value._values) is np.ndarray:
+        return value._values
+    return value
+
+
+def _raise(kind: str, flag: int):
+    raise FloatingPointError(kind)
+
+
+def _unwarned():
+    """numpy's error state with every floating-point error that would warn (or call, or print)
+    raising instead, so that a program that meets one answers nothing (the sites then warn once)."""
+    return np.errstate(call=_raise, **{kind: "ignore" if mode == "ignore" else "call" for kind, mode in np.geterr().items()})
 
 
 def _read_documents(source: tuple, arguments: tuple):

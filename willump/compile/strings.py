@@ -17,6 +17,7 @@ Series or its ``.str`` accessor is built (each costs about 10 µs for one row).
 
 import ast
 import string
+import threading
 
 import numba
 import numpy as np
@@ -67,7 +68,10 @@ def strings(values) -> list | CodePoints:
     """The values of an array or Series as a list, all ``str``, or as code points for pyarrow's
     strings; Unsupported otherwise."""
     if is_arrow_strings(values):
-        return arrow_documents(values)
+        documents, missing = _documents_and_missing(values)  # (decoded once while reading once)
+        if missing is not None:
+            raise Unsupported("a value that is not a str")
+        return documents
     # (a string column's array lists its objects ten times faster from the ndarray holding them)
     texts = values._ndarray.tolist() if type(values) is StringArray else values.tolist()
     for value in texts:
@@ -88,11 +92,18 @@ def column_array(frame, column):
 
 _OBJECT = np.dtype(object)
 _NOT_CONSTANT = object()
-_positions = {}  # column name -> (the labels of the columns Index, position) last found
+_positions = {}  # column name -> (the labels of the columns Index, position, label there) last found
 
 
 def _column_position(columns: pd.Index, column) -> int | None:
-    """The position of the one column named ``column``, or None (absent, or several).
+    """The position of the one column named ``column``, or None (absent, or several)."""
+    found = _column_found(columns, column)
+    return None if found is None else found[0]
+
+
+def _column_found(columns: pd.Index, column) -> tuple | None:
+    """(position, the label there: the Series' name) of the one column named ``column``, or None
+    (absent, or several).
 
     Row selections of one frame (``df.iloc[[i]]``) have new column Index objects
     sharing the same array of labels, which an Index never changes: a position found
@@ -100,17 +111,18 @@ def _column_position(columns: pd.Index, column) -> int | None:
     labels = columns._data if type(columns) is pd.Index else None
     known = _positions.get(column)
     if known is not None and known[0] is labels:
-        return known[1]
+        return known[1:]
     if column not in columns:
         return None
     at = columns.get_loc(column)
     if type(at) is not int:
         return None
+    found = (at, columns[at])
     if labels is not None:
         if len(_positions) >= 64:
             _positions.clear()
-        _positions[column] = (labels, at)
-    return at
+        _positions[column] = (labels, *found)
+    return found
 
 
 def column_str_method(frame, column, name: str):
@@ -169,7 +181,7 @@ class StringMethod:
             values, index, name, viewed = value._values, value.index, value.name, False
         else:
             values = column_array(value, self.column)
-            index, name, viewed = value.index, value.columns[_column_position(value.columns, self.column)], True
+            index, name, viewed = value.index, _column_found(value.columns, self.column)[1], True
         _check_metadata(value, name)
         return self._values(values), (index, name, viewed)
 
@@ -303,10 +315,35 @@ def _regex_free(pattern: str) -> tuple | None:
     return None if escaped else ("".join(literal),)
 
 
+class ReadOnce:
+    """Within it, on this thread, each array's strings are read (decoded or encoded) once, for
+    every kernel reading them: for a whole-call program's kernels, between which no other code
+    runs that could change the arrays."""
+
+    def __enter__(self):
+        self.outer, _reading.arrays = getattr(_reading, "arrays", None), {}
+
+    def __exit__(self, *exception):
+        _reading.arrays = self.outer
+
+
+_reading = threading.local()  # .arrays: id -> (array, its _documents_and_missing) within ReadOnce
+
+
 def _documents_and_missing(values) -> tuple:
     """(the strings as code points, missing values '' , a bool mask of the missing or None) of a
     column's array: pyarrow's strings, pandas' Python-backed strings, or an object array of
     ``str`` with None or NaN for missing values; Unsupported otherwise."""
+    arrays = getattr(_reading, "arrays", None)
+    if arrays is None:
+        return _read_documents_and_missing(values)
+    known = arrays.get(id(values))
+    if known is None or known[0] is not values:
+        known = arrays[id(values)] = (values, _read_documents_and_missing(values))
+    return known[1]
+
+
+def _read_documents_and_missing(values) -> tuple:
     if is_arrow_strings(values):
         return arrow_code_points(values)
     if type(values) is StringArray:

@@ -134,8 +134,9 @@ def _program(executor, fitted):
 
 def _cascaded(executor, fitted):
     program, graph = executor.program, executor.graph
-    # The program's vectorizers are the IFVs only when they are the blocks of the hstack joining them.
-    if not program.stacked or "hstack" not in graph.combiner.kind or len(graph.ifvs) != len(program.texts):
+    # The program's vectorizers are the IFVs only when they are the blocks of the hstack joining them
+    # (and no dense block is stacked with them).
+    if not program.stacked or program.dense or "hstack" not in graph.combiner.kind or len(graph.ifvs) != len(program.texts):
         return None
     if program.model.method != fitted.method:
         return None
