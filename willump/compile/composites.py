@@ -16,10 +16,14 @@ import weakref
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import FunctionTransformer
 from sklearn.utils import _safe_indexing
 
 from willump.compile.dense import CompiledNumpyHstack
-from willump.compile.forms import SparseRows, Stacked, Unsupported
+from willump.compile.encoders import KERNELS as ENCODERS
+from willump.compile.forms import SelectedColumns, SparseRows, Stacked, Unsupported
+from willump.compile.preprocessing import KERNELS as PREPROCESSING
 from willump.compile.sparse import CompiledHstack, materialize_stack
 
 UNION_STACK = "__willump_union_stack"
@@ -75,14 +79,45 @@ def _needed(transformer) -> set:
 
 def columns(X, transformer, position: int):
     """The columns ``transformers_[position]`` reads, selected as ``ColumnTransformer`` does:
-    by name from a DataFrame when it was fitted on one, else by the selection as written."""
-    name, _, selection = transformer.transformers_[position]
+    by name from a DataFrame when it was fitted on one, else by the selection as written.
+    A branch whose first step is a kernel reading columns where they are (an encoder, scaler,
+    imputer) gets them as ``SelectedColumns``: building the frame costs more than the kernel."""
+    name, branch, selection = transformer.transformers_[position]
     if hasattr(transformer, "feature_names_in_") and isinstance(X, pd.DataFrame):
         labels = transformer.feature_names_in_[transformer._transformer_to_input_indices[name]]
         if np.isscalar(selection):
             return X[labels[0]]  # as X.loc[:, label]
-        return X[list(labels)]  # as X.loc[:, labels]
+        labels = labels.tolist()
+        if type(X) is pd.DataFrame and len(X) and _reads_columns(branch):
+            positions = _positions(X.columns, labels)
+            if positions is not None:
+                return SelectedColumns(X, labels, positions)
+        return X[labels]  # as X.loc[:, labels]
     return _safe_indexing(X, selection, axis=1)
+
+
+def _reads_columns(branch) -> bool:
+    """Whether the branch's first step is one of the kernels reading ``SelectedColumns``."""
+    while type(branch) is Pipeline:
+        steps = [step for _, step in branch.steps if step is not None and not isinstance(step, str)]
+        if not steps:
+            return False
+        branch = steps[0]
+    return type(branch) in COLUMN_READERS
+
+
+COLUMN_READERS = {*ENCODERS, *PREPROCESSING} - {FunctionTransformer}  # (it calls its func on the frame)
+
+
+def _positions(columns: pd.Index, labels: list) -> list | None:
+    """The labels' positions among unique ``columns``, or None (the frame selects as written)."""
+    if not columns.is_unique:
+        return None
+    try:
+        positions = [columns.get_loc(label) for label in labels]
+    except (KeyError, TypeError):
+        return None
+    return positions if all(type(p) is int for p in positions) else None
 
 
 def column_stack(transformer, blocks, X):

@@ -32,7 +32,7 @@ from sklearn.preprocessing import (
 )
 from sklearn.utils._set_output import _wrap_data_with_container
 
-from willump.compile.forms import Unsupported
+from willump.compile.forms import SelectedColumns, Unsupported
 from willump.compile.parallel import SERIAL
 
 _NUMBERS = "iuf"  # numpy kinds the numeric kernels read (bools and others go to scikit-learn)
@@ -81,12 +81,18 @@ class FittedKernel:
             return out
         if config != "pandas" or not self.WRAPS:
             raise Unsupported(f'set_output(transform="{config}")')
+        if type(X) is SelectedColumns:
+            X = X.materialize()
         return _wrap_data_with_container("transform", out, X, self.model)
 
     def columns(self, X) -> list:
         """The columns of ``X`` (a DataFrame or a 2-D ndarray) as scikit-learn reads them, after
         its checks of feature names and count; Unsupported where scikit-learn warns or raises."""
         kind = type(X)
+        if kind is SelectedColumns:  # (a frame with rows, its labels unique)
+            if X.labels != self.names:
+                raise Unsupported("a DataFrame whose columns are not the feature names seen in fit")
+            return X.arrays()
         if kind is pd.DataFrame:
             if self.names is None or X.columns.tolist() != self.names:
                 raise Unsupported("a DataFrame whose columns are not the feature names seen in fit")
