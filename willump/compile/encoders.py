@@ -16,8 +16,10 @@ import math
 import numba
 import numpy as np
 import pandas as pd
+from pandas._libs.hashtable import PyObjectHashTable
 from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder
 
+from willump.compile.arrow import is_arrow_strings, pa, pc
 from willump.compile.forms import SparseRows, Unsupported
 from willump.compile.preprocessing import FittedKernel, check_finite, output_config
 
@@ -35,9 +37,12 @@ class Categories:
             values = categories.tolist()
             self.nan = next((i for i, v in enumerate(values) if _is_nan(v)), None)
             self.positions = {v: i for i, v in enumerate(values) if not _is_nan(v)}
-            strings = [i for i, v in enumerate(values) if type(v) is str]
-            self.strings = pd.Index([values[i] for i in strings], dtype=object)  # for many rows: pandas' hash table
+            strings = [i for i, v in enumerate(values) if isinstance(v, str)]
+            self.strings = [values[i] for i in strings]
+            self.table = PyObjectHashTable(len(strings))  # for many rows: pandas' hash table of the str categories
+            self.table.map_locations(np.array(self.strings, dtype=object))
             self.string_positions = np.array(strings + [UNKNOWN], dtype=np.intp)
+            self.arrow_sets = {}  # pyarrow string type -> the str categories as a pyarrow array of it
         else:
             if categories.dtype.kind not in "iuf":
                 raise Unsupported(f"categories of dtype {categories.dtype}")
@@ -48,6 +53,8 @@ class Categories:
     def positions_of(self, column) -> np.ndarray:
         """Each value's position in ``categories_``, or -1; Unsupported for a column scikit-learn
         would read differently (another kind of values, infinities, objects it cannot hash)."""
+        if self.objects and len(column) > _FEW and _arrow_text(column):
+            return self._arrow_positions(column._pa_array)
         values = _values(column)
         if self.objects:
             if values.dtype.kind != "O":
@@ -68,12 +75,29 @@ class Categories:
 
     def _object_positions(self, values: np.ndarray) -> np.ndarray:
         if len(values) > _FEW:  # the str categories found by pandas; the other values as below
-            found = self.string_positions[self.strings.get_indexer(values)]
+            try:
+                found = self.string_positions[self.table.lookup(values)]
+            except TypeError:
+                raise Unsupported("a value that cannot be hashed (scikit-learn raises)") from None
             missed = np.flatnonzero(found == UNKNOWN)
             if len(missed):
                 found[missed] = self._one_by_one(values[missed])
             return found
         return self._one_by_one(values)
+
+    def _arrow_positions(self, strings) -> np.ndarray:
+        """The positions of pyarrow strings, found by pyarrow (missing values are NaN to scikit-learn)."""
+        kind = strings.type
+        if kind not in self.arrow_sets:
+            try:
+                self.arrow_sets[kind] = pa.array(self.strings, type=kind)
+            except (pa.ArrowException, UnicodeError):  # (a category that is not UTF-8: no arrow string equals it)
+                self.arrow_sets[kind] = pa.array([s for s in self.strings if _encodes(s)], type=kind)
+        found = pc.index_in(strings, value_set=self.arrow_sets[kind]).fill_null(UNKNOWN).to_numpy()
+        positions = self.string_positions[found]
+        if self.nan is not None and strings.null_count:
+            positions[pc.is_null(strings).to_numpy()] = self.nan
+        return positions
 
     def _one_by_one(self, values: np.ndarray) -> np.ndarray:
         get, nan = self.positions.get, self.nan
@@ -93,8 +117,24 @@ class Categories:
         return np.array(found, dtype=np.intp)
 
 
-_FEW = 64  # rows looked up one by one in a dict; more go through pandas' vectorized get_indexer
+_FEW = 64  # rows looked up one by one in a dict; more in pandas' hash table (pyarrow's index_in for its strings)
 _PLAIN = (str, int, float, type(None), bool)
+
+
+def _arrow_text(column) -> bool:
+    """Whether the column is pandas' pyarrow-backed ``str`` (missing values NaN), in UTF-8 arrays."""
+    return is_arrow_strings(column) and column.dtype.na_value is not pd.NA and column._pa_array.type in _ARROW_TEXT
+
+
+_ARROW_TEXT = () if pa is None else (pa.string(), pa.large_string())
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeError:
+        return False
+    return True
 
 
 def _is_nan(value) -> bool:
