@@ -107,10 +107,12 @@ def category_column(draw, rows: int, kind: str, known: bool):
     """One column of categories: strings (pandas' str dtypes, numpy objects), ints, or floats; with
     missing values, and unknown values when not ``known``."""
     letters = LETTERS[:4] if known else LETTERS
-    if kind in STRING_DTYPES or kind == "object":
+    if kind == "object":  # also numpy's own str and NaN objects, which the hash table and a dict see alike
+        alike = [np.str_(letters[1]), np.float64(np.nan)]
+        values = draw(st.lists(st.sampled_from(letters + [None, np.nan] + alike), min_size=rows, max_size=rows))
+        return np.array(values, dtype=object)
+    if kind in STRING_DTYPES:
         values = draw(st.lists(st.sampled_from(letters + [None, np.nan]), min_size=rows, max_size=rows))
-        if kind == "object":
-            return np.array(values, dtype=object)
         return pd.array(values, dtype=STRING_DTYPES[kind])
     if kind == "int":
         return np.array(draw(st.lists(st.integers(0 if known else -2, 3), min_size=rows, max_size=rows)), dtype=np.int64)

@@ -39,9 +39,11 @@ class Categories:
             self.positions = {v: i for i, v in enumerate(values) if not _is_nan(v)}
             strings = [i for i, v in enumerate(values) if isinstance(v, str)]
             self.strings = [values[i] for i in strings]
-            self.table = PyObjectHashTable(len(strings))  # for many rows: pandas' hash table of the str categories
-            self.table.map_locations(np.array(self.strings, dtype=object))
-            self.string_positions = np.array(strings + [UNKNOWN], dtype=np.intp)
+            # For many rows, pandas' hash table of the str categories and NaN (equal to any float NaN there)
+            hashed = strings + ([self.nan] if self.nan is not None else [])
+            self.table = PyObjectHashTable(len(hashed))
+            self.table.map_locations(np.array([values[i] if i != self.nan else math.nan for i in hashed], dtype=object))
+            self.string_positions = np.array(hashed + [UNKNOWN], dtype=np.intp)
             self.arrow_sets = {}  # pyarrow string type -> the str categories as a pyarrow array of it
         else:
             if categories.dtype.kind not in "iuf":
@@ -54,7 +56,9 @@ class Categories:
         """Each value's position in ``categories_``, or -1; Unsupported for a column scikit-learn
         would read differently (another kind of values, infinities, objects it cannot hash)."""
         if self.objects and len(column) > _FEW and _arrow_text(column):
-            return self._arrow_positions(column._pa_array)
+            found = self._arrow_positions(column._pa_array)
+            if found is not None:
+                return found
         values = _values(column)
         if self.objects:
             if values.dtype.kind != "O":
@@ -85,15 +89,19 @@ class Categories:
             return found
         return self._one_by_one(values)
 
-    def _arrow_positions(self, strings) -> np.ndarray:
-        """The positions of pyarrow strings, found by pyarrow (missing values are NaN to scikit-learn)."""
+    def _arrow_positions(self, strings) -> np.ndarray | None:
+        """The positions of pyarrow strings, found by pyarrow (missing values are NaN to scikit-learn);
+        None for categories pyarrow cannot hold (not UTF-8)."""
         kind = strings.type
         if kind not in self.arrow_sets:
             try:
                 self.arrow_sets[kind] = pa.array(self.strings, type=kind)
-            except (pa.ArrowException, UnicodeError):  # (a category that is not UTF-8: no arrow string equals it)
-                self.arrow_sets[kind] = pa.array([s for s in self.strings if _encodes(s)], type=kind)
-        found = pc.index_in(strings, value_set=self.arrow_sets[kind]).fill_null(UNKNOWN).to_numpy()
+            except (pa.ArrowException, UnicodeError):
+                self.arrow_sets[kind] = None
+        categories = self.arrow_sets[kind]
+        if categories is None:
+            return None
+        found = pc.index_in(strings, value_set=categories).fill_null(UNKNOWN).to_numpy()
         positions = self.string_positions[found]
         if self.nan is not None and strings.null_count:
             positions[pc.is_null(strings).to_numpy()] = self.nan
@@ -127,14 +135,6 @@ def _arrow_text(column) -> bool:
 
 
 _ARROW_TEXT = () if pa is None else (pa.string(), pa.large_string())
-
-
-def _encodes(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeError:
-        return False
-    return True
 
 
 def _is_nan(value) -> bool:
