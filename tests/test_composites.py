@@ -18,7 +18,7 @@ from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.pipeline import FeatureUnion, Pipeline, make_pipeline, make_union
-from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, StandardScaler
+from sklearn.preprocessing import FunctionTransformer, MinMaxScaler, OneHotEncoder, OrdinalEncoder, StandardScaler
 
 import willump
 
@@ -65,6 +65,12 @@ def column_transformers():
             (OneHotEncoder(handle_unknown="ignore"), make_column_selector(pattern="city")),
             verbose_feature_names_out=False,
         ),
+        "encoders_and_scalers": ColumnTransformer([
+            ("codes", OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1), ["city"]),
+            ("strict", OneHotEncoder(handle_unknown="error", drop="first"), ["city"]),
+            ("range", make_pipeline("passthrough", SimpleImputer(), MinMaxScaler().set_output(transform="pandas")), NUMERIC),
+            ("log", FunctionTransformer(np.log1p), ["age"]),
+        ]),
         "union_inside": ColumnTransformer([
             ("text", make_union(TfidfVectorizer(), TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 3))), "text"),
             ("num", numeric, NUMERIC),
@@ -139,7 +145,7 @@ def test_column_transformers_are_exact_on_batches_and_single_rows(name):
         ),
         min_size=1, max_size=6,
     ),
-    name=st.sampled_from(["mixed_types", "remainder_passthrough", "dense_output", "union_inside"]),
+    name=st.sampled_from(["mixed_types", "remainder_passthrough", "dense_output", "union_inside", "encoders_and_scalers"]),
 )
 def test_any_rows_give_the_composites_answers(rows, name):
     function, optimized = probability_of(name)
@@ -228,6 +234,24 @@ def test_bad_input_raises_what_the_composite_raises(bad):
     with pytest.raises(type(expected.value)) as got:
         optimized(frame)
     assert str(got.value) == str(expected.value)
+
+
+@pytest.mark.parametrize("name", ["mixed_types", "encoders_and_scalers"])
+def test_frames_of_other_layouts_select_as_the_composite_selects(name):
+    """The branches read columns by name wherever they are: in frames built per call (new column
+    objects, same names), with other columns or another order, or names given twice."""
+    function, optimized = probability_of(name)
+    frames = [
+        FRAME.assign(extra=1.0), FRAME.assign(extra=2.0), FRAME[FRAME.columns[::-1]].iloc[:40],
+        FRAME.iloc[[3]].assign(amount=np.inf), pd.concat([FRAME, FRAME[["city"]]], axis=1),
+        pd.concat([FRAME, FRAME[["amount"]]], axis=1).iloc[:5], FRAME.iloc[:0],
+    ]
+    for frame in frames:
+        expected, got = outcome(function, frame), outcome(optimized, frame)
+        if isinstance(expected, tuple):
+            assert got == expected
+        else:
+            assert_same(got, expected)
 
 
 def test_a_composite_changed_after_decoration_runs_as_written_with_a_warning():

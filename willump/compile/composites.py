@@ -11,6 +11,7 @@ the common case, without scikit-learn's per-call checks; anything else runs
 scikit-learn's code.
 """
 
+import operator
 import weakref
 
 import numpy as np
@@ -51,19 +52,45 @@ def column_input(transformer, X):
 def _checked(transformer, X) -> bool:
     names = getattr(transformer, "feature_names_in_", None)
     if type(X) is pd.DataFrame:
-        if names is None:
-            return False
-        columns = X.columns
-        if _COLUMNS_SEEN.get(transformer) is columns:
-            return True
-        if not all(isinstance(c, str) for c in columns) or not _needed(transformer) <= set(columns):
-            return False
-        _COLUMNS_SEEN[transformer] = columns  # (refitting builds new transformers_: checked again)
-        return True
+        return names is not None and _layout(transformer, X.columns).checked
     return type(X) is np.ndarray and names is None and X.ndim == 2 and X.shape[1] == transformer.n_features_in_
 
 
-_COLUMNS_SEEN = weakref.WeakKeyDictionary()  # ColumnTransformer -> the last column Index that passed
+class _Layout:
+    """What a fitted ColumnTransformer learned of a frame's column names: whether its transform's
+    checks pass, and where each name is (None when names repeat)."""
+
+    def __init__(self, transformer, columns: pd.Index):
+        self.fitted = _fitted(transformer)
+        self.columns, self.names = columns, columns.tolist()
+        self.checked = all(isinstance(c, str) for c in self.names) and _needed(transformer) <= set(self.names)
+        self.positions = {name: i for i, name in enumerate(self.names)}
+        if len(self.positions) != len(self.names):
+            self.positions = None
+        self.labels = {}  # a branch's position -> the names it selects, as a list
+
+
+def _fitted(transformer) -> tuple:
+    """The fitted attributes a layout depends on (refitting replaces them)."""
+    return transformer.feature_names_in_, transformer._transformer_to_input_indices
+
+
+def _layout(transformer, columns: pd.Index) -> _Layout:
+    """The transformer's layout of these columns: the last one if the names are the same (frames
+    built per call, e.g. by ``assign``, have new Index objects of the same names)."""
+    layout = _LAYOUTS.get(transformer)
+    if layout is not None and all(map(operator.is_, layout.fitted, _fitted(transformer))):
+        if layout.columns is columns:
+            return layout
+        if columns.tolist() == layout.names:
+            layout.columns = columns
+            return layout
+    layout = _Layout(transformer, columns)
+    _LAYOUTS[transformer] = layout
+    return layout
+
+
+_LAYOUTS = weakref.WeakKeyDictionary()  # ColumnTransformer -> the layout of the last frame's columns
 
 
 def _needed(transformer) -> set:
@@ -83,17 +110,24 @@ def columns(X, transformer, position: int):
     A branch whose first step is a kernel reading columns where they are (an encoder, scaler,
     imputer) gets them as ``SelectedColumns``: building the frame costs more than the kernel."""
     name, branch, selection = transformer.transformers_[position]
-    if hasattr(transformer, "feature_names_in_") and isinstance(X, pd.DataFrame):
-        labels = transformer.feature_names_in_[transformer._transformer_to_input_indices[name]]
-        if np.isscalar(selection):
-            return X[labels[0]]  # as X.loc[:, label]
-        labels = labels.tolist()
-        if type(X) is pd.DataFrame and len(X) and _reads_columns(branch):
-            positions = _positions(X.columns, labels)
-            if positions is not None:
-                return SelectedColumns(X, labels, positions)
-        return X[labels]  # as X.loc[:, labels]
-    return _safe_indexing(X, selection, axis=1)
+    if not (hasattr(transformer, "feature_names_in_") and isinstance(X, pd.DataFrame)):
+        return _safe_indexing(X, selection, axis=1)
+    if np.isscalar(selection):
+        return X[transformer.feature_names_in_[transformer._transformer_to_input_indices[name][0]]]  # X.loc[:, label]
+    if type(X) is not pd.DataFrame or not len(X) or not _reads_columns(branch):
+        return X[_labels(transformer, name)]  # as X.loc[:, labels]
+    layout = _layout(transformer, X.columns)
+    labels = layout.labels.get(position)
+    if labels is None:
+        labels = layout.labels[position] = _labels(transformer, name)
+    try:
+        return SelectedColumns(X, labels, [layout.positions[label] for label in labels])
+    except (KeyError, TypeError):  # (a name missing or repeated: the frame selects, or raises, as written)
+        return X[labels]
+
+
+def _labels(transformer, name: str) -> list:
+    return transformer.feature_names_in_[transformer._transformer_to_input_indices[name]].tolist()
 
 
 def _reads_columns(branch) -> bool:
@@ -107,17 +141,6 @@ def _reads_columns(branch) -> bool:
 
 
 COLUMN_READERS = {*ENCODERS, *PREPROCESSING} - {FunctionTransformer}  # (it calls its func on the frame)
-
-
-def _positions(columns: pd.Index, labels: list) -> list | None:
-    """The labels' positions among unique ``columns``, or None (the frame selects as written)."""
-    if not columns.is_unique:
-        return None
-    try:
-        positions = [columns.get_loc(label) for label in labels]
-    except (KeyError, TypeError):
-        return None
-    return positions if all(type(p) is int for p in positions) else None
 
 
 def column_stack(transformer, blocks, X):
