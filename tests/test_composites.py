@@ -370,7 +370,8 @@ def _matrices_equal(got, expected):
 
 
 def _blocks(draw, rows):
-    """2-4 blocks of ``rows`` rows: CSR matrices and dense arrays of floats, ints or bools."""
+    """2-4 blocks of ``rows`` rows: CSR matrices, dense arrays of floats, ints or bools, and frames
+    of them (a passthrough branch's), of one dtype or of ints and floats."""
     import scipy.sparse as sp
 
     blocks = []
@@ -381,8 +382,14 @@ def _blocks(draw, rows):
                                max_size=rows * width))
         array = np.array(values).reshape(rows, width)
         array = np.nan_to_num(array).astype(dtype) if dtype is not np.float64 else array
-        kind = draw(st.sampled_from(["dense", "csr_matrix", "csr_array"]))
-        blocks.append(array if kind == "dense" else getattr(sp, kind)(array))
+        kind = draw(st.sampled_from(["dense", "csr_matrix", "csr_array", "frame"]))
+        if kind == "frame":
+            frame = pd.DataFrame(array, columns=[f"c{i}" for i in range(width)])
+            if dtype is np.float64 and draw(st.booleans()):
+                frame["c0"] = np.nan_to_num(array[:, 0]).astype(np.int64)
+            blocks.append(frame)
+        else:
+            blocks.append(array if kind == "dense" else getattr(sp, kind)(array))
     return blocks
 
 

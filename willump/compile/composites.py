@@ -187,6 +187,7 @@ def _sparse_or_dense(blocks, sparse: bool | None) -> tuple[bool, list]:
     (scikit-learn's code then joins them). ``sparse`` None: CSR if any block is sparse."""
     if type(blocks) not in (list, tuple) or len(blocks) < 2:
         raise Unsupported("fewer than two blocks")
+    blocks = [_frame_values(b) if type(b) is pd.DataFrame else b for b in blocks]
     is_sparse = [isinstance(b, SparseRows) or sp.issparse(b) for b in blocks]
     if sparse is None:
         sparse = any(is_sparse)
@@ -201,6 +202,17 @@ def _sparse_or_dense(blocks, sparse: bool | None) -> tuple[bool, list]:
     if not all(type(b) is np.ndarray and b.ndim == 2 for b in blocks):
         raise Unsupported("blocks other than 2-D arrays and sparse matrices")
     return False, blocks
+
+
+def _frame_values(frame: pd.DataFrame) -> np.ndarray:
+    """A passthrough branch's columns as scikit-learn joins them: ``np.asarray`` (as ``np.hstack``,
+    and ``check_array`` for a sparse output, convert columns of numbers); Unsupported for others."""
+    if not all(isinstance(d, np.dtype) and d.kind in "biuf" for d in frame.dtypes.tolist()):
+        raise Unsupported("a passthrough frame of other than numbers (scikit-learn converts it its own way)")
+    values = np.asarray(frame)
+    if values.dtype.kind not in "biuf":  # (pandas joins bools and numbers as objects)
+        raise Unsupported("a passthrough frame of bools and numbers")
+    return values
 
 
 def _nonzeros(block) -> SparseRows:
