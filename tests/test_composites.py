@@ -65,6 +65,11 @@ def column_transformers():
             (OneHotEncoder(handle_unknown="ignore"), make_column_selector(pattern="city")),
             verbose_feature_names_out=False,
         ),
+        "imputed_categories": ColumnTransformer([
+            ("num", numeric, NUMERIC),
+            ("cat", make_pipeline(SimpleImputer(strategy="constant", fill_value="missing"),
+                                  OneHotEncoder(handle_unknown="ignore")), ["city"]),
+        ]),
         "encoders_and_scalers": ColumnTransformer([
             ("codes", OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1), ["city"]),
             ("strict", OneHotEncoder(handle_unknown="error", drop="first"), ["city"]),
@@ -140,12 +145,14 @@ def test_column_transformers_are_exact_on_batches_and_single_rows(name):
     rows=st.lists(
         st.tuples(
             st.one_of(st.none(), st.floats(-1e6, 1e6)), st.integers(0, 120),
-            st.sampled_from(["paris", "lyon", "nice", "metz", "rome", ""]),
+            st.sampled_from(["paris", "lyon", "nice", "metz", "rome", "", None]),
             st.lists(st.sampled_from(WORDS + ["unseen", "É"]), max_size=5).map(" ".join),
         ),
         min_size=1, max_size=6,
     ),
-    name=st.sampled_from(["mixed_types", "remainder_passthrough", "dense_output", "union_inside", "encoders_and_scalers"]),
+    name=st.sampled_from(
+        ["mixed_types", "remainder_passthrough", "dense_output", "union_inside", "encoders_and_scalers", "imputed_categories"]
+    ),
 )
 def test_any_rows_give_the_composites_answers(rows, name):
     function, optimized = probability_of(name)
