@@ -107,10 +107,12 @@ def category_column(draw, rows: int, kind: str, known: bool):
     """One column of categories: strings (pandas' str dtypes, numpy objects), ints, or floats; with
     missing values, and unknown values when not ``known``."""
     letters = LETTERS[:4] if known else LETTERS
-    if kind in STRING_DTYPES or kind == "object":
+    if kind == "object":  # also numpy's own str and NaN objects, which the hash table and a dict see alike
+        alike = [np.str_(letters[1]), np.float64(np.nan)]
+        values = draw(st.lists(st.sampled_from(letters + [None, np.nan] + alike), min_size=rows, max_size=rows))
+        return np.array(values, dtype=object)
+    if kind in STRING_DTYPES:
         values = draw(st.lists(st.sampled_from(letters + [None, np.nan]), min_size=rows, max_size=rows))
-        if kind == "object":
-            return np.array(values, dtype=object)
         return pd.array(values, dtype=STRING_DTYPES[kind])
     if kind == "int":
         return np.array(draw(st.lists(st.integers(0 if known else -2, 3), min_size=rows, max_size=rows)), dtype=np.int64)
@@ -288,6 +290,38 @@ def test_simple_imputer(frames, imputer, array, pandas):
     check(imputer, as_input(fit.iloc[:1], array))
 
 
+@st.composite
+def string_frames(draw):
+    """(fit frame, transform frame) of 1-3 string columns (pandas' str dtypes, numpy objects) with
+    missing values, as ``category_frames`` draws them."""
+    kinds = draw(st.lists(st.sampled_from([*STRING_DTYPES, "object"]), min_size=1, max_size=3))
+    names = [f"f{i}" for i in range(len(kinds))]
+    fit_rows, rows = draw(st.integers(1, 12)), draw(st.integers(0, 5))
+    fit = pd.DataFrame({n: draw(category_column(fit_rows, k, True)) for n, k in zip(names, kinds)})
+    new = pd.DataFrame({n: draw(category_column(rows, k, False)) for n, k in zip(names, kinds)})
+    return fit, new.set_axis(draw(indexes(len(new))))
+
+
+@SETTINGS
+@given(frames=string_frames(), data=st.data())
+def test_simple_imputer_of_categories(frames, data):
+    """Imputing strings (as before a OneHotEncoder): most frequent, or a constant."""
+    fit, new = frames
+    options = {
+        "strategy": data.draw(st.sampled_from(["most_frequent", "constant"])),
+        "add_indicator": data.draw(st.booleans()),
+        "keep_empty_features": data.draw(st.booleans()),
+    }
+    if options["strategy"] == "constant":
+        options["fill_value"] = data.draw(st.sampled_from([None, "missing"]))
+    array = data.draw(st.booleans())
+    imputer = fit_or_reject(SimpleImputer(**options), as_input(fit, array))
+    if data.draw(st.booleans()):
+        imputer.set_output(transform="pandas")
+    check(imputer, as_input(new, array))
+    check(imputer, as_input(fit.iloc[:1], array))
+
+
 UFUNCS = [np.log1p, np.sqrt, np.abs, np.exp, np.negative, None]
 
 
@@ -345,6 +379,7 @@ IMPUTER_BEFORE_FILL_DTYPE = pytest.mark.xfail(
     (RobustScaler(), ["a", "b"]),
     pytest.param(SimpleImputer(add_indicator=True), ["a", "b"], marks=IMPUTER_BEFORE_FILL_DTYPE),
     pytest.param(SimpleImputer(strategy="most_frequent"), ["a", "b"], marks=IMPUTER_BEFORE_FILL_DTYPE),
+    pytest.param(SimpleImputer(strategy="constant", fill_value="missing"), ["airline"], marks=IMPUTER_BEFORE_FILL_DTYPE),
     (FunctionTransformer(np.log1p), ["a", "b"]),
     (PolynomialFeatures(), ["b"]),
 ])

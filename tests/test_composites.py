@@ -18,7 +18,7 @@ from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.pipeline import FeatureUnion, Pipeline, make_pipeline, make_union
-from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, StandardScaler
+from sklearn.preprocessing import FunctionTransformer, MinMaxScaler, OneHotEncoder, OrdinalEncoder, StandardScaler
 
 import willump
 
@@ -65,6 +65,17 @@ def column_transformers():
             (OneHotEncoder(handle_unknown="ignore"), make_column_selector(pattern="city")),
             verbose_feature_names_out=False,
         ),
+        "imputed_categories": ColumnTransformer([
+            ("num", numeric, NUMERIC),
+            ("cat", make_pipeline(SimpleImputer(strategy="constant", fill_value="missing"),
+                                  OneHotEncoder(handle_unknown="ignore")), ["city"]),
+        ]),
+        "encoders_and_scalers": ColumnTransformer([
+            ("codes", OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1), ["city"]),
+            ("strict", OneHotEncoder(handle_unknown="error", drop="first"), ["city"]),
+            ("range", make_pipeline("passthrough", SimpleImputer(), MinMaxScaler().set_output(transform="pandas")), NUMERIC),
+            ("log", FunctionTransformer(np.log1p), ["age"]),
+        ]),
         "union_inside": ColumnTransformer([
             ("text", make_union(TfidfVectorizer(), TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 3))), "text"),
             ("num", numeric, NUMERIC),
@@ -134,12 +145,14 @@ def test_column_transformers_are_exact_on_batches_and_single_rows(name):
     rows=st.lists(
         st.tuples(
             st.one_of(st.none(), st.floats(-1e6, 1e6)), st.integers(0, 120),
-            st.sampled_from(["paris", "lyon", "nice", "metz", "rome", ""]),
+            st.sampled_from(["paris", "lyon", "nice", "metz", "rome", "", None]),
             st.lists(st.sampled_from(WORDS + ["unseen", "É"]), max_size=5).map(" ".join),
         ),
         min_size=1, max_size=6,
     ),
-    name=st.sampled_from(["mixed_types", "remainder_passthrough", "dense_output", "union_inside"]),
+    name=st.sampled_from(
+        ["mixed_types", "remainder_passthrough", "dense_output", "union_inside", "encoders_and_scalers", "imputed_categories"]
+    ),
 )
 def test_any_rows_give_the_composites_answers(rows, name):
     function, optimized = probability_of(name)
@@ -228,6 +241,24 @@ def test_bad_input_raises_what_the_composite_raises(bad):
     with pytest.raises(type(expected.value)) as got:
         optimized(frame)
     assert str(got.value) == str(expected.value)
+
+
+@pytest.mark.parametrize("name", ["mixed_types", "encoders_and_scalers"])
+def test_frames_of_other_layouts_select_as_the_composite_selects(name):
+    """The branches read columns by name wherever they are: in frames built per call (new column
+    objects, same names), with other columns or another order, or names given twice."""
+    function, optimized = probability_of(name)
+    frames = [
+        FRAME.assign(extra=1.0), FRAME.assign(extra=2.0), FRAME[FRAME.columns[::-1]].iloc[:40],
+        FRAME.iloc[[3]].assign(amount=np.inf), pd.concat([FRAME, FRAME[["city"]]], axis=1),
+        pd.concat([FRAME, FRAME[["amount"]]], axis=1).iloc[:5], FRAME.iloc[:0],
+    ]
+    for frame in frames:
+        expected, got = outcome(function, frame), outcome(optimized, frame)
+        if isinstance(expected, tuple):
+            assert got == expected
+        else:
+            assert_same(got, expected)
 
 
 def test_a_composite_changed_after_decoration_runs_as_written_with_a_warning():
@@ -346,7 +377,8 @@ def _matrices_equal(got, expected):
 
 
 def _blocks(draw, rows):
-    """2-4 blocks of ``rows`` rows: CSR matrices and dense arrays of floats, ints or bools."""
+    """2-4 blocks of ``rows`` rows: CSR matrices, dense arrays of floats, ints or bools, and frames
+    of them (a passthrough branch's), of one dtype or of ints and floats."""
     import scipy.sparse as sp
 
     blocks = []
@@ -357,8 +389,14 @@ def _blocks(draw, rows):
                                max_size=rows * width))
         array = np.array(values).reshape(rows, width)
         array = np.nan_to_num(array).astype(dtype) if dtype is not np.float64 else array
-        kind = draw(st.sampled_from(["dense", "csr_matrix", "csr_array"]))
-        blocks.append(array if kind == "dense" else getattr(sp, kind)(array))
+        kind = draw(st.sampled_from(["dense", "csr_matrix", "csr_array", "frame"]))
+        if kind == "frame":
+            frame = pd.DataFrame(array, columns=[f"c{i}" for i in range(width)])
+            if dtype is np.float64 and draw(st.booleans()):
+                frame["c0"] = np.nan_to_num(array[:, 0]).astype(np.int64)
+            blocks.append(frame)
+        else:
+            blocks.append(array if kind == "dense" else getattr(sp, kind)(array))
     return blocks
 
 

@@ -11,15 +11,20 @@ the common case, without scikit-learn's per-call checks; anything else runs
 scikit-learn's code.
 """
 
+import operator
 import weakref
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import FunctionTransformer
 from sklearn.utils import _safe_indexing
 
 from willump.compile.dense import CompiledNumpyHstack
-from willump.compile.forms import SparseRows, Stacked, Unsupported
+from willump.compile.encoders import KERNELS as ENCODERS
+from willump.compile.forms import SelectedColumns, SparseRows, Stacked, Unsupported
+from willump.compile.preprocessing import KERNELS as PREPROCESSING
 from willump.compile.sparse import CompiledHstack, materialize_stack
 
 UNION_STACK = "__willump_union_stack"
@@ -47,19 +52,45 @@ def column_input(transformer, X):
 def _checked(transformer, X) -> bool:
     names = getattr(transformer, "feature_names_in_", None)
     if type(X) is pd.DataFrame:
-        if names is None:
-            return False
-        columns = X.columns
-        if _COLUMNS_SEEN.get(transformer) is columns:
-            return True
-        if not all(isinstance(c, str) for c in columns) or not _needed(transformer) <= set(columns):
-            return False
-        _COLUMNS_SEEN[transformer] = columns  # (refitting builds new transformers_: checked again)
-        return True
+        return names is not None and _layout(transformer, X.columns).checked
     return type(X) is np.ndarray and names is None and X.ndim == 2 and X.shape[1] == transformer.n_features_in_
 
 
-_COLUMNS_SEEN = weakref.WeakKeyDictionary()  # ColumnTransformer -> the last column Index that passed
+class _Layout:
+    """What a fitted ColumnTransformer learned of a frame's column names: whether its transform's
+    checks pass, and where each name is (None when names repeat)."""
+
+    def __init__(self, transformer, columns: pd.Index):
+        self.fitted = _fitted(transformer)
+        self.columns, self.names = columns, columns.tolist()
+        self.checked = all(isinstance(c, str) for c in self.names) and _needed(transformer) <= set(self.names)
+        self.positions = {name: i for i, name in enumerate(self.names)}
+        if len(self.positions) != len(self.names):
+            self.positions = None
+        self.labels = {}  # a branch's position -> the names it selects, as a list
+
+
+def _fitted(transformer) -> tuple:
+    """The fitted attributes a layout depends on (refitting replaces them)."""
+    return transformer.feature_names_in_, transformer._transformer_to_input_indices
+
+
+def _layout(transformer, columns: pd.Index) -> _Layout:
+    """The transformer's layout of these columns: the last one if the names are the same (frames
+    built per call, e.g. by ``assign``, have new Index objects of the same names)."""
+    layout = _LAYOUTS.get(transformer)
+    if layout is not None and all(map(operator.is_, layout.fitted, _fitted(transformer))):
+        if layout.columns is columns:
+            return layout
+        if columns.tolist() == layout.names:
+            layout.columns = columns
+            return layout
+    layout = _Layout(transformer, columns)
+    _LAYOUTS[transformer] = layout
+    return layout
+
+
+_LAYOUTS = weakref.WeakKeyDictionary()  # ColumnTransformer -> the layout of the last frame's columns
 
 
 def _needed(transformer) -> set:
@@ -75,14 +106,41 @@ def _needed(transformer) -> set:
 
 def columns(X, transformer, position: int):
     """The columns ``transformers_[position]`` reads, selected as ``ColumnTransformer`` does:
-    by name from a DataFrame when it was fitted on one, else by the selection as written."""
-    name, _, selection = transformer.transformers_[position]
-    if hasattr(transformer, "feature_names_in_") and isinstance(X, pd.DataFrame):
-        labels = transformer.feature_names_in_[transformer._transformer_to_input_indices[name]]
-        if np.isscalar(selection):
-            return X[labels[0]]  # as X.loc[:, label]
-        return X[list(labels)]  # as X.loc[:, labels]
-    return _safe_indexing(X, selection, axis=1)
+    by name from a DataFrame when it was fitted on one, else by the selection as written.
+    A branch whose first step is a kernel reading columns where they are (an encoder, scaler,
+    imputer) gets them as ``SelectedColumns``: building the frame costs more than the kernel."""
+    name, branch, selection = transformer.transformers_[position]
+    if not (hasattr(transformer, "feature_names_in_") and isinstance(X, pd.DataFrame)):
+        return _safe_indexing(X, selection, axis=1)
+    if np.isscalar(selection):
+        return X[transformer.feature_names_in_[transformer._transformer_to_input_indices[name][0]]]  # X.loc[:, label]
+    if type(X) is not pd.DataFrame or not len(X) or not _reads_columns(branch):
+        return X[_labels(transformer, name)]  # as X.loc[:, labels]
+    layout = _layout(transformer, X.columns)
+    labels = layout.labels.get(position)
+    if labels is None:
+        labels = layout.labels[position] = _labels(transformer, name)
+    try:
+        return SelectedColumns(X, labels, [layout.positions[label] for label in labels])
+    except (KeyError, TypeError):  # (a name missing or repeated: the frame selects, or raises, as written)
+        return X[labels]
+
+
+def _labels(transformer, name: str) -> list:
+    return transformer.feature_names_in_[transformer._transformer_to_input_indices[name]].tolist()
+
+
+def _reads_columns(branch) -> bool:
+    """Whether the branch's first step is one of the kernels reading ``SelectedColumns``."""
+    while type(branch) is Pipeline:
+        steps = [step for _, step in branch.steps if step is not None and not isinstance(step, str)]
+        if not steps:
+            return False
+        branch = steps[0]
+    return type(branch) in COLUMN_READERS
+
+
+COLUMN_READERS = {*ENCODERS, *PREPROCESSING} - {FunctionTransformer}  # (it calls its func on the frame)
 
 
 def column_stack(transformer, blocks, X):
@@ -129,6 +187,7 @@ def _sparse_or_dense(blocks, sparse: bool | None) -> tuple[bool, list]:
     (scikit-learn's code then joins them). ``sparse`` None: CSR if any block is sparse."""
     if type(blocks) not in (list, tuple) or len(blocks) < 2:
         raise Unsupported("fewer than two blocks")
+    blocks = [_frame_values(b) if type(b) is pd.DataFrame else b for b in blocks]
     is_sparse = [isinstance(b, SparseRows) or sp.issparse(b) for b in blocks]
     if sparse is None:
         sparse = any(is_sparse)
@@ -143,6 +202,17 @@ def _sparse_or_dense(blocks, sparse: bool | None) -> tuple[bool, list]:
     if not all(type(b) is np.ndarray and b.ndim == 2 for b in blocks):
         raise Unsupported("blocks other than 2-D arrays and sparse matrices")
     return False, blocks
+
+
+def _frame_values(frame: pd.DataFrame) -> np.ndarray:
+    """A passthrough branch's columns as scikit-learn joins them: ``np.asarray`` (as ``np.hstack``,
+    and ``check_array`` for a sparse output, convert columns of numbers); Unsupported for others."""
+    if not all(isinstance(d, np.dtype) and d.kind in "biuf" for d in frame.dtypes.tolist()):
+        raise Unsupported("a passthrough frame of other than numbers (scikit-learn converts it its own way)")
+    values = np.asarray(frame)
+    if values.dtype.kind not in "biuf":  # (pandas joins bools and numbers as objects)
+        raise Unsupported("a passthrough frame of bools and numbers")
+    return values
 
 
 def _nonzeros(block) -> SparseRows:

@@ -16,8 +16,10 @@ import math
 import numba
 import numpy as np
 import pandas as pd
+from pandas._libs.hashtable import PyObjectHashTable
 from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder
 
+from willump.compile.arrow import is_arrow_strings, pa, pc
 from willump.compile.forms import SparseRows, Unsupported
 from willump.compile.preprocessing import FittedKernel, check_finite, output_config
 
@@ -35,9 +37,14 @@ class Categories:
             values = categories.tolist()
             self.nan = next((i for i, v in enumerate(values) if _is_nan(v)), None)
             self.positions = {v: i for i, v in enumerate(values) if not _is_nan(v)}
-            strings = [i for i, v in enumerate(values) if type(v) is str]
-            self.strings = pd.Index([values[i] for i in strings], dtype=object)  # for many rows: pandas' hash table
-            self.string_positions = np.array(strings + [UNKNOWN], dtype=np.intp)
+            strings = [i for i, v in enumerate(values) if isinstance(v, str)]
+            self.strings = [values[i] for i in strings]
+            # For many rows, pandas' hash table of the str categories and NaN (equal to any float NaN there)
+            hashed = strings + ([self.nan] if self.nan is not None else [])
+            self.table = PyObjectHashTable(len(hashed))
+            self.table.map_locations(np.array([values[i] if i != self.nan else math.nan for i in hashed], dtype=object))
+            self.string_positions = np.array(hashed + [UNKNOWN], dtype=np.intp)
+            self.arrow_sets = {}  # pyarrow string type -> the str categories as a pyarrow array of it
         else:
             if categories.dtype.kind not in "iuf":
                 raise Unsupported(f"categories of dtype {categories.dtype}")
@@ -48,6 +55,10 @@ class Categories:
     def positions_of(self, column) -> np.ndarray:
         """Each value's position in ``categories_``, or -1; Unsupported for a column scikit-learn
         would read differently (another kind of values, infinities, objects it cannot hash)."""
+        if self.objects and len(column) > _FEW and _arrow_text(column):
+            found = self._arrow_positions(column._pa_array)
+            if found is not None:
+                return found
         values = _values(column)
         if self.objects:
             if values.dtype.kind != "O":
@@ -68,12 +79,33 @@ class Categories:
 
     def _object_positions(self, values: np.ndarray) -> np.ndarray:
         if len(values) > _FEW:  # the str categories found by pandas; the other values as below
-            found = self.string_positions[self.strings.get_indexer(values)]
+            try:
+                found = self.string_positions[self.table.lookup(values)]
+            except TypeError:
+                raise Unsupported("a value that cannot be hashed (scikit-learn raises)") from None
             missed = np.flatnonzero(found == UNKNOWN)
             if len(missed):
                 found[missed] = self._one_by_one(values[missed])
             return found
         return self._one_by_one(values)
+
+    def _arrow_positions(self, strings) -> np.ndarray | None:
+        """The positions of pyarrow strings, found by pyarrow (missing values are NaN to scikit-learn);
+        None for categories pyarrow cannot hold (not UTF-8)."""
+        kind = strings.type
+        if kind not in self.arrow_sets:
+            try:
+                self.arrow_sets[kind] = pa.array(self.strings, type=kind)
+            except (pa.ArrowException, UnicodeError):
+                self.arrow_sets[kind] = None
+        categories = self.arrow_sets[kind]
+        if categories is None:
+            return None
+        found = pc.index_in(strings, value_set=categories).fill_null(UNKNOWN).to_numpy()
+        positions = self.string_positions[found]
+        if self.nan is not None and strings.null_count:
+            positions[pc.is_null(strings).to_numpy()] = self.nan
+        return positions
 
     def _one_by_one(self, values: np.ndarray) -> np.ndarray:
         get, nan = self.positions.get, self.nan
@@ -93,8 +125,16 @@ class Categories:
         return np.array(found, dtype=np.intp)
 
 
-_FEW = 64  # rows looked up one by one in a dict; more go through pandas' vectorized get_indexer
+_FEW = 64  # rows looked up one by one in a dict; more in pandas' hash table (pyarrow's index_in for its strings)
 _PLAIN = (str, int, float, type(None), bool)
+
+
+def _arrow_text(column) -> bool:
+    """Whether the column is pandas' pyarrow-backed ``str`` (missing values NaN), in UTF-8 arrays."""
+    return is_arrow_strings(column) and column.dtype.na_value is not pd.NA and column._pa_array.type in _ARROW_TEXT
+
+
+_ARROW_TEXT = () if pa is None else (pa.string(), pa.large_string())
 
 
 def _is_nan(value) -> bool:

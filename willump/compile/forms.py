@@ -7,6 +7,7 @@ original code would have produced, once.
 """
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 import sklearn
 
@@ -59,6 +60,25 @@ class Texts(Deferred):
 
     def _build(self):
         return self._original()
+
+
+class SelectedColumns(Deferred):
+    """Columns of a DataFrame by name, standing for ``frame[labels]`` (the frame a
+    ColumnTransformer gives a branch): kernels read the columns where they are, and the
+    selection is made only for a call that runs as written."""
+
+    stands_for = pd.DataFrame
+
+    def __init__(self, frame: pd.DataFrame, labels: list, positions: list):
+        self.frame, self.labels, self.positions = frame, labels, positions
+
+    def arrays(self) -> list:
+        """The selected columns' arrays, in the selection's order."""
+        frame = self.frame
+        return [frame._get_column_array(i) for i in self.positions]
+
+    def _build(self):
+        return self.frame[self.labels]
 
 
 class SparseRows(Deferred):

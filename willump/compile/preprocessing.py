@@ -32,7 +32,7 @@ from sklearn.preprocessing import (
 )
 from sklearn.utils._set_output import _wrap_data_with_container
 
-from willump.compile.forms import Unsupported
+from willump.compile.forms import SelectedColumns, Unsupported
 from willump.compile.parallel import SERIAL
 
 _NUMBERS = "iuf"  # numpy kinds the numeric kernels read (bools and others go to scikit-learn)
@@ -81,12 +81,18 @@ class FittedKernel:
             return out
         if config != "pandas" or not self.WRAPS:
             raise Unsupported(f'set_output(transform="{config}")')
+        if type(X) is SelectedColumns:
+            X = X.materialize()
         return _wrap_data_with_container("transform", out, X, self.model)
 
     def columns(self, X) -> list:
         """The columns of ``X`` (a DataFrame or a 2-D ndarray) as scikit-learn reads them, after
         its checks of feature names and count; Unsupported where scikit-learn warns or raises."""
         kind = type(X)
+        if kind is SelectedColumns:  # (a frame with rows, its labels unique)
+            if X.labels != self.names:
+                raise Unsupported("a DataFrame whose columns are not the feature names seen in fit")
+            return X.arrays()
         if kind is pd.DataFrame:
             if self.names is None or X.columns.tolist() != self.names:
                 raise Unsupported("a DataFrame whose columns are not the feature names seen in fit")
@@ -226,7 +232,8 @@ class CompiledMinMaxScaler(CompiledStandardScaler):
 
 
 class CompiledSimpleImputer(FittedKernel):
-    """``SimpleImputer.transform`` of dense numeric input (fitted on numbers): the missing
+    """``SimpleImputer.transform`` of dense input, numbers (fitted on numbers) or categories (fitted
+    on objects, NaN missing: strings from pandas' ``str`` columns or object arrays): the missing
     entries replaced by the statistics, and the missing indicator after them when asked for."""
 
     KIND = SimpleImputer
@@ -243,14 +250,15 @@ class CompiledSimpleImputer(FittedKernel):
             raise Unsupported(f"invalid parameters ({error})") from None
         if model.copy is not True:
             raise Unsupported("copy=False (scikit-learn imputes the input in place)")
-        if model._fit_dtype.kind not in _NUMBERS:
-            raise Unsupported(f"fitted on {model._fit_dtype} data (only numbers are compiled)")
+        self.objects = model._fit_dtype.kind == "O"
+        if model._fit_dtype.kind not in _NUMBERS and not self.objects:
+            raise Unsupported(f"fitted on {model._fit_dtype} data (only numbers and objects are compiled)")
         missing = model.missing_values
         self.nan = isinstance(missing, float) and math.isnan(missing)
-        if not self.nan and (type(missing) not in (int, float) or isinstance(missing, bool)):
-            raise Unsupported(f"missing_values={missing!r} (only NaN and numbers are compiled)")
+        if not self.nan and (type(missing) not in (int, float) or isinstance(missing, bool) or self.objects):
+            raise Unsupported(f"missing_values={missing!r} (only NaN, and numbers in numbers, are compiled)")
         statistics = model.statistics_
-        if not model.keep_empty_features and np.isnan(statistics.astype(np.float64)).any():
+        if not model.keep_empty_features and _missing(statistics if self.objects else statistics.astype(np.float64)).any():
             raise Unsupported("features without observed values (scikit-learn warns and drops them)")
         self.statistics = statistics.astype(model._fill_dtype, copy=False)
         self.floats = model.strategy in ("mean", "median")  # validated as FLOAT_DTYPES, else as they are
@@ -263,16 +271,15 @@ class CompiledSimpleImputer(FittedKernel):
 
     def transform(self, X):
         model = self.model
-        if self.floats:
+        if self.objects:
+            values = self._objects(X)
+        elif self.floats:
             values = self.float_input(X, finite=not self.nan)
         else:
             values = self._input(X)
         if model.strategy == "constant" and not np.can_cast(model._fill_dtype, values.dtype, casting="same_kind"):
             raise Unsupported("a fill value of another kind than the data (scikit-learn raises)")
-        if self.nan:
-            mask = np.isnan(values) if values.dtype.kind == "f" else np.zeros(values.shape, dtype=bool)
-        else:
-            mask = values == model.missing_values
+        mask = _missing(values) if self.nan else values == model.missing_values
         np.copyto(values, self.statistics, casting="unsafe", where=mask)
         if model.indicator_ is None:
             return values
@@ -289,6 +296,31 @@ class CompiledSimpleImputer(FittedKernel):
             values = side_by_side(columns, numeric_dtype(columns))
         check_finite(values, finite=not self.nan)
         return values
+
+    def _objects(self, X) -> np.ndarray:
+        """A new object array of ``X``'s values (``validate_data(..., dtype=object, copy=True)``):
+        an object array's, or the str and NaN of pandas' ``str`` columns."""
+        columns = self.columns(X)
+        if type(columns) is np.ndarray:
+            if columns.dtype.kind != "O":
+                raise Unsupported(f"{columns.dtype} values for an imputer fitted on objects")
+            return np.array(columns)
+        return side_by_side([_strings(column) for column in columns], object)
+
+
+def _strings(column) -> np.ndarray:
+    """A pandas ``str`` column (NaN missing) as numpy converts it to objects: its str and NaN."""
+    if not isinstance(column.dtype, pd.StringDtype) or column.dtype.na_value is pd.NA:
+        raise Unsupported(f"a column of dtype {column.dtype} for an imputer fitted on objects")
+    return column._ndarray if column.dtype.storage == "python" else np.asarray(column, dtype=object)
+
+
+def _missing(values: np.ndarray) -> np.ndarray:
+    """scikit-learn's ``_get_mask(values, np.nan)``: NaN floats (``x != x`` among objects)."""
+    kind = values.dtype.kind
+    if kind == "f":
+        return np.isnan(values)
+    return values != values if kind == "O" else np.zeros(values.shape, dtype=bool)
 
 
 # --- FunctionTransformer -----------------------------------------------------------------
