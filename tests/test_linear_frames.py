@@ -147,7 +147,9 @@ def test_a_model_fitted_without_names_refuses_a_frame():
 
 def test_column_labels_that_are_not_str_are_refused():
     frame = TRAIN.copy()
-    frame.columns = [np.str_(c) for c in COLUMNS]  # scikit-learn finds no valid feature names: it warns
+    # scikit-learn finds no valid feature names, and warns (object dtype: with pyarrow installed, pandas
+    # would otherwise store the labels as str)
+    frame.columns = pd.Index([np.str_(c) for c in COLUMNS], dtype=object)
     assert answer(MODELS["ridge"], "predict", frame) is REFUSED
     with pytest.raises(Unsupported):
         CompiledLinearModel(MODELS["ridge"], "predict")(frame)
