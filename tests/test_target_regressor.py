@@ -206,8 +206,10 @@ def test_a_regressor_at_the_end_of_a_pipeline_is_read_too():
     optimized = willump.optimize(predict)
     for rows in (FRAME, FRAME.iloc[[5]]):
         assert_same(optimized(rows), predict(rows))
-    assert set(optimized.explain_compilation()["operator"]) == {
-        "Ridge.predict", "StandardScaler.transform", "element-wise expression"}
+    compilation = optimized.explain_compilation()
+    assert set(compilation["operator"]) == {
+        "Ridge.predict", "StandardScaler.transform", "element-wise expression", "pandas.DataFrame"}
+    assert set(compilation["status"]) == {"compiled"}, compilation
 
 
 MODELS = {"amount": FITTED["log1p"]}
