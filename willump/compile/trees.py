@@ -1,11 +1,12 @@
-"""LightGBM models through their Booster, with the thread count chosen per query size.
+"""LightGBM models through their Booster, on the threads LightGBM's own predict would use.
 
 ``LGBMClassifier.predict_proba`` on one row spends milliseconds starting
 OpenMP threads and converting the DataFrame; the trees take microseconds.
 This kernel gives the Booster the float matrix LightGBM itself would build
-(same dtype, same values) and one thread for small queries. Each row is
-scored by one thread in any case, so the answer does not depend on the
-thread count. A single row goes through LightGBM's own single-row API
+(same dtype, same values) and the model's own thread count (``n_jobs`` as
+``LGBMModel.predict`` resolves it), or the decorator's ``workers`` when there are
+more of them. Each row is scored by one thread in any case, so the answer does
+not depend on the thread count. A single row goes through LightGBM's own single-row API
 (``LGBM_BoosterPredictForMatSingleRowFast``), which parses the parameters once
 instead of on every call; LightGBM's tests check it gives what
 ``LGBM_BoosterPredictForMat`` gives. Inputs may also be compiled joins (``tables.SelectedFrame``):
@@ -31,7 +32,6 @@ except ImportError:  # older scikit-learn: arrays given to a model fitted on nam
 from willump.compile.tables import SelectedFrame, numeric_matrix
 
 METHODS = {LGBMClassifier: ("predict_proba", "predict"), LGBMRegressor: ("predict",)}
-_ROWS_PER_THREAD = 2000  # smaller queries run on one thread
 
 
 class CompiledBooster:
@@ -47,7 +47,6 @@ class CompiledBooster:
         if booster.pandas_categorical:
             raise Unsupported("a model trained on pandas categorical columns")
         self.model, self.method, self.booster = model, method, booster
-        self.threads = workers.count if workers is not None else 1
         self.parameter_names = tuple(model.get_params(deep=False))
         self.state = self._fingerprint()
         self.width = booster.num_feature()
@@ -58,7 +57,9 @@ class CompiledBooster:
         ):
             params.pop(alias, None)
         params = _choose_param_value("num_threads", params, model.n_jobs)
-        params.pop("num_threads")
+        own_threads = model._process_n_jobs(params.pop("num_threads"))  # as LGBMModel.predict resolves n_jobs
+        more = workers.count if workers is not None and workers.count > 1 else 0
+        self.threads = max(own_threads, more) if more else own_threads
         self.params = params
         # Booster.predict builds this predictor on every call; it depends only on the parameters
         self._predictors = {}
@@ -98,11 +99,10 @@ class CompiledBooster:
         return result
 
     def _predict(self, matrix: np.ndarray) -> np.ndarray:
-        threads = 1 if len(matrix) < _ROWS_PER_THREAD else self.threads
-        predictor = self._predictors.get(threads)
+        predictor = self._predictors.get(self.threads)
         if predictor is None:
-            predictor = _InnerPredictor.from_booster(booster=self.booster, pred_parameter={**self.params, "num_threads": threads})
-            self._predictors[threads] = predictor
+            predictor = _InnerPredictor.from_booster(booster=self.booster, pred_parameter={**self.params, "num_threads": self.threads})
+            self._predictors[self.threads] = predictor
         return predictor.predict(
             data=matrix, start_iteration=0, num_iteration=self._iterations, raw_score=False, pred_leaf=False,
             pred_contrib=False, data_has_header=False, validate_features=False,
