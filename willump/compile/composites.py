@@ -25,7 +25,7 @@ from willump.compile.dense import CompiledNumpyHstack
 from willump.compile.encoders import KERNELS as ENCODERS
 from willump.compile.forms import SelectedColumns, SparseRows, Stacked, Unsupported
 from willump.compile.preprocessing import KERNELS as PREPROCESSING
-from willump.compile.sparse import CompiledHstack, materialize_stack
+from willump.compile.sparse import CompiledHstack, materialize_stack, nonzero_rows
 
 UNION_STACK = "__willump_union_stack"
 COLUMN_INPUT = "__willump_column_input"
@@ -219,10 +219,7 @@ def _nonzeros(block) -> SparseRows:
     """A dense block's nonzero entries, as scipy keeps them when it joins it with sparse ones."""
     if type(block) is not np.ndarray or block.ndim != 2 or block.dtype.kind not in "biuf":
         raise Unsupported("a dense block other than a 2-D array of numbers")
-    rows, cols = np.nonzero(block)
-    indptr = np.zeros(block.shape[0] + 1, np.int32)
-    np.cumsum(np.bincount(rows, minlength=block.shape[0]), out=indptr[1:])
-    return SparseRows(block[rows, cols], cols.astype(np.int32), indptr, block.shape[1], sp.csr_matrix)
+    return nonzero_rows(block)
 
 
 def _dense(block) -> np.ndarray:

@@ -165,7 +165,11 @@ def dense_rows(block: np.ndarray) -> SparseRows:
     the nonzero ones in row-major order; a 1-D array is one row."""
     if block.ndim not in (1, 2) or block.dtype not in DENSE_DTYPES:
         raise Unsupported("a dense block other than a 1-D or 2-D array of numbers")
-    matrix = block.reshape(1, -1) if block.ndim == 1 else block
+    return nonzero_rows(block.reshape(1, -1) if block.ndim == 1 else block)
+
+
+def nonzero_rows(matrix: np.ndarray) -> SparseRows:
+    """A 2-D array's nonzero entries in row-major order, as CSR rows (scipy's ``coo_array(matrix)`` order)."""
     rows, cols = np.nonzero(matrix)
     indptr = np.zeros(matrix.shape[0] + 1, np.int32)
     np.cumsum(np.bincount(rows, minlength=matrix.shape[0]), out=indptr[1:])
