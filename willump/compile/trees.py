@@ -58,11 +58,11 @@ class CompiledBooster:
             params.pop(alias, None)
         params = _choose_param_value("num_threads", params, model.n_jobs)
         own_threads = model._process_n_jobs(params.pop("num_threads"))  # as LGBMModel.predict resolves n_jobs
-        more = workers.count if workers is not None and workers.count > 1 else 0
-        self.threads = max(own_threads, more) if more else own_threads
+        parallel = workers is not None and workers.count > 1
+        self.threads = max(own_threads, workers.count) if parallel else own_threads
         self.params = params
         # Booster.predict builds this predictor on every call; it depends only on the parameters
-        self._predictors = {}
+        self._predictor = None
         self._iterations = booster.best_iteration
         self._single_row = _SingleRow(booster, _param_dict_to_str({**params, "num_threads": 1}), self._iterations, self.width)
 
@@ -99,10 +99,10 @@ class CompiledBooster:
         return result
 
     def _predict(self, matrix: np.ndarray) -> np.ndarray:
-        predictor = self._predictors.get(self.threads)
-        if predictor is None:
-            predictor = _InnerPredictor.from_booster(booster=self.booster, pred_parameter={**self.params, "num_threads": self.threads})
-            self._predictors[self.threads] = predictor
+        if self._predictor is None:
+            self._predictor = _InnerPredictor.from_booster(
+                booster=self.booster, pred_parameter={**self.params, "num_threads": self.threads})
+        predictor = self._predictor
         return predictor.predict(
             data=matrix, start_iteration=0, num_iteration=self._iterations, raw_score=False, pred_leaf=False,
             pred_contrib=False, data_has_header=False, validate_features=False,
