@@ -5,9 +5,12 @@ root, which ``python -m pytest`` puts first on ``sys.path``, goes last, where it
 ``benchmarks`` (not installed) but no longer shadows the installed package.
 """
 
+import importlib
 import importlib.util
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,8 @@ _put_the_clone_last()
 
 from benchmarks.data import ENVIRONMENT_VARIABLE, data_dir  # noqa: E402
 
+_HIDDEN = pytest.StashKey[str]()
+
 
 def pytest_addoption(parser):
     parser.addoption(
@@ -33,24 +38,59 @@ def pytest_addoption(parser):
     )
 
 
+def _pyarrow_importable() -> bool:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _hide_pyarrow() -> str:
+    """Make ``import pyarrow`` fail as it fails where pyarrow is not installed, in this process
+    and in the ones it starts (the README's scripts, the notebooks' kernels, a fresh interpreter):
+    a package of that name first on ``sys.path`` and ``PYTHONPATH`` that raises
+    ``ModuleNotFoundError``. So the README's command passes twice in one environment, although its
+    second pass installs pyarrow. The directory holding it."""
+    hiding = Path(tempfile.mkdtemp(prefix="willump-no-pyarrow-"))
+    (hiding / "pyarrow").mkdir()
+    (hiding / "pyarrow" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'pyarrow' (hidden by willump's tests: --pyarrow=no)\", "
+        "name='pyarrow')\n")
+    sys.path.insert(0, str(hiding))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        entry for entry in (str(hiding), os.environ.get("PYTHONPATH", "")) if entry)
+    importlib.invalidate_caches()
+    return str(hiding)
+
+
 def pytest_configure(config):
-    """Under CI=true each pass must run in the environment it is for: with pyarrow, pandas keeps text
-    in pyarrow and the kernels read it another way; a pass that silently ran the other way would
-    leave one of the two untested."""
+    """Each pass runs in the environment it is for: with pyarrow, pandas keeps text in pyarrow and
+    the kernels read it another way. ``--pyarrow=no`` hides an installed pyarrow (before pandas is
+    imported, which decides its text storage once); ``--pyarrow=yes`` without pyarrow would leave
+    the pyarrow path untested, a failure under CI=true."""
     expected = config.getoption("--pyarrow")
-    if expected is None:
-        return
-    installed = importlib.util.find_spec("pyarrow") is not None
-    if installed != (expected == "yes"):
-        message = f"--pyarrow={expected}, but pyarrow is {'installed' if installed else 'not installed'}"
+    if expected == "no" and importlib.util.find_spec("pyarrow") is not None:
+        if "pandas" in sys.modules:
+            raise pytest.UsageError("--pyarrow=no: pandas was imported before pyarrow could be hidden")
+        config.stash[_HIDDEN] = _hide_pyarrow()
+    if expected == "yes" and not _pyarrow_importable():
+        message = "--pyarrow=yes, but pyarrow is not installed (pip install \".[arrow]\")"
         if os.environ.get("CI") == "true":
             raise pytest.UsageError(message)
         print(f"warning: {message}: this pass tests the other storage of text", file=sys.stderr)
 
 
+def pytest_unconfigure(config):
+    hidden = config.stash.get(_HIDDEN, None)
+    if hidden is not None:
+        shutil.rmtree(hidden, ignore_errors=True)
+
+
 def pytest_report_header(config):
-    installed = importlib.util.find_spec("pyarrow") is not None
-    return f"pyarrow: {'installed (text kept in pyarrow)' if installed else 'not installed'}"
+    if config.stash.get(_HIDDEN, None) is not None:
+        return "pyarrow: installed, hidden for this pass (--pyarrow=no)"
+    return f"pyarrow: {'installed (text kept in pyarrow)' if _pyarrow_importable() else 'not installed'}"
 
 
 @pytest.fixture(scope="session")
