@@ -81,6 +81,13 @@ def pytest_configure(config):
         print(f"warning: {message}: this pass tests the other storage of text", file=sys.stderr)
 
 
+def pytest_ignore_collect(collection_path, config):
+    """The Dask tests run in the pass with pyarrow: ``dask.dataframe`` needs it."""
+    if config.getoption("--pyarrow") == "no" and collection_path.name.startswith("test_dask"):
+        return True
+    return None
+
+
 def pytest_unconfigure(config):
     hidden = config.stash.get(_HIDDEN, None)
     if hidden is not None:
@@ -193,3 +200,34 @@ def redis_client(redis_server):
     client.flushdb()
     yield client
     client.close()
+
+
+def _required(module: str, extra: str):
+    """``module`` imported; a skip when it is not installed, or a failure under CI=true."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        message = f"{module} is not installed ({error}): pip install \".[{extra}]\""
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def dask_cluster():
+    """A real ``distributed.LocalCluster``: 2 worker processes of one thread each, on loopback,
+    no dashboard, closed at the end. Tests that kill workers make their own."""
+    distributed = _required("distributed", "dask")
+    _required("dask.dataframe", "dask")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def dask_client(dask_cluster):
+    """A client of the session's cluster."""
+    import distributed
+
+    with distributed.Client(dask_cluster) as client:
+        yield client

@@ -80,6 +80,11 @@ def optimize(func=None, /, **options):
     return OptimizedFunction(func, **options)
 
 
+def _same_version(old: tuple, new: tuple) -> bool:
+    """Are two ``_state_version``s the same fitted state (the same object, threshold and mode)?"""
+    return old[0] is new[0] and old[1:] == new[1:]
+
+
 def _check_cache_options(options: dict) -> None:
     size = options.get("cache_size")
     if size is not None and (isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1):
@@ -139,6 +144,7 @@ class OptimizedFunction:
                     values = self._features.chosen_values if self._features is not None else self._executor.values
                     self._feature_rows = FeatureRows(keyed, self._executor, values, size, resolver)
         self._fitted = None
+        self._shipped_as = None  # (state version, identity, payload) of the last pickle
 
     def _report(self, graph) -> None:
         problems = list(graph.notes)
@@ -283,7 +289,7 @@ class OptimizedFunction:
         self._fitted.set_threshold(threshold)
         return self
 
-    def top_k(self, *inputs, k, c_k=DEFAULT_C_K, min_fraction=DEFAULT_MIN_FRACTION):
+    def top_k(self, *inputs, k, c_k=DEFAULT_C_K, min_fraction=DEFAULT_MIN_FRACTION, return_scores=False):
         """Positions (np.ndarray) of the ``k`` best-scoring rows, best first (ties by position).
 
         Score: positive-class probability for binary classifiers, predicted value for regressors.
@@ -292,7 +298,8 @@ class OptimizedFunction:
         validated for this query's batch size and k/n to hold ``top_k_precision`` of the exact
         top-K, and at least max(c_k * k, min_fraction * n) (the paper's floors); a query unlike
         any validated (a batch smaller, or k/n larger) is answered exactly. ``k`` larger than
-        the batch is clamped to its size.
+        the batch is clamped to its size. ``return_scores=True`` returns (positions, their
+        scores by the full model).
         An empty batch has no positions; a guard the function starts with that ends the call
         for the rows is a ValueError.
         """
@@ -313,7 +320,8 @@ class OptimizedFunction:
             raise ValueError("top_k needs a batch: a DataFrame, Series, array, sparse matrix or list argument")
         k = min(int(k), n)
         if k == 0:
-            return np.array([], dtype=np.intp)
+            found = np.array([], dtype=np.intp), np.array([], dtype=float)
+            return found if return_scores else found[0]
         self._refuse_guarded("top_k", "these rows", arguments)
         call = start_call(self._stats, self._lookup_caches)  # (its lookups count, and use the caches, as a call's)
         try:
@@ -321,8 +329,10 @@ class OptimizedFunction:
             keep = plan.candidates(n, k, c_k, min_fraction) if plan is not None else None
             if keep is None:
                 self._stats.count(top_k_candidates=n)
-                return topk.exact(self._executor, arguments, k, self._feature_rows)
-            return topk.filtered(self._executor, self._fitted, arguments, k, keep, self._stats, self._feature_rows)
+                found = topk.exact(self._executor, arguments, k, self._feature_rows)
+            else:
+                found = topk.filtered(self._executor, self._fitted, arguments, k, keep, self._stats, self._feature_rows)
+            return found if return_scores else found[0]
         except NotSeparable as reason:
             raise ValueError(f"top_k cannot compute the IFVs of these inputs separately ({reason})") from None
         finally:
@@ -450,11 +460,36 @@ class OptimizedFunction:
         reads it back. The file is a pickle: load only files you trust."""
         persistence.save(self, path)
 
+    def __reduce__(self):
+        return persistence.reduce(self)
+
     def __getstate__(self):
         # The source travels with the function: where it is loaded, its file may not exist (and
         # cloudpickle names a function it pickles by value "<dynamic-code>").
         return {"py_func": persistence.function_reference(self), "source": self._source.carried(),
                 "options": self.options, "fitted": self._fitted, "stats": self._stats}
+
+    def _shipped(self) -> tuple[str, bytes]:
+        """(identity, payload) of what this function is now, pickled again only when ``fit``,
+        ``set_threshold`` or the drift guard changed it: every pickle of one state carries the
+        payload and name the first did (a copy unpickled elsewhere and pickled again included)."""
+        version = self._state_version()
+        if self._shipped_as is None or not _same_version(self._shipped_as[0], version):
+            state = self.__getstate__()
+            del state["stats"]  # (counters travel apart: they change with every call)
+            self._shipped_as = (version, *persistence.shipped_state(state))
+        return self._shipped_as[1:]
+
+    def _remember_shipped(self, identity: str, payload: bytes) -> None:
+        self._shipped_as = (self._state_version(), identity, payload)
+
+    def _state_version(self) -> tuple:
+        fitted = self._fitted
+        return (fitted, fitted is not None and fitted.threshold, self._fitted_exactly())
+
+    def __dask_tokenize__(self):
+        """Dask names tasks by what the function is (its identity), not by where it lives."""
+        return self._shipped()[0]
 
     def __setstate__(self, state):
         source = persistence.restored_source(state["py_func"], state.get("source"), state.get("fitted") is not None)

@@ -7,6 +7,7 @@ when it lives in ``__main__``, a notebook or a closure), its source, its models 
 state. Loading runs code from the payload, as pickle does: load only files you trust.
 """
 
+import collections
 import hashlib
 import importlib
 import importlib.metadata
@@ -16,6 +17,7 @@ import platform
 import secrets
 import struct
 import sys
+import threading
 import typing
 import warnings
 
@@ -188,3 +190,65 @@ def _pickled_by_value(module: str) -> bool:
     cloudpickle = sys.modules.get("cloudpickle")
     registered = getattr(cloudpickle, "list_registry_pickle_by_value", lambda: ())()
     return any(module == name or module.startswith(name + ".") for name in registered)
+
+
+# --- shipping to other processes (Dask workers) -------------------------------------------------
+
+SHARED_PER_PROCESS = 4  # optimized functions a worker process keeps for the tasks that unpickle them
+
+
+def reduce(optimized):
+    """What ``pickle`` stores for ``optimized``: its state as one payload (the function, its source,
+    options and fitted state, pickled once) named by the payload's SHA-256, and its counters."""
+    identity, payload = optimized._shipped()
+    return restore, (type(optimized), identity, payload, optimized._stats)
+
+
+def shipped_state(state: dict) -> tuple[str, bytes]:
+    """(identity, payload) of an optimized function's state without its counters."""
+    import cloudpickle
+
+    payload = cloudpickle.dumps(state)
+    return hashlib.sha256(payload).hexdigest(), payload
+
+
+def restore(cls, identity: str, payload: bytes, stats):
+    """The optimized function a pickle holds. In a process running a Dask worker, every task that
+    unpickles the same function (same identity) gets the one instance built first: its models,
+    kernels and caches are built once per process, and its counters are the worker's own."""
+    if not _in_dask_worker():
+        return _built(cls, identity, payload, stats)
+    with _shared_lock:
+        found = _shared.get(identity)
+        if found is None:
+            found = _built(cls, identity, payload, None)
+            _shared[identity] = found
+            while len(_shared) > SHARED_PER_PROCESS:
+                _shared.popitem(last=False)
+        _shared.move_to_end(identity)
+        return found
+
+
+def shared(identity: str):
+    """This process's instance of the function named ``identity``, or None."""
+    with _shared_lock:
+        return _shared.get(identity)
+
+
+_shared: "collections.OrderedDict[str, object]" = collections.OrderedDict()
+_shared_lock = threading.Lock()
+
+
+def _built(cls, identity: str, payload: bytes, stats):
+    import cloudpickle
+
+    optimized = cls.__new__(cls)
+    optimized.__setstate__({**cloudpickle.loads(payload), "stats": stats})
+    optimized._remember_shipped(identity, payload)
+    return optimized
+
+
+def _in_dask_worker() -> bool:
+    distributed = sys.modules.get("distributed")
+    worker = getattr(distributed, "Worker", None)
+    return bool(getattr(worker, "_instances", None))

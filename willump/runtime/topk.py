@@ -66,18 +66,20 @@ class FilterPlan:
         }
 
 
-def exact(executor, arguments: dict, k: int, feature_rows=None) -> np.ndarray:
-    """Positions of the k best rows by the full model, best first (ties by position): scored as a
-    plain call computes the function, or, to read the IFVs ``feature_rows`` caches from its caches
-    (or when the model is known only once the statements ran), IFV by IFV."""
+def exact(executor, arguments: dict, k: int, feature_rows=None) -> tuple[np.ndarray, np.ndarray]:
+    """(positions, scores) of the k best rows by the full model, best first (ties by position):
+    scored as a plain call computes the function, or, to read the IFVs ``feature_rows`` caches
+    from its caches (or when the model is known only once the statements ran), IFV by IFV."""
     scores = executor.scores(arguments) if feature_rows is None else None
-    if scores is not None:
-        return best(scores, k)
-    env = executor.preprocess(arguments)
-    count = len(executor.graph.ifvs)
-    values = ifv_values(executor, env, arguments, range(count), feature_rows)
-    model, X = executor.model_input(env, [values[i] for i in range(count)])
-    return best(ranking_score(model, X), k)
+    if scores is None:
+        env = executor.preprocess(arguments)
+        count = len(executor.graph.ifvs)
+        values = ifv_values(executor, env, arguments, range(count), feature_rows)
+        model, X = executor.model_input(env, [values[i] for i in range(count)])
+        scores = ranking_score(model, X)
+    scores = np.asarray(scores)
+    positions = best(scores, k)
+    return positions, scores[positions]
 
 
 def best(scores: np.ndarray, k: int) -> np.ndarray:
@@ -92,9 +94,9 @@ def best(scores: np.ndarray, k: int) -> np.ndarray:
     return kept[np.argsort(-scores[kept], kind="stable")][:k]
 
 
-def filtered(executor, fitted, arguments: dict, k: int, keep: int, stats, feature_rows=None) -> np.ndarray:
-    """Positions of the k best rows: the filter model keeps ``keep`` candidates, the full model
-    ranks them; the IFVs ``feature_rows`` caches from its caches."""
+def filtered(executor, fitted, arguments: dict, k: int, keep: int, stats, feature_rows=None) -> tuple[np.ndarray, np.ndarray]:
+    """(positions, full-model scores) of the k best rows: the filter model keeps ``keep``
+    candidates, the full model ranks them; the IFVs ``feature_rows`` caches from its caches."""
     plan = fitted.top_k_plan
     env = executor.preprocess(arguments)
     efficient = ifv_values(executor, env, arguments, plan.selected, feature_rows)
@@ -102,4 +104,18 @@ def filtered(executor, fitted, arguments: dict, k: int, keep: int, stats, featur
     candidates = np.sort(best(scores, keep))
     model, X = full_model_input(executor, fitted, arguments, efficient, candidates, feature_rows)
     stats.count(top_k_candidates=keep)
-    return candidates[best(ranking_score(model, X), k)]
+    full_scores = np.asarray(ranking_score(model, X))
+    order = best(full_scores, k)
+    return candidates[order], full_scores[order]
+
+
+def merged(parts: list[tuple[int, np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k best of batches ranked apart, as one ranking of their concatenation would give them:
+    ``parts`` are (the batch's first position in the concatenation, its best positions, their
+    scores); best first, ties by position."""
+    positions = np.concatenate([offset + np.asarray(found, dtype=np.intp) for offset, found, _ in parts] or [np.empty(0, np.intp)])
+    scores = np.concatenate([np.asarray(s, dtype=float) for _, _, s in parts] or [np.empty(0)])
+    by_position = np.argsort(positions, kind="stable")
+    positions, scores = positions[by_position], scores[by_position]
+    order = best(scores, min(k, len(scores)))
+    return positions[order], scores[order]

@@ -1,0 +1,185 @@
+"""Batch scoring on Dask (``pip install "willump[dask]"``).
+
+The idiom Dask users already write works as written: ``ddf.map_partitions(predict, meta=...)``
+with a decorated (fitted or not) ``predict``. Each worker process builds the function once, for
+all its tasks (``willump.persistence.restore``). These helpers add what Dask cannot infer:
+
+- ``predict(ddf, func)``: the scores as a Dask Series (a DataFrame for 2-D scores) aligned with
+  ``ddf``'s rows, ``meta`` built from a few rows of the first partition, and the function sent to
+  each worker once (broadcast) rather than with every task;
+- ``top_k(ddf, func, k)``: each partition's best rows (by the filter model after ``fit``), merged
+  on the client into the best ``k`` of the whole frame;
+- ``stats(func)`` / ``reset_stats(func)``: the counters of every worker, summed.
+"""
+
+import numpy as np
+import pandas as pd
+
+try:
+    import dask
+    import dask.dataframe as dd
+except ImportError as missing:  # (willump itself never imports this module)
+    raise ImportError(
+        f"willump.dask needs dask[dataframe] and distributed ({missing}): pip install \"willump[dask]\""
+    ) from missing
+
+from willump.api import OptimizedFunction
+from willump.persistence import shared
+from willump.runtime.calls import Stats
+from willump.runtime.topk import merged
+
+SAMPLE_ROWS = 100  # rows of the first partition the undecorated function runs on to build ``meta``
+
+
+def predict(ddf, func, *, meta=None, name="prediction", sample_rows=SAMPLE_ROWS):
+    """``func`` applied to every partition of ``ddf``: a Dask Series of its scores with ``ddf``'s
+    index (a DataFrame for 2-D scores; what ``func`` returns when it is a Series or DataFrame).
+
+    ``meta`` (Dask's: an empty object of the result's type) is built, when not given, by running
+    the undecorated function on the first ``sample_rows`` rows of the first partition. With a
+    ``distributed`` client, the function is sent to each worker once (``Client.scatter(...,
+    broadcast=True)``) and every task reads it there. Lazy, as ``map_partitions``: ``.compute()``,
+    ``.persist()`` or ``.to_parquet(...)`` runs it; ``distributed.progress`` shows its progress.
+    """
+    _check_frame(ddf)
+    if meta is None:
+        meta = _meta(ddf, func, name, sample_rows)
+    return ddf.map_partitions(_scores, _shipped(func), name, meta=meta)
+
+
+def top_k(ddf, func, k, *, progress=False, **options):
+    """Positions of the ``k`` best-scoring rows of ``ddf`` (in the concatenation of its
+    partitions, as ``ddf.compute()`` orders them), best first, ties by position: what
+    ``func.top_k(ddf.compute(), k=k)`` returns, up to ties between equal scores, without bringing
+    the frame to the client.
+
+    Each partition's ``k`` best rows are found where it lives (after ``fit``, by the filter model
+    and the full model on its candidates, as ``func.top_k`` finds them in one batch) and sent
+    with their scores and the partition's length; the client merges them. ``options`` are
+    ``func.top_k``'s (``c_k``, ``min_fraction``). ``progress=True`` shows a tqdm bar of the
+    partitions done.
+    """
+    _check_frame(ddf)
+    if not isinstance(func, OptimizedFunction):
+        raise TypeError(f"top_k needs a function decorated with willump.optimize; got {func!r}")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
+        raise ValueError(f"k must be a positive integer; got {k!r}")
+    parts = ddf.to_delayed()
+    shipped = _shipped(func)
+    tasks = [dask.delayed(_partition_top_k, pure=True)(part, shipped, int(k), options) for part in parts]
+    found = _computed(tasks, progress)
+    offsets = np.cumsum([0] + [length for length, _, _ in found[:-1]])
+    positions, _ = merged([(offset, best, scores) for offset, (_, best, scores) in zip(offsets, found)], int(k))
+    return positions
+
+
+def stats(func, client=None) -> dict:
+    """``func.stats`` of every worker, summed: rows seen, answered by the small model, cache hits,
+    remote keys... (a worker restarted since lost its counts)."""
+    totals = dict.fromkeys(Stats.FIELDS, 0)
+    for counts in _on_workers(_worker_stats, func, client).values():
+        for field, value in counts.items():
+            totals[field] += value
+    return totals
+
+
+def reset_stats(func, client=None) -> None:
+    """Zero ``func``'s counters on every worker."""
+    _on_workers(_worker_reset_stats, func, client)
+
+
+def _check_frame(ddf) -> None:
+    if not isinstance(ddf, (dd.DataFrame, dd.Series)):
+        raise TypeError(f"expected a dask DataFrame or Series (dask.dataframe); got {type(ddf).__name__}: "
+                        "for a pandas frame, call the function itself")
+
+
+def _undecorated(func):
+    return func.py_func if isinstance(func, OptimizedFunction) else func
+
+
+def _meta(ddf, func, name, sample_rows: int):
+    sample = ddf.partitions[0].head(sample_rows, compute=True)
+    if len(sample) == 0:
+        raise ValueError("the first partition of ddf is empty, so meta cannot be built from its rows: "
+                         "pass meta= (an empty Series or DataFrame of the result's type)")
+    return _scores(sample, _undecorated(func), name).iloc[:0]
+
+
+def _scores(part, func, name):
+    """``func(part)`` as a pandas object indexed as ``part``: ndarrays become a Series (1-D) or a
+    DataFrame (2-D); a Series or DataFrame is kept as ``func`` returned it."""
+    result = func(part)
+    if isinstance(result, (pd.Series, pd.DataFrame)):
+        return result
+    result = np.asarray(result)
+    if result.ndim == 2:
+        return pd.DataFrame(result, index=part.index)
+    if result.ndim != 1 or len(result) != len(part):
+        raise ValueError(f"willump.dask.predict needs one score (or one row of scores) per row; {func.__name__} "
+                         f"returned shape {result.shape} for a partition of {len(part)} rows: use "
+                         "ddf.map_partitions(func, meta=...) for other results")
+    return pd.Series(result, index=part.index, name=name)
+
+
+def _partition_top_k(part, func, k: int, options: dict):
+    """(the partition's length, its best positions, their scores)."""
+    if len(part) == 0:
+        return 0, np.empty(0, np.intp), np.empty(0)
+    positions, scores = func.top_k(part, k=min(k, len(part)), return_scores=True, **options)
+    return len(part), positions, scores
+
+
+def _shipped(func):
+    """What tasks take as the function: with a ``distributed`` client, a future of it on every
+    worker (sent once per worker, under its identity); without one, the function."""
+    client = _client()
+    if client is None:
+        return func
+    return client.scatter(func, broadcast=True, hash=True)
+
+
+def _client():
+    try:
+        from distributed import get_client
+    except ImportError:
+        return None
+    try:
+        return get_client()
+    except ValueError:  # (no client: Dask's local schedulers run the tasks)
+        return None
+
+
+def _computed(tasks: list, progress: bool) -> list:
+    client = _client()
+    if client is None:
+        return list(dask.compute(*tasks))
+    futures = client.compute(tasks)
+    if progress:
+        from distributed import as_completed
+        from tqdm.auto import tqdm
+
+        for _ in tqdm(as_completed(futures), total=len(futures), unit="partition"):
+            pass
+    return client.gather(futures)
+
+
+def _on_workers(run, func, client) -> dict:
+    if not isinstance(func, OptimizedFunction):
+        raise TypeError(f"expected a function decorated with willump.optimize; got {func!r}")
+    client = client or _client()
+    if client is None:
+        raise ValueError("no distributed client: stats are summed over a cluster's workers "
+                         "(in one process, read func.stats)")
+    return client.run(run, func._shipped()[0])
+
+
+def _worker_stats(identity: str) -> dict:
+    found = shared(identity)
+    return found.stats if found is not None else {}
+
+
+def _worker_reset_stats(identity: str) -> None:
+    found = shared(identity)
+    if found is not None:
+        found.reset_stats()
