@@ -68,7 +68,8 @@ def in_a_new_process(payload: bytes, tmp_path, after: str = "None"):
     ``payload``, a pickle of (object, [(method name, arguments)]); it imports the same willump."""
     given, answered = tmp_path / "given.pickle", tmp_path / "answered.pickle"
     given.write_bytes(payload)
-    environment = {**os.environ, "PYTHONPATH": os.path.dirname(__file__)}  # (this module: its functions)
+    search = [os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]  # (this module: its functions)
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(entry for entry in search if entry)}
     done = subprocess.run(
         [sys.executable, "-c", _LOAD_AND_CALL, str(given), str(answered), after, willump.__file__],
         env=environment, cwd=tmp_path, capture_output=True, text=True, timeout=300,
