@@ -214,11 +214,19 @@ def _required(module: str, extra: str):
 
 
 @pytest.fixture(scope="session")
-def dask_cluster():
+def willump_dask():
+    """``willump.dask``, with dask.dataframe and distributed; a skip without them, or a failure
+    under CI=true."""
+    _required("distributed", "dask")
+    return _required("willump.dask", "dask")
+
+
+@pytest.fixture(scope="session")
+def dask_cluster(willump_dask):
     """A real ``distributed.LocalCluster``: 2 worker processes of one thread each, on loopback,
     no dashboard, closed at the end. Tests that kill workers make their own."""
-    distributed = _required("distributed", "dask")
-    _required("dask.dataframe", "dask")
+    import distributed
+
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None) as cluster:
         yield cluster

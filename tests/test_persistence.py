@@ -380,3 +380,77 @@ def test_a_function_holding_redis_tables_loads_in_a_new_process(tmp_path, redis_
     _run(str(script), str(out), host, str(port), cwd=script.parent)
     script.unlink()
     assert "loaded" in _run(REDIS_LOADER, str(out), cwd=elsewhere)
+
+
+def _fitted_counts():
+    """A closure fitted with cascades on generated messages (so it pickles by value)."""
+    from sklearn.linear_model import LogisticRegression
+
+    messages, labels = make_messages(3000, random_state=5)
+    counts = np.column_stack([messages["message"].str.len(), messages["message"].str.count(" ")]) * 1.0
+    model = LogisticRegression().fit(counts, labels)
+
+    def counted(df):
+        length = df["message"].str.len().to_numpy().reshape(-1, 1) * 1.0
+        spaces = df["message"].str.count(" ").to_numpy().reshape(-1, 1) * 1.0
+        return model.predict_proba(np.hstack([length, spaces]))[:, 1]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return willump.optimize(counted).fit(messages, y=labels, progress=False, check_speed=False), messages
+
+
+def test_a_pickle_names_the_state_it_holds_and_a_copy_pickled_again_keeps_the_name():
+    """What a Dask scheduler does (unpickle, pickle again per task) keeps the identity workers share by."""
+    fitted, _ = _fitted_counts()
+    identity, payload = fitted._shipped()
+    assert fitted._shipped() == (identity, payload)  # (pickled once per state)
+    copy = cloudpickle.loads(cloudpickle.dumps(fitted))
+    assert copy._shipped() == (identity, payload)
+    assert cloudpickle.loads(cloudpickle.dumps(copy))._shipped()[0] == identity
+
+
+def test_set_threshold_and_fit_change_the_name():
+    fitted, messages = _fitted_counts()
+    names = {fitted._shipped()[0]}
+    fitted.set_threshold(0.99)
+    names.add(fitted._shipped()[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fitted.fit(messages, y=messages.index % 2, progress=False, check_speed=False)
+    names.add(fitted._shipped()[0])
+    assert len(names) == 3
+    assert cloudpickle.loads(cloudpickle.dumps(fitted)).explain().attrs["summary"] == fitted.explain().attrs["summary"]
+
+
+def test_outside_a_dask_worker_every_unpickle_is_its_own_function():
+    fitted, messages = _fitted_counts()
+    payload = cloudpickle.dumps(fitted)
+    first, second = cloudpickle.loads(payload), cloudpickle.loads(payload)
+    assert first is not second and first._fitted is not second._fitted
+    first(messages.head(10))
+    assert first.stats["rows_seen"] == 10 and second.stats["rows_seen"] == 0
+    import copy
+
+    assert copy.deepcopy(fitted) is not fitted and copy.deepcopy(fitted)._fitted is not fitted._fitted
+
+
+def test_a_pickle_written_before_pickles_were_named_still_loads():
+    """Pickles and files written by willump 0.1.0 before this change hold the state dict alone."""
+    fitted, messages = _fitted_counts()
+
+    class OldPickler(cloudpickle.Pickler):
+        def reducer_override(self, obj):
+            if isinstance(obj, willump.api.OptimizedFunction):
+                import copyreg
+
+                return copyreg.__newobj__, (type(obj),), obj.__getstate__()
+            return super().reducer_override(obj)
+
+    import io
+
+    buffer = io.BytesIO()
+    OldPickler(buffer).dump(fitted)
+    loaded = pickle.loads(buffer.getvalue())
+    assert np.array_equal(loaded(messages), fitted(messages))
+    assert np.array_equal(cloudpickle.loads(cloudpickle.dumps(loaded))(messages), fitted(messages))
