@@ -56,8 +56,15 @@ def _case_id(block: dict) -> str:
     return f"block{block['number']}-{words or 'top'}"
 
 
-def _cases() -> list:
-    return [pytest.param(block, id=_case_id(block)) for block in readme_blocks(README.read_text(encoding="utf-8"))]
+def uses_dask(block: dict) -> bool:
+    """Blocks using Dask run in the pass with pyarrow, which dask.dataframe needs (test_dask_readme)."""
+    return re.search(r"^\s*(import|from)\s+(dask|distributed)\b", block["script"], re.MULTILINE) is not None
+
+
+def cases(dask: bool = False) -> list:
+    """The README's blocks, those using Dask or the others."""
+    blocks = readme_blocks(README.read_text(encoding="utf-8"))
+    return [pytest.param(block, id=_case_id(block)) for block in blocks if uses_dask(block) == dask]
 
 
 def _environment() -> dict:
@@ -89,8 +96,13 @@ def test_the_parser_reads_fences_headings_and_continuations():
         readme_blocks("```python\nx = 1\n")
 
 
-@pytest.mark.parametrize("block", _cases())
+@pytest.mark.parametrize("block", cases())
 def test_readme_block_runs(block, tmp_path, request):
+    run_block(block, tmp_path, request)
+
+
+def run_block(block: dict, tmp_path, request) -> None:
+    """Run ``block`` as a script of its own in ``tmp_path``; fail with its output when it fails."""
     environment = _environment()
     if "REDIS_URL" in block["script"]:
         import redis
