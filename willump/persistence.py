@@ -1,5 +1,6 @@
 """How an optimized function travels: what its pickle holds for the function it wraps, and
-``predict.save(path)`` / ``willump.load(path)``, one file holding an optimized function.
+``predict.save(path)`` / ``willump.load(path)``, one file holding an optimized function; and how a
+Dask worker process builds one function once for all the tasks that unpickle it.
 
 The file is a signature, a JSON header (format version, the versions of the packages that
 saved it, the payload's size and SHA-256) and a cloudpickle payload: the function (by value
@@ -195,6 +196,8 @@ def _pickled_by_value(module: str) -> bool:
 # --- shipping to other processes (Dask workers) -------------------------------------------------
 
 SHARED_PER_PROCESS = 4  # optimized functions a worker process keeps for the tasks that unpickle them
+_shared: "collections.OrderedDict[str, object]" = collections.OrderedDict()  # identity -> instance, newest last
+_shared_lock = threading.Lock()
 
 
 def reduce(optimized):
@@ -233,10 +236,6 @@ def shared(identity: str):
     """This process's instance of the function named ``identity``, or None."""
     with _shared_lock:
         return _shared.get(identity)
-
-
-_shared: "collections.OrderedDict[str, object]" = collections.OrderedDict()
-_shared_lock = threading.Lock()
 
 
 def _built(cls, identity: str, payload: bytes, stats):
