@@ -1,0 +1,183 @@
+"""Feature tables on a Dask cluster (a real ``LocalCluster``: 2 worker processes): a function
+reading a ``RedisTable`` answers on every worker, each worker's table connecting to the same
+server; a function reading a ``MemoryTable`` is built once per worker process, its table
+unpickled once there however many tasks read it; ``willump.dask.stats`` sums the workers' counts.
+The answers are the undecorated function's, partition by partition, in this process."""
+
+import pickle
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+from distributed import futures_of
+from sklearn.linear_model import LogisticRegression
+
+import willump
+import willump.dask
+from willump.persistence import shared
+
+pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
+
+PARTITIONS = 10  # (more than twice the workers: some worker runs several tasks of a job)
+USERS = pd.DataFrame({
+    "userId": np.arange(300),
+    "age": np.arange(300, dtype=np.int64) % 61 + 15,
+    "score": np.linspace(-2.0, 3.0, 300),
+    "ratio": (np.arange(300) % 7 / 7).astype(np.float32),
+})
+
+
+class CountedMemoryTable(willump.MemoryTable):
+    """A MemoryTable that counts, per process, how many times a pickle of it was loaded."""
+
+    loads = 0
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        type(self).loads += 1
+
+
+def table_loads() -> int:
+    return CountedMemoryTable.loads
+
+
+def make_model() -> LogisticRegression:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4)) * [10, 1, 0.3, 1]
+    return LogisticRegression(max_iter=1000).fit(X, (X[:, 1] + X[:, 3] > 0).astype(int))
+
+
+def make_predict(users, model, **options):
+    """A function defined in a function, so cloudpickle carries it by value with its table and model."""
+
+    @willump.optimize(**options)
+    def predict(df):
+        u = users.lookup(df["userId"])
+        X = np.hstack([u.to_numpy(dtype=float), df[["x"]].to_numpy(dtype=float)])
+        return model.predict_proba(np.nan_to_num(X))[:, 1]
+
+    return predict
+
+
+def make_frame(rows: int = 2_000, seed: int = 1):
+    """(a pandas frame, the same frame as a Dask one): user ids repeat within and across
+    partitions, and some (300 and up) are not in the table."""
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"userId": rng.integers(0, 340, rows), "x": rng.normal(size=rows)},
+                      index=pd.RangeIndex(rows) * 3 + 7)
+    return df, dd.from_pandas(df, npartitions=PARTITIONS, sort=False)
+
+
+def partitions(ddf) -> list:
+    return [ddf.partitions[i].compute(scheduler="sync") for i in range(ddf.npartitions)]
+
+
+def one_process(func, ddf) -> pd.Series:
+    """The undecorated function's answers, partition by partition, in this process."""
+    return pd.concat([pd.Series(func.py_func(part), index=part.index, name="prediction")
+                      for part in partitions(ddf)])
+
+
+def scored(idiom: str, ddf, predict) -> pd.Series:
+    """The scores of every row, through the idiom users write or through willump.dask.predict."""
+    if idiom == "map_partitions":
+        scores = ddf.map_partitions(predict, meta=pd.Series(dtype=float)).compute()
+        assert isinstance(scores, np.ndarray)
+        return pd.Series(scores, index=ddf.index.compute(), name="prediction")
+    return willump.dask.predict(ddf, predict).compute()
+
+
+def assert_same_scores(got: pd.Series, want: pd.Series) -> None:
+    pd.testing.assert_series_equal(got, want, check_exact=True)
+
+
+def on_each_worker(client, run, *args) -> dict:
+    """{worker address: ``run(*args)`` there}, from exactly the cluster's two workers."""
+    found = client.run(run, *args)
+    assert len(found) == 2
+    return found
+
+
+# counts that do not depend on the order of a worker's tasks (a row missed by the IFV caches
+# counts in the first partition holding its key, which depends on it)
+FIELDS_OF_ANY_ORDER = ("rows_seen", "rows_full_model", "remote_keys", "cache_hits", "cache_misses")
+
+
+def worker_stats(identity: str) -> dict:
+    found = shared(identity)
+    return dict(found.stats) if found is not None else {}
+
+
+def workers_of(client, persisted) -> list:
+    """The address of the worker that computed each partition of ``persisted`` (where it is held)."""
+    futures = sorted(futures_of(persisted), key=lambda future: future.key[1])  # (keys: (name, partition))
+    assert [future.key[1] for future in futures] == list(range(persisted.npartitions))
+    held = client.who_has(futures)
+    assert all(len(held[future.key]) == 1 for future in futures)
+    return [held[future.key][0] for future in futures]
+
+
+@pytest.mark.parametrize("idiom", ["map_partitions", "willump.dask.predict"])
+def test_a_redis_table_answers_on_every_worker(dask_client, redis_client, idiom):
+    """Each worker's copy of the table connects to the test's server (it fetches keys there) and
+    the answers are the undecorated function's, to the bit."""
+    users = willump.RedisTable(redis_client, f"users_{idiom.replace('.', '_')}", key="userId")
+    users.put(USERS)
+    predict = make_predict(users, make_model(), cache_size=1_000)
+    df, ddf = make_frame()
+    assert_same_scores(scored(idiom, ddf, predict), one_process(predict, ddf))
+    per_worker = on_each_worker(dask_client, worker_stats, predict._shipped()[0])
+    assert sum(stats["rows_seen"] for stats in per_worker.values()) == len(df)
+    for stats in per_worker.values():  # (both workers ran tasks and reached Redis)
+        assert stats["rows_seen"] > 0 and stats["remote_keys"] > 0 and stats["remote_round_trips"] > 0
+
+
+def test_stats_sum_the_remote_keys_and_cache_hits_of_the_workers(dask_client, redis_client):
+    """Each worker fetches a key from Redis once for all its tasks (its caches live as long as
+    the process's function); ``stats`` sums the workers. The expected counts come from calling a
+    fresh copy of the function, in this process, on the partitions each worker ran."""
+    users = willump.RedisTable(redis_client, "users_stats", key="userId")
+    users.put(USERS)
+    predict = make_predict(users, make_model(), cache_size=1_000)
+    df, ddf = make_frame(seed=2)
+    willump.dask.reset_stats(predict)
+    persisted = willump.dask.predict(ddf, predict).persist()
+    assert_same_scores(persisted.compute(), one_process(predict, ddf))
+    ran = workers_of(dask_client, persisted)
+    assert len(set(ran)) == 2  # (both workers ran partitions)
+    parts = partitions(ddf)
+    want = dict.fromkeys(FIELDS_OF_ANY_ORDER, 0)
+    distinct = 0  # (the user ids each worker saw, summed)
+    for worker in set(ran):
+        fresh = pickle.loads(pickle.dumps(predict))  # (not a worker: a copy of its own, caches empty)
+        fresh.reset_stats()
+        seen = [part for part, where in zip(parts, ran) if where == worker]
+        for part in seen:
+            fresh(part)
+        for field in want:
+            want[field] += fresh.stats[field]
+        distinct += pd.concat(seen)["userId"].nunique()
+    got = willump.dask.stats(predict)
+    assert {field: got[field] for field in want} == want
+    assert got["remote_keys"] == distinct and got["rows_seen"] == len(df)
+    assert got["remote_keys"] < len(df)  # (the caches saved fetches)
+
+
+@pytest.mark.parametrize("idiom", ["map_partitions", "willump.dask.predict"])
+def test_a_memory_table_is_unpickled_once_per_worker(dask_client, idiom):
+    """However many tasks of a job a worker runs, it loads the function, and so the table, once:
+    the count of loads of the table in each worker process grows by one (by the number of tasks
+    it ran, were every task to load its own)."""
+    users = CountedMemoryTable(USERS, key="userId", name=f"users_{idiom.replace('.', '_')}")
+    predict = make_predict(users, make_model())
+    df, ddf = make_frame(seed=3)
+    before = on_each_worker(dask_client, table_loads)
+    assert_same_scores(scored(idiom, ddf, predict), one_process(predict, ddf))
+    after = on_each_worker(dask_client, table_loads)
+    per_worker = on_each_worker(dask_client, worker_stats, predict._shipped()[0])
+    for worker, stats in per_worker.items():
+        assert stats["rows_seen"] > 0  # (the worker ran tasks: it loaded the table once)
+        assert after[worker] - before[worker] == 1
+    assert sum(stats["rows_seen"] for stats in per_worker.values()) == len(df)
+
