@@ -181,3 +181,24 @@ def test_a_memory_table_is_unpickled_once_per_worker(dask_client, idiom):
         assert after[worker] - before[worker] == 1
     assert sum(stats["rows_seen"] for stats in per_worker.values()) == len(df)
 
+
+@pytest.mark.parametrize("idiom", ["map_partitions", "willump.dask.predict"])
+def test_a_job_reads_the_table_and_model_as_they_are_when_it_starts(dask_client, idiom):
+    """Rows put to the MemoryTable after a first job (the function already built on the workers),
+    then the model refitted in place: each next job answers as the function does in this process
+    then, as does a pickle of it."""
+    users = willump.MemoryTable(USERS, key="userId", name=f"users_{idiom.replace('.', '_')}")
+    model = make_model()
+    predict = make_predict(users, model)
+    df, ddf = make_frame(seed=4)
+    answers = []
+    for change in (None, lambda: users.put(USERS.assign(score=-USERS["score"], age=USERS["age"] // 2)),
+                   lambda: model.fit(np.eye(4), [0, 1, 0, 1])):
+        if change is not None:
+            change()
+        want = one_process(predict, ddf)
+        assert_same_scores(scored(idiom, ddf, predict), want)
+        copy = pickle.loads(pickle.dumps(predict))
+        assert_same_scores(pd.Series(copy(df), index=df.index, name="prediction"), want)
+        answers.append(want)
+    assert not answers[1].equals(answers[0]) and not answers[2].equals(answers[1])  # (each change shows)

@@ -217,11 +217,12 @@ def restore(cls, identity: str, payload: bytes, stats):
     unpickles the same function (same identity) gets the one instance built first: its models,
     kernels and caches are built once per process, and its counters are the worker's own."""
     if not _in_dask_worker():
-        return _built(cls, identity, payload, stats)
+        return _built(cls, payload, stats)
     with _shared_lock:
         found = _shared.get(identity)
         if found is None:
-            found = _built(cls, identity, payload, None)
+            found = _built(cls, payload, None)
+            found._remember_shipped(identity, payload)  # (what it ships to another worker)
             _shared[identity] = found
             while len(_shared) > SHARED_PER_PROCESS:
                 _shared.popitem(last=False)
@@ -239,12 +240,11 @@ _shared: "collections.OrderedDict[str, object]" = collections.OrderedDict()
 _shared_lock = threading.Lock()
 
 
-def _built(cls, identity: str, payload: bytes, stats):
+def _built(cls, payload: bytes, stats):
     import cloudpickle
 
     optimized = cls.__new__(cls)
     optimized.__setstate__({**cloudpickle.loads(payload), "stats": stats})
-    optimized._remember_shipped(identity, payload)
     return optimized
 
 
