@@ -6,26 +6,19 @@ The answers are the undecorated function's, partition by partition, in this proc
 
 import pickle
 
-import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
 from distributed import futures_of
-from sklearn.linear_model import LogisticRegression
 
 import willump
 import willump.dask
+from dask_jobs import (IDIOMS, USERS as ALL_USERS, assert_same_scores, make_frame, make_model, make_predict,
+                       one_process, partitions, scored)
 from willump.persistence import shared
 
 pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
-
-PARTITIONS = 10  # (more than twice the workers: some worker runs several tasks of a job)
-USERS = pd.DataFrame({
-    "userId": np.arange(300),
-    "age": np.arange(300, dtype=np.int64) % 61 + 15,
-    "score": np.linspace(-2.0, 3.0, 300),
-    "ratio": (np.arange(300) % 7 / 7).astype(np.float32),
-})
+USERS = ALL_USERS[:300]  # (the frames' user ids 300 and up are not in the table)
 
 
 class CountedMemoryTable(willump.MemoryTable):
@@ -40,56 +33,6 @@ class CountedMemoryTable(willump.MemoryTable):
 
 def table_loads() -> int:
     return CountedMemoryTable.loads
-
-
-def make_model() -> LogisticRegression:
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(200, 4)) * [10, 1, 0.3, 1]
-    return LogisticRegression(max_iter=1000).fit(X, (X[:, 1] + X[:, 3] > 0).astype(int))
-
-
-def make_predict(users, model, **options):
-    """A function defined in a function, so cloudpickle carries it by value with its table and model."""
-
-    @willump.optimize(**options)
-    def predict(df):
-        u = users.lookup(df["userId"])
-        X = np.hstack([u.to_numpy(dtype=float), df[["x"]].to_numpy(dtype=float)])
-        return model.predict_proba(np.nan_to_num(X))[:, 1]
-
-    return predict
-
-
-def make_frame(rows: int = 2_000, seed: int = 1):
-    """(a pandas frame, the same frame as a Dask one): user ids repeat within and across
-    partitions, and some (300 and up) are not in the table."""
-    rng = np.random.default_rng(seed)
-    df = pd.DataFrame({"userId": rng.integers(0, 340, rows), "x": rng.normal(size=rows)},
-                      index=pd.RangeIndex(rows) * 3 + 7)
-    return df, dd.from_pandas(df, npartitions=PARTITIONS, sort=False)
-
-
-def partitions(ddf) -> list:
-    return [ddf.partitions[i].compute(scheduler="sync") for i in range(ddf.npartitions)]
-
-
-def one_process(func, ddf) -> pd.Series:
-    """The undecorated function's answers, partition by partition, in this process."""
-    return pd.concat([pd.Series(func.py_func(part), index=part.index, name="prediction")
-                      for part in partitions(ddf)])
-
-
-def scored(idiom: str, ddf, predict) -> pd.Series:
-    """The scores of every row, through the idiom users write or through willump.dask.predict."""
-    if idiom == "map_partitions":
-        scores = ddf.map_partitions(predict, meta=pd.Series(dtype=float)).compute()
-        assert isinstance(scores, np.ndarray)
-        return pd.Series(scores, index=ddf.index.compute(), name="prediction")
-    return willump.dask.predict(ddf, predict).compute()
-
-
-def assert_same_scores(got: pd.Series, want: pd.Series) -> None:
-    pd.testing.assert_series_equal(got, want, check_exact=True)
 
 
 def on_each_worker(client, run, *args) -> dict:
@@ -118,7 +61,7 @@ def workers_of(client, persisted) -> list:
     return [held[future.key][0] for future in futures]
 
 
-@pytest.mark.parametrize("idiom", ["map_partitions", "willump.dask.predict"])
+@pytest.mark.parametrize("idiom", IDIOMS)
 def test_a_redis_table_answers_on_every_worker(dask_client, redis_client, idiom):
     """Each worker's copy of the table connects to the test's server (it fetches keys there) and
     the answers are the undecorated function's, to the bit."""
@@ -126,7 +69,7 @@ def test_a_redis_table_answers_on_every_worker(dask_client, redis_client, idiom)
     users.put(USERS)
     predict = make_predict(users, make_model(), cache_size=1_000)
     df, ddf = make_frame()
-    assert_same_scores(scored(idiom, ddf, predict), one_process(predict, ddf))
+    assert_same_scores(scored(idiom, ddf, df, predict), one_process(predict, ddf))
     per_worker = on_each_worker(dask_client, worker_stats, predict._shipped()[0])
     assert sum(stats["rows_seen"] for stats in per_worker.values()) == len(df)
     for stats in per_worker.values():  # (both workers ran tasks and reached Redis)
@@ -164,7 +107,7 @@ def test_stats_sum_the_remote_keys_and_cache_hits_of_the_workers(dask_client, re
     assert got["remote_keys"] < len(df)  # (the caches saved fetches)
 
 
-@pytest.mark.parametrize("idiom", ["map_partitions", "willump.dask.predict"])
+@pytest.mark.parametrize("idiom", IDIOMS)
 def test_a_memory_table_is_unpickled_once_per_worker(dask_client, idiom):
     """However many tasks of a job a worker runs, it loads the function, and so the table, once:
     the count of loads of the table in each worker process grows by one (by the number of tasks
@@ -173,7 +116,7 @@ def test_a_memory_table_is_unpickled_once_per_worker(dask_client, idiom):
     predict = make_predict(users, make_model())
     df, ddf = make_frame(seed=3)
     before = on_each_worker(dask_client, table_loads)
-    assert_same_scores(scored(idiom, ddf, predict), one_process(predict, ddf))
+    assert_same_scores(scored(idiom, ddf, df, predict), one_process(predict, ddf))
     after = on_each_worker(dask_client, table_loads)
     per_worker = on_each_worker(dask_client, worker_stats, predict._shipped()[0])
     for worker, stats in per_worker.items():
@@ -182,7 +125,7 @@ def test_a_memory_table_is_unpickled_once_per_worker(dask_client, idiom):
     assert sum(stats["rows_seen"] for stats in per_worker.values()) == len(df)
 
 
-@pytest.mark.parametrize("idiom", ["map_partitions", "willump.dask.predict"])
+@pytest.mark.parametrize("idiom", IDIOMS)
 def test_a_job_reads_the_table_and_model_as_they_are_when_it_starts(dask_client, idiom):
     """Rows put to the MemoryTable after a first job (the function already built on the workers),
     then the model refitted in place: each next job answers as the function does in this process
@@ -197,8 +140,9 @@ def test_a_job_reads_the_table_and_model_as_they_are_when_it_starts(dask_client,
         if change is not None:
             change()
         want = one_process(predict, ddf)
-        assert_same_scores(scored(idiom, ddf, predict), want)
+        assert_same_scores(scored(idiom, ddf, df, predict), want)
         copy = pickle.loads(pickle.dumps(predict))
-        assert_same_scores(pd.Series(copy(df), index=df.index, name="prediction"), want)
+        assert_same_scores(pd.concat([pd.Series(copy(part), index=part.index, name="prediction")
+                                      for part in partitions(ddf)]), want)
         answers.append(want)
     assert not answers[1].equals(answers[0]) and not answers[2].equals(answers[1])  # (each change shows)
