@@ -112,26 +112,32 @@ def datasets():
     return path
 
 
-@pytest.fixture(scope="session")
-def redis_server():
-    """A real redis-server on a free loopback port, persistence off, stopped at the end:
-    its (host, port). A skip when redis-server is not installed, or a failure under CI=true."""
-    import shutil
-    import socket
-    import subprocess
-    import time
-
-    import redis
-
+def _redis_binary() -> str:
+    """The path of redis-server; a skip without it, or a failure under CI=true."""
     binary = shutil.which("redis-server")
     if binary is None:
         message = "redis-server not found (Debian: apt-get install -y redis-server)"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
+    return binary
+
+
+def _free_port() -> int:
+    import socket
+
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+        return probe.getsockname()[1]
+
+
+def _started_redis(binary: str, port: int):
+    """A redis-server on loopback ``port``, persistence off, answering: its process."""
+    import subprocess
+    import time
+
+    import redis
+
     process = subprocess.Popen(
         [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
          "--daemonize", "no", "--loglevel", "warning", "--enable-debug-command", "local"],
@@ -149,9 +155,48 @@ def redis_server():
                 pytest.fail(f"redis-server did not start on port {port}: {process.stderr.read().decode()[-500:]}")
             time.sleep(0.05)
     client.close()
-    yield "127.0.0.1", port
+    return process
+
+
+def _stopped(process) -> None:
     process.terminate()
     process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    """A real redis-server on a free loopback port, persistence off, stopped at the end:
+    its (host, port). A skip when redis-server is not installed, or a failure under CI=true."""
+    port = _free_port()
+    process = _started_redis(_redis_binary(), port)
+    yield "127.0.0.1", port
+    _stopped(process)
+
+
+class _OwnRedis:
+    """A redis-server of one test's own: ``stop()`` ends it (connections are refused, as by a
+    server that is down), ``start()`` starts it again on the same port, empty."""
+
+    def __init__(self, binary: str):
+        self.binary, self.host, self.port = binary, "127.0.0.1", _free_port()
+        self.process = None
+        self.start()
+
+    def start(self) -> None:
+        self.process = _started_redis(self.binary, self.port)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            _stopped(self.process)
+            self.process = None
+
+
+@pytest.fixture
+def own_redis_server():
+    """A redis-server for this test alone, which it may stop and start again (``_OwnRedis``)."""
+    server = _OwnRedis(_redis_binary())
+    yield server
+    server.stop()
 
 
 @pytest.fixture

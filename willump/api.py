@@ -144,7 +144,7 @@ class OptimizedFunction:
                     values = self._features.chosen_values if self._features is not None else self._executor.values
                     self._feature_rows = FeatureRows(keyed, self._executor, values, size, resolver)
         self._fitted = None
-        self._shipped_as = None  # (state version, identity, payload) of the last pickle
+        self._shipped_as = None  # (state version, identity, payload) a Dask worker's instance was built from
 
     def _report(self, graph) -> None:
         problems = list(graph.notes)
@@ -470,15 +470,18 @@ class OptimizedFunction:
                 "options": self.options, "fitted": self._fitted, "stats": self._stats}
 
     def _shipped(self) -> tuple[str, bytes]:
-        """(identity, payload) of what this function is now, pickled again only when ``fit``,
-        ``set_threshold`` or the drift guard changed it: every pickle of one state carries the
-        payload and name the first did (a copy unpickled elsewhere and pickled again included)."""
-        version = self._state_version()
-        if self._shipped_as is None or not _same_version(self._shipped_as[0], version):
-            state = self.__getstate__()
-            del state["stats"]  # (counters travel apart: they change with every call)
-            self._shipped_as = (version, *persistence.shipped_state(state))
-        return self._shipped_as[1:]
+        """(identity, payload) of what this function is now. Pickled anew each time: the tables
+        and models it reads may have changed since the last pickle (a put to a MemoryTable, a
+        model refitted in place), which no version tells. An instance unpickled from a payload (a
+        Dask scheduler's copy, a worker's) ships that payload again while ``fit``,
+        ``set_threshold`` or the drift guard leave it as it was: its tables and models as they
+        were pickled."""
+        held = self._shipped_as
+        if held is not None and _same_version(held[0], self._state_version()):
+            return held[1:]
+        state = self.__getstate__()
+        del state["stats"]  # (counters travel apart: they change with every call)
+        return persistence.shipped_state(state)
 
     def _remember_shipped(self, identity: str, payload: bytes) -> None:
         self._shipped_as = (self._state_version(), identity, payload)

@@ -239,6 +239,9 @@ def shared(identity: str):
 
 
 def _built(cls, identity: str, payload: bytes, stats):
+    """A new instance from ``payload``. It ships that payload again (a Dask scheduler pickles the
+    function it unpickled once per task): pickling its state anew could give other bytes (sets
+    of strings follow the process's hash seed), so another name workers would not share by."""
     import cloudpickle
 
     optimized = cls.__new__(cls)
