@@ -146,3 +146,21 @@ def test_a_job_reads_the_table_and_model_as_they_are_when_it_starts(dask_client,
                                       for part in partitions(ddf)]), want)
         answers.append(want)
     assert not answers[1].equals(answers[0]) and not answers[2].equals(answers[1])  # (each change shows)
+
+
+def test_clear_cache_empties_every_workers_cache(dask_client, redis_client):
+    """Rows put to Redis after a job: the workers answer from the rows they cached (each from the
+    partitions it ran) until ``willump.dask.clear_cache``, then from the new rows."""
+    users = willump.RedisTable(redis_client, "users_cleared", key="userId")
+    users.put(USERS)
+    predict = make_predict(users, make_model(), cache_size=1_000)
+    df, ddf = make_frame(seed=5, ids=range(0, 300))
+    before = one_process(predict, ddf)
+    assert_same_scores(scored("willump.dask.predict", ddf, df, predict), before)
+    users.put(USERS.assign(score=-USERS["score"]))
+    after = one_process(predict, ddf)
+    assert not after.equals(before)
+    stale = scored("willump.dask.predict", ddf, df, predict)  # (rows the workers cached, some of them)
+    assert not stale.sort_index().equals(after.sort_index())
+    willump.dask.clear_cache(predict)
+    assert_same_scores(scored("willump.dask.predict", ddf, df, predict), after)

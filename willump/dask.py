@@ -9,7 +9,8 @@ all its tasks (``willump.persistence.restore``). These helpers add what Dask can
   each worker once (broadcast) rather than with every task;
 - ``top_k(ddf, func, k)``: each partition's best rows (by the filter model after ``fit``), merged
   on the client into the best ``k`` of the whole frame;
-- ``stats(func)`` / ``reset_stats(func)``: the counters of every worker, summed.
+- ``stats(func)`` / ``reset_stats(func)``: the counters of every worker, summed;
+  ``clear_cache(func)`` empties the caches of every worker.
 """
 
 import numpy as np
@@ -86,6 +87,12 @@ def stats(func, client=None) -> dict:
 def reset_stats(func, client=None) -> None:
     """Zero ``func``'s counters on every worker."""
     _on_workers(_worker_reset_stats, func, client)
+
+
+def clear_cache(func, client=None) -> None:
+    """Empty ``func``'s feature caches on every worker (``func.clear_cache()`` there): after the
+    tables they read changed."""
+    _on_workers(_worker_clear_cache, func, client)
 
 
 def _check_frame(ddf) -> None:
@@ -183,3 +190,9 @@ def _worker_reset_stats(identity: str) -> None:
     found = shared(identity)
     if found is not None:
         found.reset_stats()
+
+
+def _worker_clear_cache(identity: str) -> None:
+    found = shared(identity)
+    if found is not None:
+        found.clear_cache()
