@@ -12,6 +12,8 @@ all its tasks (``willump.persistence.restore``). These helpers add what Dask can
 - ``stats(func)`` / ``reset_stats(func)``: the counters of every worker, summed.
 """
 
+import time
+
 import numpy as np
 import pandas as pd
 
@@ -86,6 +88,39 @@ def stats(func, client=None) -> dict:
 def reset_stats(func, client=None) -> None:
     """Zero ``func``'s counters on every worker."""
     _on_workers(_worker_reset_stats, func, client)
+
+
+def warm(ddf, func, *, top_k=False, sample_rows=SAMPLE_ROWS, client=None) -> dict:
+    """Run ``func`` on the first ``sample_rows`` rows of ``ddf`` in every worker process before a
+    job, so that no partition of the job waits while a worker builds it: each worker builds the
+    function (the instance its tasks then share) and loads numba's compiled kernels. Kernels
+    numba's cache on disk does not hold yet are compiled by one worker per machine first, which
+    writes them there, and then loaded by the machine's other workers. ``top_k=True`` runs
+    ``func.top_k`` too (it reads other kernels). Kernels for rows the sample lacks (other dtypes,
+    rows a fitted function's small model is unsure of) are still compiled when first met.
+    Returns the seconds it took, by worker address."""
+    from distributed.comm import get_address_host
+
+    _check_frame(ddf)
+    if not isinstance(func, OptimizedFunction):
+        raise TypeError(f"warm needs a function decorated with willump.optimize; got {func!r}")
+    client = client or _client()
+    if client is None:
+        raise ValueError("no distributed client: warm runs the function on a cluster's workers "
+                         "(in one process, call the function once)")
+    sample = ddf.partitions[0].head(sample_rows, compute=True)
+    shipped = client.scatter(func, broadcast=True, hash=True)
+    by_machine = {}
+    for address in client.nthreads():
+        by_machine.setdefault(get_address_host(address), []).append(address)
+    firsts = [addresses[0] for addresses in by_machine.values()]
+    others = [address for addresses in by_machine.values() for address in addresses[1:]]
+    seconds = {}
+    for addresses in (firsts, others):
+        futures = [client.submit(_warmed, shipped, sample, top_k, workers=[address], allow_other_workers=False,
+                                 pure=False) for address in addresses]
+        seconds.update(zip(addresses, client.gather(futures)))
+    return seconds
 
 
 def _check_frame(ddf) -> None:
@@ -183,3 +218,11 @@ def _worker_reset_stats(identity: str) -> None:
     found = shared(identity)
     if found is not None:
         found.reset_stats()
+
+
+def _warmed(func, sample, top_k: bool) -> float:
+    started = time.perf_counter()
+    func(sample)
+    if top_k:
+        func.top_k(sample, k=min(10, len(sample)))
+    return time.perf_counter() - started
