@@ -282,6 +282,21 @@ def test_python_lowercase_of_code_points(texts):
     ]
 
 
+def test_python_lowercase_tables_hold_each_code_point_lowered_alone():
+    """The tables, built by lowering every code point in one string, are what lowering each code point
+    by itself gives, over all of Unicode: its lowercase, and what Final_Sigma reads of it around a Σ."""
+    table, expansions, offsets = unicode._lower_tables()
+    expands = np.flatnonzero(table & unicode._EXPANDS)
+    lowered = np.where(table & unicode._EXPANDS, 0, table).tobytes().decode("utf-32-le", "surrogatepass")
+    expanded = {c: expansions[offsets[k] : offsets[k + 1]].tobytes().decode("utf-32-le") for k, c in enumerate(expands)}
+    assert [expanded.get(c, lowered[c]) for c in range(0x110000)] == [chr(c).lower() for c in range(0x110000)]
+    context = unicode._context_table()
+    cased = np.array([(" " + chr(c) + "Σ ").lower()[-2] == "ς" for c in range(0x110000)])
+    final_after_a = np.array([("A" + chr(c) + "Σ ").lower()[-2] == "ς" for c in range(0x110000)])
+    np.testing.assert_array_equal(context & unicode._CASED > 0, cased)
+    np.testing.assert_array_equal(context & unicode._IGNORABLE > 0, final_after_a & ~cased)
+
+
 @needs_pyarrow
 @hypothesis_settings(max_examples=200)
 @given(texts=st.lists(_text, min_size=1, max_size=6), lowercase=st.booleans(), python_lowered=st.booleans())

@@ -13,6 +13,8 @@ all its tasks (``willump.persistence.restore``). These helpers add what Dask can
   ``clear_cache(func)`` empties the caches of every worker.
 """
 
+import time
+
 import numpy as np
 import pandas as pd
 
@@ -95,6 +97,35 @@ def clear_cache(func, client=None) -> None:
     _on_workers(_worker_clear_cache, func, client)
 
 
+def warm(ddf, func, *, top_k=False, sample_rows=SAMPLE_ROWS, client=None) -> dict:
+    """Run ``func`` on the first ``sample_rows`` rows of ``ddf`` in every worker process before a
+    job, so that no partition of the job waits while a worker builds it: each worker builds the
+    function (the instance its tasks then share) and loads numba's compiled kernels. Kernels
+    numba's cache on disk does not hold yet are compiled by one worker per machine first, which
+    writes them there, and then loaded by the machine's other workers. ``top_k=True`` runs
+    ``func.top_k`` too (it reads other kernels). Kernels for rows the sample lacks (other dtypes,
+    rows a fitted function's small model is unsure of) are still compiled when first met.
+    Returns the seconds it took, by worker address."""
+    from distributed.comm import get_address_host
+
+    _check_frame(ddf)
+    client = _cluster_client(func, client, "warm runs the function on a cluster's workers (in one process, "
+                             "call the function once)")
+    sample = ddf.partitions[0].head(sample_rows, compute=True)
+    shipped = client.scatter(func, broadcast=True, hash=True)
+    by_machine = {}
+    for address in client.nthreads():
+        by_machine.setdefault(get_address_host(address), []).append(address)
+    firsts = [addresses[0] for addresses in by_machine.values()]
+    others = [address for addresses in by_machine.values() for address in addresses[1:]]
+    seconds = {}
+    for addresses in (firsts, others):
+        futures = [client.submit(_warmed, shipped, sample, top_k, workers=[address], allow_other_workers=False,
+                                 pure=False) for address in addresses]
+        seconds.update(zip(addresses, client.gather(futures)))
+    return seconds
+
+
 def _check_frame(ddf) -> None:
     if not isinstance(ddf, (dd.DataFrame, dd.Series)):
         raise TypeError(f"expected a dask DataFrame or Series (dask.dataframe); got {type(ddf).__name__}: "
@@ -172,13 +203,19 @@ def _computed(tasks: list, progress: bool) -> list:
 
 
 def _on_workers(run, func, client) -> dict:
+    client = _cluster_client(func, client, "stats and caches are a cluster's workers' (in one process, read "
+                             "func.stats or call func.clear_cache())")
+    return client.run(run, func._shipped()[0])
+
+
+def _cluster_client(func, client, why: str):
+    """``client``, or the current ``distributed`` client, for a decorated ``func``."""
     if not isinstance(func, OptimizedFunction):
         raise TypeError(f"expected a function decorated with willump.optimize; got {func!r}")
     client = client or _client()
     if client is None:
-        raise ValueError("no distributed client: stats are summed over a cluster's workers "
-                         "(in one process, read func.stats)")
-    return client.run(run, func._shipped()[0])
+        raise ValueError(f"no distributed client: {why}")
+    return client
 
 
 def _worker_stats(identity: str) -> dict:
@@ -196,3 +233,11 @@ def _worker_clear_cache(identity: str) -> None:
     found = shared(identity)
     if found is not None:
         found.clear_cache()
+
+
+def _warmed(func, sample, top_k: bool) -> float:
+    started = time.perf_counter()
+    func(sample)
+    if top_k:
+        func.top_k(sample, k=min(10, len(sample)))
+    return time.perf_counter() - started

@@ -227,29 +227,49 @@ def _lower_tables() -> tuple:
     for the k-th of those lowering to several code points (U+0130). Built once (~0.1 s)."""
     global _lower
     if _lower is None:
-        lowered = [chr(c).lower() for c in range(0x110000)]
-        longer = [c for c, text in enumerate(lowered) if len(text) != 1]
-        table = np.frombuffer(
-            "".join(text if len(text) == 1 else "\0" for text in lowered).encode("utf-32-le", "surrogatepass"), np.uint32
-        ).copy()
+        codes, starts, ends = _lowered_pieces("", "")
+        single = ends - starts == 1
+        table = np.zeros(0x110000, np.uint32)
+        table[single] = codes[starts[single]]
+        longer = np.flatnonzero(~single)
         table[longer] = _EXPANDS | np.arange(len(longer), dtype=np.uint32)
-        expansions, offsets = encode([lowered[c] for c in longer])
-        _lower = (table, expansions, offsets)
+        pieces = [codes[starts[c] : ends[c]] for c in longer]
+        offsets = np.zeros(len(longer) + 1, np.int64)
+        np.cumsum([len(p) for p in pieces], out=offsets[1:])
+        _lower = (table, np.concatenate([_NONE, *pieces]), offsets)
     return _lower
 
 
 def _context_table() -> np.ndarray:
     """Per code point, what Python's lower reads of it around a capital sigma (the Final_Sigma
-    rule): case-ignorable, and cased (for the others). Found by asking Python's lower (~0.6 s)."""
+    rule): case-ignorable, and cased (for the others). Found by asking Python's lower (~0.2 s)."""
     global _sigma_context
     if not len(_sigma_context):
-        characters = [chr(c) for c in range(0x110000)]
-        # " cΣ ": final only if c is cased (an ignorable c is skipped, to a space); "AcΣ ": final if c is
-        # cased or is skipped (to "A").
-        alone = np.array([(" " + c + "Σ ").lower()[-2] == "ς" for c in characters])
-        after_a = np.array([("A" + c + "Σ ").lower()[-2] == "ς" for c in characters])
+        # "cΣ": final only if c is cased (an ignorable c is skipped, to the start); "AcΣ": final if c
+        # is cased or is skipped (to "A").
+        codes, _, ends = _lowered_pieces("", "Σ")
+        alone = codes[ends - 1] == _FINAL_SIGMA
+        codes, _, ends = _lowered_pieces("A", "Σ")
+        after_a = codes[ends - 1] == _FINAL_SIGMA
         _sigma_context = (alone * _CASED + (after_a & ~alone) * _IGNORABLE).astype(np.uint8)
     return _sigma_context
+
+
+def _lowered_pieces(before: str, after: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(codes, starts, ends): Python's lowercase of ``before + chr(c) + after`` is
+    ``codes[starts[c]:ends[c]]``, for every code point c. One ``str.lower`` call lowers them all, each
+    after a NUL: neither cased nor case-ignorable (as the start of a string, or a space), it ends
+    what lowering one piece reads of its neighbours (Final_Sigma)."""
+    pattern = np.frombuffer(f"\0{before}\0{after}".encode("utf-32-le"), np.uint32)
+    spaced = np.tile(pattern, 0x10FFFF)
+    spaced[1 + len(before) :: len(pattern)] = np.arange(1, 0x110000, dtype=np.uint32)
+    zero = np.frombuffer(f"{before}\0{after}".lower().encode("utf-32-le"), np.uint32)  # (c = NUL, alone)
+    lowered = spaced.tobytes().decode("utf-32-le", "surrogatepass").lower()
+    codes = np.concatenate([zero, np.frombuffer(lowered.encode("utf-32-le", "surrogatepass"), np.uint32)])
+    separators = np.flatnonzero(codes[len(zero) :] == 0) + len(zero)
+    if len(separators) != 0x10FFFF:
+        raise Unsupported("this Python lowercases a code point to NUL")
+    return codes, np.append(0, separators + 1), np.append(separators, len(codes))
 
 
 def python_lower(codes: np.ndarray, offsets: np.ndarray) -> tuple:
