@@ -23,8 +23,6 @@ the fresh cluster (each worker unpickling the function and loading its compiled 
 numba's on-disk cache, which this process has filled) against a steady partition's.
 """
 
-import datetime
-import json
 import os
 import resource
 import statistics
@@ -38,7 +36,7 @@ import pandas as pd
 
 from benchmarks.configurations import BASELINE, CONFIGURATIONS
 from benchmarks.measure import timed
-from benchmarks.run import _version_of, machine_facts
+from benchmarks.run import _version_of, machine_facts, write_document
 from benchmarks.workloads import WORKLOADS
 
 WORKLOADS_ON_DASK = ("toxic", "music")
@@ -91,16 +89,12 @@ def run_dask(settings: DaskSettings, out: Path, only=WORKLOADS_ON_DASK, log=prin
     document = {
         "benchmark": "dask",
         "settings": asdict(settings),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "seconds": time.perf_counter() - start,
         "load_average": {"before": load_before, "after": os.getloadavg()},
         "machine": _machine(),
         "data": data,
         "records": records,
     }
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "dask.json").write_text(json.dumps(document, indent=1) + "\n")
-    return document
+    return write_document(out, "dask", document, start)
 
 
 def _machine() -> dict:
@@ -141,7 +135,7 @@ def measure_on_cluster(directory, func, workers: int, settings: DaskSettings, he
 
     ddf = dd.read_parquet(directory)
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
         started = _peak_memory(client)
         warm_up = _job(client, ddf.partitions[:workers].map_partitions(func, meta=META))
         jobs = _repeated(lambda: _job(client, ddf.map_partitions(func, meta=META)), settings)
