@@ -1,7 +1,8 @@
-"""``python -m benchmarks <workload|all|zoo> [--mode batch|point|topk|all] [--quick] [--out DIR]``.
+"""``python -m benchmarks <workload|all|zoo|dask> [--mode batch|point|topk|all] [--quick] [--out DIR]``.
 
 ``zoo`` measures the zoo (``benchmarks/zoo/``: pipelines written as scikit-learn's examples and
-public notebooks write them) instead of the workloads; ``--mode`` does not apply to it."""
+public notebooks write them) instead of the workloads; ``dask`` measures batch scoring on a Dask
+cluster (``benchmarks/on_dask.py``; needs ``willump[dask]``); ``--mode`` applies to neither."""
 
 import argparse
 import sys
@@ -18,13 +19,15 @@ def main(argv=None) -> int:
         prog="python -m benchmarks",
         description="Measure the undecorated pipelines and willump side by side on the paper's workloads.",
     )
-    parser.add_argument("workload", choices=sorted(WORKLOADS) + ["all", "zoo"])
+    parser.add_argument("workload", choices=sorted(WORKLOADS) + ["all", "zoo", "dask"])
     parser.add_argument("--mode", choices=MODES + ("all",), default="all")
     parser.add_argument("--quick", action="store_true", help="smaller splits and fewer repetitions")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results", help="results directory")
     args = parser.parse_args(argv)
     try:
-        return _zoo(args) if args.workload == "zoo" else _workloads(args)
+        if args.workload in ("zoo", "dask"):
+            return {"zoo": _zoo, "dask": _dask}[args.workload](args)
+        return _workloads(args)
     except FileNotFoundError as missing:
         print(f"error: {missing}", file=sys.stderr)
         return 2
@@ -46,6 +49,23 @@ def _zoo(args) -> int:
     document = zoo.run_zoo(settings, args.out, log=lambda m: print(m, file=sys.stderr))
     print(f"\n== zoo\n{report.render_zoo(document)}")
     print(f"\nresults written to {args.out / 'zoo.json'}")
+    return 0
+
+
+def _dask(args) -> int:
+    from benchmarks import on_dask
+
+    try:
+        import dask.dataframe  # noqa: F401 (dask is an extra: imported only here; it needs pyarrow)
+        import distributed  # noqa: F401
+    except ImportError as missing:
+        print(f"error: python -m benchmarks dask needs willump's dask extra ({missing}): "
+              "pip install \".[dask]\"", file=sys.stderr)
+        return 2
+    settings = on_dask.QUICK if args.quick else on_dask.FULL
+    document = on_dask.run_dask(settings, args.out, log=lambda m: print(m, file=sys.stderr))
+    print(f"\n== dask\n{report.render_dask(document)}")
+    print(f"\nresults written to {args.out / 'dask.json'}")
     return 0
 
 

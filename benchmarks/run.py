@@ -122,18 +122,25 @@ def run_workload(name: str, modes, settings: Settings, out: Path, log=print) -> 
                     record(config, "topk", f"top{k}_vs_exact", query["throughput"] / bar, "x")
         log(f"{name}: top-K measured")
     _add_ratios(records)
-    out.mkdir(parents=True, exist_ok=True)
     document = {
         "workload": name,
         "description": workload.description,
         "settings": settings.__dict__,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "seconds": time.perf_counter() - start,
         "machine": machine_facts(),
         "records": records,
     }
-    (out / f"{name}.json").write_text(json.dumps(document, indent=1) + "\n")
+    write_document(out, name, document, start)
     return records
+
+
+def write_document(out: Path, name: str, document: dict, start: float) -> dict:
+    """``document`` with the date and the seconds since ``start`` (``time.perf_counter``), written
+    to ``out/<name>.json``."""
+    document = {**document, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "seconds": time.perf_counter() - start}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(document, indent=1) + "\n")
+    return document
 
 
 def _top_k(top_k, inputs, k):

@@ -14,8 +14,6 @@ HistGradientBoosting call last from 20 ms to over a second depending on the mach
 one entry's measurement several minutes.
 """
 
-import datetime
-import json
 import time
 import warnings
 from dataclasses import dataclass
@@ -27,7 +25,7 @@ from sklearn.metrics import accuracy_score, mean_squared_error, roc_auc_score
 
 import willump
 from benchmarks.measure import batch_throughputs, point_latencies, timed
-from benchmarks.run import _add_ratios, machine_facts
+from benchmarks.run import _add_ratios, machine_facts, write_document
 from benchmarks.zoo import FAMILIES
 from benchmarks.zoo.common import Entry, difference
 
@@ -61,15 +59,11 @@ def run_zoo(settings: ZooSettings, out: Path, only=None, log=print) -> dict:
     document = {
         "workload": "zoo",
         "settings": {**settings.__dict__, "openmp_threads": OPENMP_THREADS},
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "seconds": time.perf_counter() - start,
         "machine": machine_facts(),
         "entries": entries,
         "records": records,
     }
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "zoo.json").write_text(json.dumps(document, indent=1) + "\n")
-    return document
+    return write_document(out, "zoo", document, start)
 
 
 def _measure_families(settings: ZooSettings, only, entries: dict, records: list, log) -> None:
