@@ -131,5 +131,6 @@ def test_a_frozen_redis_fails_the_tasks_with_remote_lookup_error(dask_client, re
         with pytest.raises(willump.RemoteLookupError, match="'users_frozen': Redis at .* did not answer within"):
             job.result()
     assert job.status == "error"
+    df, ddf = make_frame(seed=9)  # (a job of the same keys would get the error back while `job` lives)
     assert_same_scores(as_series(scores("willump.dask.predict", ddf, predict).compute(), df),
                        one_process(predict, ddf))

@@ -112,7 +112,7 @@ def warm(ddf, func, *, top_k=False, sample_rows=SAMPLE_ROWS, client=None) -> dic
     client = _cluster_client(func, client, "warm runs the function on a cluster's workers (in one process, "
                              "call the function once)")
     sample = ddf.partitions[0].head(sample_rows, compute=True)
-    shipped = client.scatter(func, broadcast=True, hash=True)
+    shipped = _scattered(client, func)
     by_machine = {}
     for address in client.nthreads():
         by_machine.setdefault(get_address_host(address), []).append(address)
@@ -170,11 +170,32 @@ def _partition_top_k(part, func, k: int, options: dict):
 
 def _shipped(func):
     """What tasks take as the function: with a ``distributed`` client, a future of it on every
-    worker (sent once per worker, under its identity); without one, the function."""
+    worker (sent once per worker, under its identity), kept for the next jobs; without one, the
+    function."""
     client = _client()
     if client is None:
         return func
-    return client.scatter(func, broadcast=True, hash=True)
+    return _scattered(client, func)
+
+
+_kept_futures: dict = {}  # (client id, identity) -> the future of a function on a cluster, newest last
+KEPT_FUTURES = 4
+
+
+def _scattered(client, func):
+    """The future of ``func`` on ``client``'s cluster: scattered once and kept. A future of the
+    same key dropped between two jobs is released on the scheduler after the next job scattered
+    the key again, and that job's tasks lose it ("lost dependencies")."""
+    identity = func._shipped()[0] if isinstance(func, OptimizedFunction) else None
+    key = (id(client), identity)
+    future = _kept_futures.pop(key, None) if identity is not None else None
+    if future is None or future.cancelled() or future.client is not client:
+        future = client.scatter(func, broadcast=True, hash=True)
+    if identity is not None:
+        _kept_futures[key] = future
+        while len(_kept_futures) > KEPT_FUTURES:
+            _kept_futures.pop(next(iter(_kept_futures)))
+    return future
 
 
 def _client():
