@@ -308,8 +308,7 @@ class OptimizedFunction:
             raise ValueError(self.graph.refusal("top_k"))
         if self._executor.model_split_problem:
             raise ValueError(f"top_k cannot score rows: {self._executor.model_split_problem}")
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
-            raise ValueError(f"k must be a positive integer; got {k!r}")
+        k = topk.check_k(k)
         if not (np.isfinite(c_k) and c_k >= 1):
             raise ValueError(f"c_k must be a number >= 1 (candidates kept per row asked for); got {c_k!r}")
         if not 0 <= min_fraction <= 1:

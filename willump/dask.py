@@ -29,7 +29,7 @@ except ImportError as missing:  # (willump itself never imports this module)
 from willump.api import OptimizedFunction
 from willump.persistence import shared
 from willump.runtime.calls import Stats
-from willump.runtime.topk import merged
+from willump.runtime.topk import check_k, merged
 
 SAMPLE_ROWS = 100  # rows of the first partition the undecorated function runs on to build ``meta``
 
@@ -63,16 +63,14 @@ def top_k(ddf, func, k, *, progress=False, **options):
     partitions done.
     """
     _check_frame(ddf)
-    if not isinstance(func, OptimizedFunction):
-        raise TypeError(f"top_k needs a function decorated with willump.optimize; got {func!r}")
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
-        raise ValueError(f"k must be a positive integer; got {k!r}")
+    _check_decorated(func)
+    k = check_k(k)
     parts = ddf.to_delayed()
     shipped = _shipped(func)
-    tasks = [dask.delayed(_partition_top_k, pure=True)(part, shipped, int(k), options) for part in parts]
+    tasks = [dask.delayed(_partition_top_k, pure=True)(part, shipped, k, options) for part in parts]
     found = _computed(tasks, progress)
     offsets = np.cumsum([0] + [length for length, _, _ in found[:-1]])
-    positions, _ = merged([(offset, best, scores) for offset, (_, best, scores) in zip(offsets, found)], int(k))
+    positions, _ = merged([(offset, best, scores) for offset, (_, best, scores) in zip(offsets, found)], k)
     return positions
 
 
@@ -111,7 +109,7 @@ def warm(ddf, func, *, top_k=False, sample_rows=SAMPLE_ROWS, client=None) -> dic
     _check_frame(ddf)
     client = _cluster_client(func, client, "warm runs the function on a cluster's workers (in one process, "
                              "call the function once)")
-    sample = ddf.partitions[0].head(sample_rows, compute=True)
+    sample = _first_rows(ddf, sample_rows)
     shipped = _scattered(client, func)
     by_machine = {}
     for address in client.nthreads():
@@ -126,6 +124,16 @@ def warm(ddf, func, *, top_k=False, sample_rows=SAMPLE_ROWS, client=None) -> dic
     return seconds
 
 
+def _check_decorated(func) -> None:
+    if not isinstance(func, OptimizedFunction):
+        raise TypeError(f"expected a function decorated with willump.optimize; got {func!r}")
+
+
+def _first_rows(ddf, rows: int):
+    """The first ``rows`` rows of ``ddf``'s first partition, computed."""
+    return ddf.partitions[0].head(rows, compute=True)
+
+
 def _check_frame(ddf) -> None:
     if not isinstance(ddf, (dd.DataFrame, dd.Series)):
         raise TypeError(f"expected a dask DataFrame or Series (dask.dataframe); got {type(ddf).__name__}: "
@@ -137,7 +145,7 @@ def _undecorated(func):
 
 
 def _meta(ddf, func, name, sample_rows: int):
-    sample = ddf.partitions[0].head(sample_rows, compute=True)
+    sample = _first_rows(ddf, sample_rows)
     if len(sample) == 0:
         raise ValueError("the first partition of ddf is empty, so meta cannot be built from its rows: "
                          "pass meta= (an empty Series or DataFrame of the result's type)")
@@ -190,7 +198,10 @@ def _scattered(client, func):
     key = (id(client), identity)
     future = _kept_futures.pop(key, None) if identity is not None else None
     if future is None or future.cancelled() or future.client is not client:
-        future = client.scatter(func, broadcast=True, hash=True)
+        if identity is None:
+            future = client.scatter(func, broadcast=True, hash=True)
+        else:  # (named by the identity just computed: hashing would pickle the function again)
+            future = client.scatter({f"willump-{identity}": func}, broadcast=True)[f"willump-{identity}"]
     if identity is not None:
         _kept_futures[key] = future
         while len(_kept_futures) > KEPT_FUTURES:
@@ -231,8 +242,7 @@ def _on_workers(run, func, client) -> dict:
 
 def _cluster_client(func, client, why: str):
     """``client``, or the current ``distributed`` client, for a decorated ``func``."""
-    if not isinstance(func, OptimizedFunction):
-        raise TypeError(f"expected a function decorated with willump.optimize; got {func!r}")
+    _check_decorated(func)
     client = client or _client()
     if client is None:
         raise ValueError(f"no distributed client: {why}")

@@ -66,6 +66,13 @@ class FilterPlan:
         }
 
 
+def check_k(k) -> int:
+    """``k`` as an int; a ValueError unless it is a positive integer."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
+        raise ValueError(f"k must be a positive integer; got {k!r}")
+    return int(k)
+
+
 def exact(executor, arguments: dict, k: int, feature_rows=None) -> tuple[np.ndarray, np.ndarray]:
     """(positions, scores) of the k best rows by the full model, best first (ties by position):
     scored as a plain call computes the function, or, to read the IFVs ``feature_rows`` caches
