@@ -44,6 +44,19 @@ def labels(df, first, second):
 
 PIPELINES = [willump.optimize(f) for f in (scores, probabilities, labels)]
 keys = st.integers(-3, 6)
+
+
+def _string_dtypes() -> list:
+    """pandas' string dtypes here: ``str`` (NaN for missing), ``string`` (NA), in each storage installed."""
+    dtypes = ["str", "string[python]"]
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return dtypes
+    return dtypes + ["string[pyarrow]", pd.StringDtype("python", na_value=np.nan)]
+
+
+string_dtypes = st.sampled_from(_string_dtypes())
 floats = st.floats(allow_nan=True, allow_infinity=False, width=64)
 
 
@@ -66,7 +79,7 @@ def lookup_case(draw):
     if draw(st.booleans()):
         first["k"] = first["k"].astype("int32")  # a key dtype that differs from the frame's
     g = draw(st.lists(st.sampled_from(["a", "b", "é", "🙂", "", "zz"]), max_size=6, unique=True))
-    second = pd.DataFrame({"g": g, "g_float": draw(st.lists(floats, min_size=len(g), max_size=len(g)))})
+    second = pd.DataFrame({"g": pd.array(g, dtype=draw(string_dtypes)), "g_float": draw(st.lists(floats, min_size=len(g), max_size=len(g)))})
     return frame, first, second
 
 
@@ -84,7 +97,8 @@ def assert_same(optimized, case):
 def test_lookups_and_lightgbm_match_pandas_and_lightgbm(case):
     frame, first, second = case
     simple = (
-        first["k"].is_unique and first["k"].dtype == frame["k"].dtype and second["g"].dtype == first["g"].dtype
+        first["k"].is_unique and first["k"].dtype == frame["k"].dtype
+        and isinstance(second["g"].dtype, pd.StringDtype) and isinstance(first["g"].dtype, pd.StringDtype)
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", willump.WillumpWarning)
@@ -156,7 +170,8 @@ def pair_case(draw):
     frame = pd.DataFrame(
         {
             "k": draw(st.lists(keys, min_size=n, max_size=n)),
-            "g": draw(st.lists(st.sampled_from(["a", "b", "é"]), min_size=n, max_size=n)),
+            # keys of any string dtype, some missing (a missing key finds no row)
+            "g": pd.array(draw(st.lists(st.sampled_from(["a", "b", "é", None]), min_size=n, max_size=n)), dtype=draw(string_dtypes)),
             "v": draw(st.lists(floats, min_size=n, max_size=n)),
         }
     )
@@ -165,7 +180,7 @@ def pair_case(draw):
     table = pd.DataFrame(
         {
             "k": [p[0] for p in pairs],
-            "g": pd.Series([p[1] for p in pairs], dtype="str"),
+            "g": pd.Series([p[1] for p in pairs], dtype=draw(string_dtypes)),
             "f_int": draw(st.lists(st.integers(-5, 5), min_size=m, max_size=m)),
             "f_float": draw(st.lists(floats, min_size=m, max_size=m)),
             "g_float": draw(st.lists(floats, min_size=m, max_size=m)),
@@ -183,6 +198,30 @@ def test_joins_on_several_key_columns(case):
     if table[["k", "g"]].drop_duplicates().shape[0] == len(table) and len(table):
         made = f.explain_compilation()
         assert (made["calls"] == made["compiled_calls"]).all() and made["calls"].sum() == 3, made
+
+
+def string_lookup(df, table):
+    df = df.merge(table, on="g", how="left")
+    return regressor.predict(df[FEATURES])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.sampled_from(["a", "b", "é", "zz", None]), min_size=1, max_size=40), string_dtypes, string_dtypes,
+)
+def test_string_keys_of_any_string_dtype_find_the_rows_pandas_finds(keys, key_dtype, table_dtype):
+    """As a Dask partition read from Parquet holds them (``string``, NA for missing) against a table of
+    ``str`` keys: one row at a time and in batches (a dict, or pandas' get_indexer)."""
+    n = len(keys)
+    frame = pd.DataFrame({"g": pd.array(keys, dtype=key_dtype), "v": np.linspace(-1, 1, n), "k": range(n)})
+    table = pd.DataFrame({
+        "g": pd.array(["a", "é", "b"], dtype=table_dtype), "f_int": [1, 2, 3], "f_float": [0.5, np.nan, 2.0],
+        "g_float": [1.0, 2.0, 3.0],
+    })
+    f = willump.optimize(string_lookup)
+    assert_same(f, (frame, table))
+    made = f.explain_compilation()
+    assert (made["calls"] == made["compiled_calls"]).all(), made
 
 
 def _single_row_models():

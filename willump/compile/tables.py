@@ -65,10 +65,18 @@ class PreparedTable:
         if self.positions is not None and len(keys[0]) <= _SMALL:
             found = self.positions
             wanted = keys[0].tolist() if len(keys) == 1 else zip(*[k.tolist() for k in keys])
-            return np.array([found.get(k, -1) for k in wanted], dtype=np.intp)
+            return np.array([found.get(_hashable(k), -1) for k in wanted], dtype=np.intp)
         if len(keys) == 1:
             return self.index.get_indexer(keys[0])
         return self.index.get_indexer(pd.MultiIndex.from_arrays(keys))
+
+
+def _hashable(key):
+    """The key as a dict compares it: pandas' NA (a missing ``string`` key, which matches no table
+    key) made None, since comparing NA with an equal-hashed key raises."""
+    if type(key) is tuple:
+        return tuple(None if k is pd.NA else k for k in key)
+    return None if key is pd.NA else key
 
 
 _prepared: dict = {}  # id(table) -> (weakref to table, key columns, PreparedTable)
@@ -158,7 +166,7 @@ class JoinedFrame(Deferred):
                 column, dtype = _take(source.arrays[key], source_positions), _with_missing(source.dtypes[key], found)
                 if not found.all():
                     present = found if present is None else present & found
-            if not _same_dtype(dtype, table_dtype):
+            if not _joinable(dtype, table_dtype):
                 raise Unsupported(f"key {key!r} is {dtype} on the left and {table_dtype} in the table")
             values.append(column)
         if present is None:
@@ -171,6 +179,14 @@ class JoinedFrame(Deferred):
 
 
 _dtype_pairs: dict = {}  # (id, id) -> (dtype, dtype, equal): comparing extension dtypes costs microseconds
+
+
+def _joinable(a, b) -> bool:
+    """Whether keys of dtype ``a`` find the rows pandas' merge finds with table keys of dtype ``b``:
+    the same dtype, or two of pandas' string dtypes (``str``, ``string``, any storage; pandas
+    compares the text, and a missing key finds nothing in a table that has none). What differs
+    then is the dtype of the joined key column, which no compiled gather reads."""
+    return _same_dtype(a, b) or (isinstance(a, pd.StringDtype) and isinstance(b, pd.StringDtype))
 
 
 def _same_dtype(a, b) -> bool:
