@@ -15,11 +15,11 @@ Lookups of pyarrow-backed strings among known keys (``Utf8Keys``: ``series.map``
 equal exactly when their UTF-8 bytes are.
 """
 
-import numba
 import numpy as np
 import pandas as pd
 
 from willump.compile.forms import Unsupported
+from willump.compile.jit import njit
 from willump.compile.unicode import CodePoints, Utf8Documents
 
 try:
@@ -191,11 +191,11 @@ class Utf8Keys:
 
 
 _NO_MASK = np.empty(0, np.uint8)
-_jit = numba.njit(cache=True, nogil=True)
+_jit = njit
 _HASH, _START, _LENGTH, _NUMBER = range(4)  # a slot: its key's hash, bytes, number (-1: empty)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(inline="always")
 def _hash(data, start, end) -> np.int64:
     """A hash of ``data[start:end]``, eight bytes at a time, its high bits mixed into the low ones
     (MurmurHash3's finalizer): the table's slot is the low bits."""

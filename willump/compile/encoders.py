@@ -13,7 +13,6 @@ raises or warns about are refused, and its own call runs.
 
 import math
 
-import numba
 import numpy as np
 import pandas as pd
 from pandas._libs.hashtable import PyObjectHashTable
@@ -21,6 +20,7 @@ from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder
 
 from willump.compile.arrow import is_arrow_strings, pa, pc
 from willump.compile.forms import SparseRows, Unsupported
+from willump.compile.jit import njit
 from willump.compile.preprocessing import FittedKernel, check_finite, output_config
 
 _PYTHON_STRINGS = pd.arrays.StringArray
@@ -252,7 +252,7 @@ class CompiledOneHotEncoder(_Encoding):
         return columns
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _csr_arrays(columns):
     """(indices, indptr) of the rows' output columns, -1 left out; in feature order, so sorted."""
     rows, features = columns.shape
@@ -276,7 +276,7 @@ def _dense(columns: np.ndarray, width: int, dtype) -> np.ndarray:
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _set_ones(columns, out):
     for r in range(columns.shape[0]):
         for f in range(columns.shape[1]):

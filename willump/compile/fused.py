@@ -12,10 +12,10 @@ every Python step between the text and the scores.
 
 import threading
 
-import numba
 import numpy as np
 
 from willump.compile.forms import Unsupported
+from willump.compile.jit import njit
 from willump.compile.text import CompiledVectorizer, find_ngrams, sorted_counts, weigh_row, workspace
 from willump.compile.unicode import document_size
 
@@ -25,7 +25,7 @@ _ANALYZER, _MIN_N, _MAX_N, _BINARY, _NORM, _HASHED, _ALTERNATE = range(7)
 VECTORIZER, DENSE = 0, 1  # kinds of blocks of the stacked matrix
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def text_scores(codes, offsets, first, stop, classes, settings, vocabularies, idfs, log_tables, tallies, bits,
                 weights, order, block_offsets, dense):
     """(scores of documents ``first..stop``, status): status 0, or v + 1 when vectorizer v's
@@ -82,7 +82,7 @@ def text_scores(codes, offsets, first, stop, classes, settings, vocabularies, id
     return out, 0
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(inline="always")
 def _weighted_row(codes, s, e, classes, setting, vocabulary, idf, log_table, tally, bits, buffer, starts, ends, found,
                   columns, counts, data, nnz):
     """One vectorizer's sorted columns and weights of the document ``codes[s:e]``, written from
@@ -96,7 +96,7 @@ def _weighted_row(codes, s, e, classes, setting, vocabulary, idf, log_table, tal
     return end, weigh_row(columns, counts, nnz, end, setting[_BINARY] != 0, log_table, idf, setting[_NORM], data)
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def vectorizer_row(codes, s, e, classes, setting, vocabulary, idf, log_table, tally, bits):
     """(columns, weights, weighed) of one vectorizer for one document, as ``text_scores`` computes
     them: the part of a row one worker computes while another computes another vectorizer's."""
@@ -111,7 +111,7 @@ def vectorizer_row(codes, s, e, classes, setting, vocabulary, idf, log_table, ta
     return columns[:nnz], data[:nnz], weighed
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def row_scores(columns, datas, weights, block_offsets):
     """(scores, status) of one row from its vectorizers' parts, summed as ``text_scores`` sums them."""
     out = np.zeros((1, weights.shape[1]))

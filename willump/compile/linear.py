@@ -16,7 +16,6 @@ decides the order BLAS sums the product in.
 import math
 import time
 
-import numba
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
@@ -29,6 +28,7 @@ from sklearn.utils.extmath import softmax
 
 from willump.compile import fused
 from willump.compile.forms import LazyRows, SparseRows, Stacked, Unsupported, stacked_dtype
+from willump.compile.jit import njit
 from willump.compile.parallel import SERIAL, WORTH_A_THREAD, Faster
 from willump.compile.preprocessing import check_finite
 
@@ -44,7 +44,7 @@ METHODS = {
 }
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def csr_scores(datas, indices, indptrs, offsets, weights):
     """``X @ weights`` for dense ``weights`` (features x outputs) and ``X`` the CSR blocks
     side by side, summed in stored order as scipy's ``csr_matvec`` sums the stacked matrix."""

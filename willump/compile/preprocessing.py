@@ -18,7 +18,6 @@ new kernel. Fitted arrays are read live, so in-place edits are seen.
 import math
 import operator
 
-import numba
 import numpy as np
 import pandas as pd
 import sklearn
@@ -33,6 +32,7 @@ from sklearn.preprocessing import (
 from sklearn.utils._set_output import _wrap_data_with_container
 
 from willump.compile.forms import SelectedColumns, Unsupported
+from willump.compile.jit import njit
 from willump.compile.parallel import SERIAL
 
 _NUMBERS = "iuf"  # numpy kinds the numeric kernels read (bools and others go to scikit-learn)
@@ -365,7 +365,7 @@ def _identity(X):
 # --- PolynomialFeatures ------------------------------------------------------------------
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _polynomial(X, include_bias, plan, out):
     """scikit-learn's dense expansion: the bias, the features, then for each step of ``plan``
     (destination, source start, length, feature) the products of earlier columns and a feature."""

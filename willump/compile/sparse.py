@@ -17,16 +17,16 @@ entries in that order (which is the blocks' rows side by side), then scipy's own
 ``sum_duplicates`` (sorting and summing only blocks that are not canonical).
 """
 
-import numba
 import numpy as np
 import scipy.sparse as sp
 
 from willump.compile.forms import Deferred, LazyRows, SparseRows, Stacked, Unsupported, csr, stacked_dtype
+from willump.compile.jit import njit
 
 _INT32_MAX = np.iinfo(np.int32).max
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _stack_rows(n_rows, indptrs, indices, datas, offsets, out_indptr, out_indices, out_data):
     nnz = 0
     for i in range(n_rows):
@@ -39,7 +39,7 @@ def _stack_rows(n_rows, indptrs, indices, datas, offsets, out_indptr, out_indice
         out_indptr[i + 1] = nnz
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _canonical(indptr, indices) -> int:
     """0: every row's indices strictly increasing (scipy's canonical format); 1: not; 2: indptr decreases."""
     status = 0

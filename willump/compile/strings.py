@@ -19,7 +19,6 @@ import ast
 import string
 import threading
 
-import numba
 import numpy as np
 import pandas as pd
 from pandas.arrays import BooleanArray, IntegerArray, StringArray
@@ -27,6 +26,7 @@ from pandas.core.strings.accessor import StringMethods
 
 from willump.compile.arrow import arrow_array, arrow_code_points, arrow_documents, is_arrow_strings
 from willump.compile.forms import ReceiverKernel, Texts, Unsupported
+from willump.compile.jit import njit
 from willump.compile.unicode import CodePoints, encode
 
 
@@ -370,7 +370,7 @@ def _check_metadata(obj, name) -> None:
         raise Unsupported(f"a name of type {type(name).__name__}")
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _method_counts(codes, offsets, pattern_codes, pattern_offsets, method):
     """Per document: its length (method 0), the non-overlapping occurrences of the pattern, from the
     left (1), whether it holds the pattern (2), starts with one of the patterns (3), or is the

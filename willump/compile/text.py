@@ -14,12 +14,12 @@ import copy
 import operator
 import threading
 
-import numba
 import numpy as np
 import pandas as pd
 from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, TfidfVectorizer
 
 from willump.compile.forms import LazyRows, SparseRows, Texts, Unsupported
+from willump.compile.jit import njit
 from willump.compile.parallel import SERIAL
 from willump.compile.arrow import arrow_documents, is_arrow_strings
 from willump.compile.unicode import SPACE, WORD, CodePoints, char_classes, encode
@@ -30,8 +30,8 @@ _ROWS_PER_TASK = 256  # fewer rows than this per worker are not worth a thread
 _FNV_OFFSET = np.uint64(14695981039346656037)
 _FNV_PRIME = np.uint64(1099511628211)
 _SPACE_CODE = 32
-_jit = numba.njit(cache=True, nogil=True)
-_inline = numba.njit(cache=True, nogil=True, inline="always")  # no call, no reference counting per n-gram
+_jit = njit
+_inline = njit(inline="always")  # no call, no reference counting per n-gram
 
 
 # --- the vocabulary as a hash table ------------------------------------------------------

@@ -8,10 +8,10 @@ exactly what they mean in scikit-learn's regular expressions.
 
 import re
 
-import numba
 import numpy as np
 
 from willump.compile.forms import Unsupported
+from willump.compile.jit import njit
 
 SPACE, WORD = 1, 2  # bits of the class table: re's \s, re's \w
 _classes = None
@@ -43,8 +43,8 @@ def encode(texts: list) -> tuple[np.ndarray, np.ndarray]:
 
 # --- documents held as code points (pyarrow's strings, decoded without a str per document) ---------
 
-_jit = numba.njit(cache=True, nogil=True)
-_inline = numba.njit(cache=True, nogil=True, inline="always")
+_jit = njit
+_inline = njit(inline="always")
 _NONE = np.empty(0, np.uint32)
 
 

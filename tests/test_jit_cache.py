@@ -1,0 +1,149 @@
+"""willump's kernels' on-disk cache (``willump.compile.jit``): what one process compiles, another
+loads as it was compiled, whatever order several processes compiling at once save in."""
+
+import itertools
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+import willump.compile
+from willump.compile import jit
+
+DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint32", "float32", "float64"]
+
+MODULE = textwrap.dedent('''
+    from willump.compile.jit import njit
+
+    @njit
+    def tripled_sum(x):
+        total = x[0] * 0
+        for i in range(len(x)):
+            total += x[i] * 3
+        return total
+''')
+
+COMPILE = textwrap.dedent('''
+    import random, sys
+    import numpy as np
+    import kernels
+    dtypes = sys.argv[2].split(",")
+    random.Random(int(sys.argv[1])).shuffle(dtypes)
+    for dtype in dtypes:
+        kernels.tripled_sum(np.arange(1, 6, dtype=dtype))
+''')
+
+LOAD = textwrap.dedent('''
+    import sys
+    import numpy as np
+    import kernels
+    for dtype in sys.argv[1].split(","):
+        x = np.arange(1, 6, dtype=dtype)
+        print(dtype, kernels.tripled_sum(x) == (x * 3).sum(dtype=x.dtype))
+    print("hits", sum(kernels.tripled_sum.stats.cache_hits.values()))
+''')
+
+
+def _run(directory: Path, cache: Path, script: str, *args) -> subprocess.Popen:
+    environment = dict(os.environ, NUMBA_CACHE_DIR=str(cache), PYTHONPATH=os.pathsep.join(
+        [str(directory), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.Popen([sys.executable, "-c", script, *args], cwd=directory, env=environment,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _index_entries(cache: Path) -> list:
+    """(key's argument types, argument types of the code in the file the index names) of each entry."""
+    entries = []
+    for index in cache.rglob("*.nbi"):
+        with open(index, "rb") as f:
+            pickle.load(f)  # numba's version
+            _, overloads = pickle.loads(f.read())
+        for key, name in overloads.items():
+            held = pickle.loads((index.parent / name).read_bytes())
+            entries.append((str(key[0]), str(held[3].args)))
+    return entries
+
+
+def test_kernels_compiled_by_several_processes_at_once_load_as_they_were_compiled(tmp_path, monkeypatch):
+    (tmp_path / "kernels.py").write_text(MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))  # (the cached code refers to its module)
+    cache = tmp_path / "cache"
+    for attempt in range(2):
+        compiling = [_run(tmp_path, cache, COMPILE, str(10 * attempt + i), ",".join(DTYPES)) for i in range(4)]
+        for process in compiling:
+            _, error = process.communicate(timeout=600)
+            assert process.returncode == 0, error
+        entries = _index_entries(cache)
+        assert entries and all(key == held for key, held in entries), entries
+    loading = _run(tmp_path, cache, LOAD, ",".join(DTYPES))
+    output, error = loading.communicate(timeout=600)
+    assert loading.returncode == 0, error
+    lines = output.splitlines()
+    assert [line.split() for line in lines[:-1]] == [[dtype, "True"] for dtype in DTYPES]
+    assert int(lines[-1].split()[1]) > 0  # loaded from the cache, not compiled again
+
+
+def _interleavings(steps: int):
+    """Every order of two processes' ``steps`` file operations each: sequences of 0s and 1s."""
+    return [order for order in itertools.product((0, 1), repeat=2 * steps) if sum(order) == steps]
+
+
+def _save_interleaved(processes: list, order: tuple) -> None:
+    """Each (files, key, code) saved on its own thread, their file operations (reading the index,
+    writing it, writing a data file) taking turns in ``order``."""
+    turn, gate = [0], threading.Condition()
+
+    def gated(number, operation):
+        def run(*args):
+            with gate:
+                assert gate.wait_for(lambda: turn[0] < len(order) and order[turn[0]] == number, timeout=10)
+                result = operation(*args)
+                turn[0] += 1
+                gate.notify_all()
+            return result
+        return run
+
+    for number, (files, _, _) in enumerate(processes):
+        for name in ("_load_index", "_save_index", "_save_data"):
+            setattr(files, name, gated(number, getattr(files, name)))
+    threads = [threading.Thread(target=files.save, args=(key, code)) for files, key, code in processes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert turn[0] == len(order)
+
+
+@pytest.mark.parametrize("order", _interleavings(3))
+def test_two_processes_saving_at_once_never_name_one_keys_code_for_another(tmp_path, order):
+    """numba's numbered files let two processes that both read the index before either wrote it
+    take the same number: in some orders the index then names, for one signature, the code the
+    other compiled. Here every order leaves each entry naming its own key's code."""
+    stamp = ("stamp",)
+    processes = [
+        (jit._KeyNamedFiles(str(tmp_path), "f-1.py311", stamp), ("int64",), b"code for int64"),
+        (jit._KeyNamedFiles(str(tmp_path), "f-1.py311", stamp), ("float64",), b"code for float64"),
+    ]
+    _save_interleaved(processes, order)
+    reader = jit._KeyNamedFiles(str(tmp_path), "f-1.py311", stamp)
+    index = reader._load_index()
+    assert index  # (an entry the other process's index write dropped is compiled again when asked for)
+    for key, name in index.items():
+        assert reader._load_data(name) == f"code for {key[0]}".encode()
+
+
+def test_the_source_stamp_covers_every_module_of_the_compile_package():
+    """Kernels inline functions of other modules; a change to any of them makes every kernel compile anew."""
+    package = Path(willump.compile.__file__).parent
+    names = [name for name, _, _ in jit._PACKAGE_STAMP]
+    assert names == sorted(p.name for p in package.glob("*.py")) and "text.py" in names and "fused.py" in names
+    from willump.compile import fused
+
+    stamp = fused.text_scores._cache._cache_file._source_stamp
+    assert stamp[1] == jit._PACKAGE_STAMP
+
