@@ -137,13 +137,29 @@ def test_two_processes_saving_at_once_never_name_one_keys_code_for_another(tmp_p
         assert reader._load_data(name) == f"code for {key[0]}".encode()
 
 
-def test_the_source_stamp_covers_every_module_of_the_compile_package():
-    """Kernels inline functions of other modules; a change to any of them makes every kernel compile anew."""
+def test_the_source_stamp_is_the_contents_of_the_compile_package():
+    """Kernels inline functions of other modules: a change to any module of the package makes every
+    kernel compile anew; the same contents with new modification times (a reinstall) do not."""
     package = Path(willump.compile.__file__).parent
-    names = [name for name, _, _ in jit._PACKAGE_STAMP]
-    assert names == sorted(p.name for p in package.glob("*.py")) and "text.py" in names and "fused.py" in names
+    assert jit._PACKAGE_STAMP == jit._digest_of_files(sorted(package.glob("*.py")))
     from willump.compile import fused
 
-    stamp = fused.text_scores._cache._cache_file._source_stamp
-    assert stamp[1] == jit._PACKAGE_STAMP
+    own, whole = fused.text_scores._cache._cache_file._source_stamp
+    assert whole == jit._PACKAGE_STAMP and own == jit._digest_of_files([package / "fused.py"])
 
+
+def test_a_kernel_file_given_a_new_time_loads_its_code_and_a_new_content_compiles_anew(tmp_path, monkeypatch):
+    """pip gives reinstalled files new modification times: the cache still holds for the same code
+    (numba's own stamp would not), and not for changed code."""
+    module = tmp_path / "kernels.py"
+    module.write_text(MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cache = tmp_path / "cache"
+    for process in [_run(tmp_path, cache, COMPILE, "0", ",".join(DTYPES))]:
+        assert process.wait(timeout=600) == 0, process.stderr.read()
+    os.utime(module, (1e9, 1e9))
+    output, error = _run(tmp_path, cache, LOAD, "int64").communicate(timeout=600)
+    assert output.splitlines() == ["int64 True", "hits 1"], error
+    module.write_text(MODULE.replace("x[i] * 3", "x[i] * 3 + 0"))
+    output, error = _run(tmp_path, cache, LOAD, "int64").communicate(timeout=600)
+    assert output.splitlines() == ["int64 True", "hits 0"], error

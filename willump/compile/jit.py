@@ -9,25 +9,29 @@ Here a data file is named by a digest of its key (signature, CPU, bytecode) and 
 source stamp, so whatever the interleaving, a name only ever holds the code of its key:
 a lost index entry costs a compile, never a wrong kernel.
 
-The source stamp is that of every module of ``willump.compile``, not of the function's
-own file alone: kernels inline functions of other modules (``inline="always"``), and
-numba would otherwise load code built from an older version of those.
+The source stamp is a digest of the *contents* of the function's file and of every module
+of ``willump.compile``, where numba's is the modification time and size of the function's
+own file. Kernels inline functions of other modules (``inline="always"``), so numba would
+load code built from an older version of those; and reinstalling the same code (pip gives
+every file a new modification time) would make every kernel compile again.
 """
 
 import hashlib
+import inspect
 from pathlib import Path
 
 import numba
 from numba.core.caching import FunctionCache, IndexDataCacheFile
 
 
-def _package_stamp() -> tuple:
-    """(name, modification time, size) of every module of this package, in name order."""
-    here = Path(__file__).parent
-    return tuple((p.name, p.stat().st_mtime, p.stat().st_size) for p in sorted(here.glob("*.py")))
+def _digest_of_files(paths) -> str:
+    hasher = hashlib.sha256()
+    for path in paths:
+        hasher.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return hasher.hexdigest()
 
 
-_PACKAGE_STAMP = _package_stamp()
+_PACKAGE_STAMP = _digest_of_files(sorted(Path(__file__).parent.glob("*.py")))  # this package's modules
 
 
 class _KeyNamedFiles(IndexDataCacheFile):
@@ -55,7 +59,7 @@ class _KernelCache(FunctionCache):
 
     def __init__(self, py_func):
         super().__init__(py_func)
-        stamp = (self._impl.locator.get_source_stamp(), _PACKAGE_STAMP)
+        stamp = (_digest_of_files([Path(inspect.getsourcefile(py_func))]), _PACKAGE_STAMP)
         self._cache_file = _KeyNamedFiles(self._cache_path, self._impl.filename_base, stamp)
 
 
