@@ -2,6 +2,7 @@
 ``map_partitions`` idiom with a decorated function, ``willump.dask``'s helpers, and what a worker
 process keeps. Runs in the pass with pyarrow (``dask.dataframe`` needs it)."""
 
+import os
 import warnings
 
 import numpy as np
@@ -122,6 +123,24 @@ def _built_here(identity):
 
     found = shared(identity)
     return (0, 0) if found is None else (1, found.stats["rows_seen"])
+
+
+def test_in_a_worker_the_kernels_use_one_thread_unless_told(dask_client, text_job):
+    """Dask runs a task per worker thread: threads of willump's own in each would oversubscribe the
+    cores. A function given no ``workers`` takes one thread in a worker; one given a number keeps it."""
+    _, fast, _, _, ddf = text_job
+    default, told = willump.optimize(fast.py_func, cache_size=None), willump.optimize(fast.py_func, cache_size=None, workers=2)
+    assert default._executor._workers.count == len(os.sched_getaffinity(0))  # (here, in the client)
+    for function, expected in ((default, 1), (told, 2)):
+        ddf.map_partitions(function, meta=("score", "f8")).compute()
+        counts = dask_client.run(_thread_count_here, function._shipped()[0])
+        assert set(counts.values()) == {expected}, counts
+
+
+def _thread_count_here(identity):
+    from willump.persistence import shared
+
+    return shared(identity)._executor._workers.count
 
 
 def test_top_k_is_the_top_k_of_the_whole_frame(dask_client, text_job):

@@ -50,7 +50,8 @@ def optimize(func=None, /, **options):
             models, ``scipy.sparse.hstack``) with compiled kernels that return
             the same values (default True); ``explain_compilation()`` lists them.
         workers: threads compiled kernels may use (default: the cores this
-            process may run on). Batches are split across rows; the answer is
+            process may run on; one in a Dask worker's process, where Dask runs
+            a task per thread). Batches are split across rows; the answer is
             the same for any number of workers.
         cache_size: keep up to this many rows of each IFV whose rows depend
             only on a few input columns (table lookups, read from the function's

@@ -22,6 +22,7 @@ import threading
 import typing
 import warnings
 
+from willump.compile.parallel import in_dask_worker
 from willump.errors import InconsistentVersionWarning
 from willump.graph.source import read_function
 
@@ -219,7 +220,7 @@ def restore(cls, identity: str, payload: bytes, stats):
     """The optimized function a pickle holds. In a process running a Dask worker, every task that
     unpickles the same function (same identity) gets the one instance built first: its models,
     kernels and caches are built once per process, and its counters are the worker's own."""
-    if not _in_dask_worker():
+    if not in_dask_worker():
         return _built(cls, identity, payload, stats)
     with _shared_lock:
         found = _shared.get(identity)
@@ -249,8 +250,3 @@ def _built(cls, identity: str, payload: bytes, stats):
     optimized._remember_shipped(identity, payload)
     return optimized
 
-
-def _in_dask_worker() -> bool:
-    distributed = sys.modules.get("distributed")
-    worker = getattr(distributed, "Worker", None)
-    return bool(getattr(worker, "_instances", None))

@@ -6,13 +6,24 @@ so the answer does not depend on the number of workers.
 """
 
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 
 def default_workers() -> int:
-    """The cores this process may run on."""
+    """The cores this process may run on; one in a Dask worker's process, where Dask already runs
+    a task per thread (as it sets ``OMP_NUM_THREADS=1`` there, so tasks do not oversubscribe cores)."""
+    if in_dask_worker():
+        return 1
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def in_dask_worker() -> bool:
+    """Whether this process runs a Dask worker (``distributed`` is then imported, never imported here)."""
+    distributed = sys.modules.get("distributed")
+    worker = getattr(distributed, "Worker", None)
+    return bool(getattr(worker, "_instances", None))
 
 
 class Workers:
