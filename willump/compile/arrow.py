@@ -191,7 +191,6 @@ class Utf8Keys:
 
 
 _NO_MASK = np.empty(0, np.uint8)
-_jit = njit
 _HASH, _START, _LENGTH, _NUMBER = range(4)  # a slot: its key's hash, bytes, number (-1: empty)
 
 
@@ -213,7 +212,7 @@ def _hash(data, start, end) -> np.int64:
     return np.int64(h ^ (h >> np.uint64(33)))
 
 
-@_jit
+@njit
 def _slots(data, offsets, numbers, size):
     """The hash table: ``size`` (a power of two) slots of (hash, start, length, number) in one row,
     so that a lookup reads one slot and the bytes of a key with the same hash."""
@@ -230,7 +229,7 @@ def _slots(data, offsets, numbers, size):
     return slots
 
 
-@_jit
+@njit
 def _find(data, offsets, present, key_data, slots, missing, found):
     mask = len(slots) - 1
     for row in range(len(offsets) - 1):

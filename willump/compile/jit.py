@@ -16,6 +16,7 @@ load code built from an older version of those; and reinstalling the same code (
 every file a new modification time) would make every kernel compile again.
 """
 
+import functools
 import hashlib
 import inspect
 from pathlib import Path
@@ -32,6 +33,12 @@ def _digest_of_files(paths) -> str:
 
 
 _PACKAGE_STAMP = _digest_of_files(sorted(Path(__file__).parent.glob("*.py")))  # this package's modules
+
+
+@functools.cache
+def _digest_of_module(path: str) -> str:
+    """A module's digest, read once however many kernels it defines."""
+    return _digest_of_files([Path(path)])
 
 
 class _KeyNamedFiles(IndexDataCacheFile):
@@ -59,7 +66,7 @@ class _KernelCache(FunctionCache):
 
     def __init__(self, py_func):
         super().__init__(py_func)
-        stamp = (_digest_of_files([Path(inspect.getsourcefile(py_func))]), _PACKAGE_STAMP)
+        stamp = (_digest_of_module(inspect.getsourcefile(py_func)), _PACKAGE_STAMP)
         self._cache_file = _KeyNamedFiles(self._cache_path, self._impl.filename_base, stamp)
 
 

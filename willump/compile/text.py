@@ -30,7 +30,6 @@ _ROWS_PER_TASK = 256  # fewer rows than this per worker are not worth a thread
 _FNV_OFFSET = np.uint64(14695981039346656037)
 _FNV_PRIME = np.uint64(1099511628211)
 _SPACE_CODE = 32
-_jit = njit
 _inline = njit(inline="always")  # no call, no reference counting per n-gram
 
 
@@ -63,7 +62,7 @@ _LENGTH_MASK = np.uint64((1 << 24) - 1)
 _PACKED = np.uint64(1 << 63)  # the slot holds the term itself, not where its code points are
 
 
-@_jit
+@njit
 def _build_slots(term_codes, term_offsets, term_columns, size):
     """Open addressing, 16 bytes a slot: the high half of the term's hash beside its column + 1
     (0 when empty), then the term packed (see ``_hash``) or, for terms that do not pack, where
@@ -215,7 +214,7 @@ def _murmur3_utf8(buffer, start, end):
     return h - 0x100000000 if h >= 0x80000000 else h
 
 
-@_jit
+@njit
 def _char_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary, hashing):
     # scikit-learn first replaces each run of two or more \s characters by one space
     length = 0
@@ -239,7 +238,7 @@ def _char_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary, 
     return n_found
 
 
-@_jit
+@njit
 def _char_wb_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary, hashing):
     n_found = 0
     i = s
@@ -268,7 +267,7 @@ def _char_wb_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabular
     return n_found
 
 
-@_jit
+@njit
 def _word_ngrams(codes, s, e, classes, min_n, max_n, buffer, starts, ends, found, vocabulary, hashing):
     # tokens of r"(?u)\b\w\w+\b": maximal runs of \w characters, two or longer, less the stop words
     stop_words = (vocabulary[2], vocabulary[3])
@@ -397,7 +396,7 @@ def workspace(longest, min_n, max_n):
     return buffer, np.empty(longest + 1, np.int64), np.empty(longest + 1, np.int64), found
 
 
-@_jit
+@njit
 def count_ngrams(codes, offsets, classes, analyzer, min_n, max_n, vocabulary, tally, bits, hashing):
     """(indptr, columns, counts) of the documents ``codes[offsets[i]:offsets[i + 1]]``: the
     CSR matrix of counts scikit-learn builds, columns sorted within rows."""
@@ -453,7 +452,7 @@ def weigh_row(columns, counts, start, end, binary, log_table, idf, norm, data):
     return True
 
 
-@_jit
+@njit
 def tfidf_weights(indptr, columns, counts, binary, log_table, idf, norm, data):
     """``weigh_row`` for every row; False when a count is beyond the table."""
     for i in range(len(indptr) - 1):

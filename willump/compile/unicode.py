@@ -43,7 +43,6 @@ def encode(texts: list) -> tuple[np.ndarray, np.ndarray]:
 
 # --- documents held as code points (pyarrow's strings, decoded without a str per document) ---------
 
-_jit = njit
 _inline = njit(inline="always")
 _NONE = np.empty(0, np.uint32)
 
@@ -129,7 +128,7 @@ def document_size(texts, row: int) -> int:
     return texts.size(row) if isinstance(texts, CodePoints) else len(texts[row])
 
 
-@_jit
+@njit
 def _take(codes, offsets, rows):
     new_offsets = np.zeros(len(rows) + 1, np.int64)
     for k in range(len(rows)):
@@ -170,7 +169,7 @@ def _next_code_point(data, j, end):
     return c, j + count + 1
 
 
-@_jit
+@njit
 def _decode_utf8(data, byte_offsets, table, lower, expansions, expansion_offsets, context):
     """(code points, offsets, status) of the UTF-8 strings ``data[byte_offsets[i]:byte_offsets[i + 1]]``,
     each code point mapped by ``table`` (unless empty), then lowercased as Python does (with
@@ -281,7 +280,7 @@ def python_lower(codes: np.ndarray, offsets: np.ndarray) -> tuple:
     return lowered, new_offsets
 
 
-@_jit
+@njit
 def _python_lower(codes, offsets, table, expansions, expansion_offsets, context):
     """(lowered code points, offsets, status)."""
     n = len(offsets) - 1
