@@ -66,10 +66,10 @@ def cascade_metric(workload):
     return positive_class_accuracy if 0.1 <= np.mean(workload.y_train) <= 0.9 else None
 
 
-def willump_fitted(workload) -> Prepared:
+def willump_fitted(workload, calls="both") -> Prepared:
     """``@willump.optimize`` fitted on the training rows, thresholds set on the validation rows:
     cascades for classifiers (``cascade_metric`` within the default accuracy_loss of 0.001) and
-    top-K filter models."""
+    top-K filter models; ``calls``: how the function will be called (``fit(calls=...)``)."""
     start = time.perf_counter()
     optimized = willump.optimize(workload.predict)
     decoration = time.perf_counter() - start
@@ -80,6 +80,7 @@ def willump_fitted(workload) -> Prepared:
             validation=(workload.valid_inputs, workload.y_valid),
             cascades=workload.task == "classification",
             metric=cascade_metric(workload),
+            calls=calls,
             progress=False,
         )
     )
@@ -88,7 +89,8 @@ def willump_fitted(workload) -> Prepared:
     return Prepared(optimized, _willump_top_k(optimized), times)
 
 
-CONFIGURATIONS = {"python": python, "willump": willump_exact, "willump-fit": willump_fitted}
+FITTED = "willump-fit"
+CONFIGURATIONS = {"python": python, "willump": willump_exact, FITTED: willump_fitted}
 BASELINE = "python"
 EXACT_TOP_K = "willump"  # the configuration whose decorated call + argpartition is the exact top-K bar
 

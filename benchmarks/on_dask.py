@@ -4,7 +4,7 @@ For toxic and music, the workload's test rows repeated to at least ``rows`` rows
 as Parquet partitions of ``partition_rows`` rows (``dask.dataframe.to_parquet``) to a temporary
 directory and read back with ``dd.read_parquet``. Each configuration of ``benchmarks.run`` (the
 undecorated function, ``willump.optimize``, and ``willump.optimize`` fitted as ``python -m
-benchmarks`` fits it) then scores them with the idiom users write,
+benchmarks`` fits it, told it will score batches: ``fit(calls="batches")``) then scores them with the idiom users write,
 ``ddf.map_partitions(func, meta=...).compute()``, on a fresh ``distributed.LocalCluster`` (worker
 processes of one thread) of 1 and of 2 workers; the two willump configurations also through
 ``willump.dask.predict(ddf, func)``.
@@ -20,9 +20,12 @@ partitions: what the job costs besides the workers computing (scheduling, serial
 transfer of tasks and results, the client building the graph and gathering the answers, workers
 idle at the end); and the warm-up: the wall time of a first job of one partition per worker on
 the fresh cluster (each worker unpickling the function and loading its compiled kernels from
-numba's on-disk cache, which this process has filled) against a steady partition's.
+numba's on-disk cache, which this process has filled) against a steady partition's. For the
+fitted configuration: what ``fit`` decided (``explain()``'s summary) and the share of the rows
+the small model answered on the workers (``willump.dask.stats`` after the idiom's jobs).
 """
 
+import functools
 import os
 import resource
 import statistics
@@ -34,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks.configurations import BASELINE, CONFIGURATIONS
+from benchmarks.configurations import BASELINE, CONFIGURATIONS, FITTED
 from benchmarks.measure import timed
 from benchmarks.run import _version_of, machine_facts, write_document
 from benchmarks.workloads import WORKLOADS
@@ -42,6 +45,10 @@ from benchmarks.workloads import WORKLOADS
 WORKLOADS_ON_DASK = ("toxic", "music")
 META = ("score", "f8")  # what the idiom's users pass: every workload returns one float per row
 HELPED = ("willump", "willump-fit")  # the configurations also measured through willump.dask.predict
+# A batch job: the fitted function is told so (``fit(calls="batches")`` times its cascade on batches).
+ON_DASK = CONFIGURATIONS | {FITTED: functools.partial(CONFIGURATIONS[FITTED], calls="batches")}
+FIT_FIGURES = ("cascades", "speed", "measured_speedup_batch", "measured_speedup_single_row", "small_model_fraction",
+               "threshold")
 
 
 @dataclass(frozen=True)
@@ -68,12 +75,14 @@ def run_dask(settings: DaskSettings, out: Path, only=WORKLOADS_ON_DASK, log=prin
     import dask
 
     start = time.perf_counter()
-    data, records = {}, []
+    data, records, fits = {}, [], {}
     load_before = os.getloadavg()
     for name in only:
         seconds, workload = timed(WORKLOADS[name].build, settings.build_rows)
         log(f"dask: {name} built in {seconds:.1f} s ({len(workload.test_inputs)} test rows)")
-        prepared = {config: prepare(workload) for config, prepare in CONFIGURATIONS.items()}
+        prepared = {config: prepare(workload) for config, prepare in ON_DASK.items()}
+        summary = prepared[FITTED].predict.explain().attrs["summary"]
+        fits[name] = {figure: summary[figure] for figure in FIT_FIGURES if figure in summary}
         with tempfile.TemporaryDirectory(prefix=f"willump-dask-{name}-") as directory:
             with dask.config.set(scheduler="threads"):  # (the data set is written and sized here)
                 data[name] = write_partitions(workload.test_inputs, settings, Path(directory))
@@ -92,6 +101,7 @@ def run_dask(settings: DaskSettings, out: Path, only=WORKLOADS_ON_DASK, log=prin
         "load_average": {"before": load_before, "after": os.getloadavg()},
         "machine": _machine(),
         "data": data,
+        "fits": fits,
         "records": records,
     }
     return write_document(out, "dask", document, start)
@@ -138,7 +148,10 @@ def measure_on_cluster(directory, func, workers: int, settings: DaskSettings, he
                       dashboard_address=":0") as cluster, Client(cluster) as client:
         started = _peak_memory(client)
         warm_up = _job(client, ddf.partitions[:workers].map_partitions(func, meta=META))
+        if helped:
+            willump.dask.reset_stats(func, client)
         jobs = _repeated(lambda: _job(client, ddf.map_partitions(func, meta=META)), settings)
+        counts = willump.dask.stats(func, client) if helped else None
         measured = {
             "rows": len(jobs[-1]["answers"]),
             "partitions": ddf.npartitions,
@@ -153,6 +166,8 @@ def measure_on_cluster(directory, func, workers: int, settings: DaskSettings, he
             "started_memory": started,
             "peak_memory": _peak_memory(client),
         }
+        if counts is not None and counts["rows_seen"]:
+            measured["small_model_share"] = counts["rows_small_model"] / counts["rows_seen"]
         if helped:
             helper = _repeated(lambda: _job(client, willump.dask.predict(ddf, func)), settings)
             measured["helper_walls"] = [job["wall"] for job in helper]
@@ -228,6 +243,8 @@ def _records(name: str, config: str, workers: int, measured: dict, expected) -> 
         record("started_worker_memory", max(measured["started_memory"].values()), "B"),
         record("peak_worker_memory", max(peaks), "B"),
     ]
+    if "small_model_share" in measured:
+        found.append(record("small_model_share", measured["small_model_share"]))
     if "helper_walls" in measured:
         found += [
             record("helper_throughput", rows / statistics.median(measured["helper_walls"]), "rows/s"),

@@ -256,7 +256,24 @@ def render_dask(document: dict) -> str:
             f"| {value('overhead_per_partition', 0, 1e3)} | {value('warm_up_time', 2)} | {value('warm_up_extra', 2)} "
             f"| {value('peak_worker_memory', 0, 1e-6)} | {value('started_worker_memory', 0, 1e-6)} | {value('jobs')} |"
         )
-    return "\n".join(lines + ["", _dask_scaling(by_row, settings["workers"])]).rstrip()
+    return "\n".join(lines + ["", _dask_fits(document.get("fits", {}), by_row), "",
+                              _dask_scaling(by_row, settings["workers"])]).rstrip()
+
+
+def _dask_fits(fits: dict, by_row: dict) -> str:
+    """What ``fit(calls="batches")`` decided per workload, and the rows its small model answered on the workers."""
+    sentences = []
+    for name, fit in fits.items():
+        decided = fit.get("cascades", "not fitted")
+        if "measured_speedup_batch" in fit:
+            decided += f" (measured at fit on the validation rows: {fit['measured_speedup_batch']:.2f}x on batches)"
+        shares = [f"{mine['small_model_share']['value']:.0%} on {workers} worker(s)"
+                  for (workload, workers, config), mine in by_row.items()
+                  if workload == name and "small_model_share" in mine and config == "willump-fit"]
+        answered = f"; the small model answered {', '.join(shares)} of the rows" if shares else ""
+        sentences.append(f"{name}: cascades {decided}{answered}")
+    return ("`willump-fit` is fitted with `fit(calls=\"batches\")` (a batch job): " + "; ".join(sentences) + "."
+            if sentences else "")
 
 
 def _dask_scaling(by_row: dict, workers: list) -> str:

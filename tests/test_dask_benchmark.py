@@ -41,6 +41,20 @@ def test_every_configuration_answers_as_in_one_process_at_each_cluster_size(tiny
             throughput = found[(config, workers, "throughput")]
             assert throughput["ratio_vs_python"] == pytest.approx(
                 throughput["value"] / found[("python", workers, "throughput")]["value"])
+        # The rows the fitted function's small model answered on the workers: none without a cascade.
+        share = found[("willump-fit", workers, "small_model_share")]["value"]
+        cascading = document["fits"]["toxic"]["cascades"] == "on"
+        assert (0 < share <= 1) if cascading else share == 0
+        assert found[("willump", workers, "small_model_share")]["value"] == 0
+
+
+def test_the_fitted_configuration_is_told_it_scores_batches(tiny_run):
+    _, document = tiny_run
+    fit = document["fits"]["toxic"]
+    assert fit["cascades"] == "on" or fit["cascades"].startswith("off: ")
+    assert fit["speed"] == "checked on batches (calls='batches')"
+    if "measured_speedup_batch" in fit:  # (timed on batches alone)
+        assert "measured_speedup_single_row" not in fit
 
 
 def test_report_fills_the_dask_section_and_refuses_a_quick_run(tiny_run, tmp_path):
@@ -54,3 +68,4 @@ def test_report_fills_the_dask_section_and_refuses_a_quick_run(tiny_run, tmp_pat
     assert "stale" not in text and text.endswith(f"{report.DASK_END}\nend\n")
     assert "| toxic | 1 | python |" in text and "| toxic | 2 | willump-fit |" in text
     assert "From 1 to 2 workers: toxic python" in text
+    assert '`willump-fit` is fitted with `fit(calls="batches")` (a batch job): toxic: cascades ' in text

@@ -119,6 +119,41 @@ def test_serving_turns_off_a_cascade_that_only_ties_with_the_exact_path():
     assert not serving_decision({"batch": 4.0, "single_row": 0.25}, {"batch": 1.0, "single_row": 1.0})[0]
 
 
+def test_a_function_served_one_way_is_timed_that_way_only():
+    exact, cascaded = {"batch": 10e-6}, {"batch": 7e-6}
+    keep, reason = serving_decision(exact, cascaded)
+    assert keep and reason == (
+        "measured on the validation rows, the cascade takes 7 us per row against 10 us for the exact compiled "
+        "path in a batch (1.43x): 1.43x, at least the 1.1x a cascade must reach"
+    )
+    assert not serving_decision({"single_row": 100e-6}, {"single_row": 95e-6})[0]  # (1.05x)
+    # The batch job keeps a cascade that "both" turns off for its slower single rows.
+    both = {"batch": 1.5, "single_row": 0.64}
+    assert not serving_decision(both, {"batch": 1.0, "single_row": 1.0})[0]
+    assert serving_decision({"batch": both["batch"]}, {"batch": 1.0})[0]
+
+
+@pytest.mark.parametrize("calls, sizes", [
+    ("both", {"batch", "single_row"}), ("batches", {"batch"}), ("rows", {"single_row"}),
+])
+def test_fit_times_the_cascade_on_the_calls_it_is_told_of(monkeypatch, calls, sizes):
+    timed = []
+    decide = fitting.serving_decision
+    monkeypatch.setattr(fitting, "serving_decision", lambda exact, cascaded: (timed.append(set(exact)), decide(exact, cascaded))[1])
+    deciding(monkeypatch, "expected_speedup_decision", True)
+    f = optimized(scored, LogisticRegression(), costs=SCORED_COSTS, calls=calls)
+    summary = f.explain().attrs["summary"]
+    assert timed == [sizes]
+    assert {size for size in ("batch", "single_row") if f"measured_speedup_{size}" in summary} == sizes
+    assert summary["speed"].startswith("checked on ") and f"(calls={calls!r})" in summary["speed"]
+
+
+@pytest.mark.parametrize("calls", ["batch", "Both", None, True, ("batches",)])
+def test_calls_other_than_the_three_ways_is_a_clear_error(calls):
+    with pytest.raises(ValueError, match=r"calls must say how the fitted function will be called.*'batches', 'rows'"):
+        optimized(scored, LogisticRegression(), costs=SCORED_COSTS, calls=calls)
+
+
 # --- fit acts on what the decisions say -------------------------------------------------------
 
 

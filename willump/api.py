@@ -224,7 +224,8 @@ class OptimizedFunction:
 
     def fit(self, *inputs, y, validation=None, validation_fraction=0.25, metric=None, accuracy_loss=0.001,
             top_k_precision=0.95, cascades=True, top_k=True, small_model=None, random_state=0, progress=True,
-            gamma=DEFAULT_GAMMA, costs=None, check_speed=True, on_drift="warn", drift_window=drift.DEFAULT_WINDOW):
+            gamma=DEFAULT_GAMMA, costs=None, check_speed=True, calls="both", on_drift="warn",
+            drift_window=drift.DEFAULT_WINDOW):
         """Learn cascades and top-K filter models from labelled rows; returns this function.
 
         ``inputs`` are the function's arguments for the training rows and ``y`` their labels.
@@ -240,7 +241,10 @@ class OptimizedFunction:
         that do not depend on the machine's speed: ``costs={ifv name: seconds per row}`` replaces
         the measured cost of each IFV (Algorithm 1's input; names as in ``explain()``), and
         ``check_speed=False`` turns cascades and the top-K filter on whenever their accuracy and
-        precision targets hold, without timing them against the exact path.
+        precision targets hold, without timing them against the exact path. A cascade is timed on
+        the calls the function will serve, ``calls``: ``"both"`` (batches and single rows, the
+        default), ``"batches"`` (a batch scoring job, e.g. on Dask: a cascade that pays on batches
+        is kept even if single rows would be slower) or ``"rows"`` (one row per call).
 
         While a cascade serves, a guard compares the last ``drift_window`` rows served with the
         validation rows: the share the small model answers and the distribution of its confidence
@@ -262,7 +266,7 @@ class OptimizedFunction:
             self._executor, inputs, y, validation=validation, validation_fraction=validation_fraction,
             metric=metric, accuracy_loss=accuracy_loss, top_k_precision=top_k_precision, cascades_wanted=cascades, top_k_wanted=top_k,
             small_model=small_model, random_state=random_state, progress=progress, gamma=gamma, costs=costs,
-            check_speed=check_speed, on_drift=on_drift, drift_window=drift_window,
+            check_speed=check_speed, calls=calls, on_drift=on_drift, drift_window=drift_window,
         )
         self._stats.reset()
         return self

@@ -126,7 +126,7 @@ def _is_regression_target(y: np.ndarray) -> bool:
 
 def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25, metric=None,
         accuracy_loss=0.001, cascades_wanted=True, top_k_wanted=True, small_model=None,
-        random_state=0, progress=True, gamma=DEFAULT_GAMMA, costs=None, check_speed=True,
+        random_state=0, progress=True, gamma=DEFAULT_GAMMA, costs=None, check_speed=True, calls="both",
         top_k_precision=0.95, on_drift="warn", drift_window=drift.DEFAULT_WINDOW) -> Fitted:
     from tqdm.auto import tqdm
 
@@ -140,6 +140,7 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
             f"got {top_k_precision!r}"
         )
     drift.check_options(on_drift, drift_window)
+    served = _served_sizes(calls)
     given_costs = None if costs is None else _given_costs(costs, names)
     if metric is not None and not callable(metric):
         raise ValueError(f"metric must be a callable score(y_true, y_pred), higher is better; got {metric!r}")
@@ -208,7 +209,8 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
             "train_rows": n,
             "validation_rows": len(y_valid),
             "costs": "measured" if costs is None else "given (costs=)",
-            "speed": "checked" if check_speed else "not checked (check_speed=False): on whenever the targets hold",
+            "speed": (f"checked on {' and '.join(SIZE_WORDS[size] for size in served)} (calls={calls!r})" if check_speed
+                      else "not checked (check_speed=False): on whenever the targets hold"),
         }
     )
     problem = executor.model_split_problem or (_single_feature_vector(model) if k < 2 else None) or row_wise
@@ -270,7 +272,7 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
             if fitted.cascading and check_speed:
                 _check_expected_speedup(fitted, small_valid_X, pre_cost, model_cost, found)
             if fitted.cascading and check_speed:
-                _measure_serving(executor, fitted, valid, found)
+                _measure_serving(executor, fitted, valid, found, served)
             return found
 
         small_valid_X = _choose_cascade(fitted, small_valid_X, small_on, attempt)
@@ -501,41 +503,59 @@ def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy
     )
 
 
+SIZES = {"both": ("batch", "single_row"), "batches": ("batch",), "rows": ("single_row",)}  # fit(calls=...)
+SIZE_WORDS = {"batch": "batches", "single_row": "single rows"}
+
+
+def _served_sizes(calls) -> tuple:
+    """The call sizes the serving check times for ``fit(calls=...)``."""
+    if not isinstance(calls, str) or calls not in SIZES:
+        raise ValueError(
+            f"calls must say how the fitted function will be called, so that fit times its cascade that way: "
+            f"'batches', 'rows' (one row per call) or 'both'; got {calls!r}"
+        )
+    return SIZES[calls]
+
+
 def serving_decision(exact: dict, cascaded: dict) -> tuple[bool, str]:
     """(keep the cascade, why) from the seconds per row the exact (compiled) path and the cascade
-    took on the same queries: ``{"batch": ..., "single_row": ...}`` each.
+    took on the same queries: ``{"batch": ..., "single_row": ...}`` each, or one of the two when
+    the function is to be called only that way (``fit(calls=...)``).
 
     One decision for every query size (a row gets the same answer alone or in a batch): the
-    cascade is kept when the geometric mean of its two speed-ups is at least MIN_SPEEDUP. The
+    cascade is kept when the geometric mean of its speed-ups is at least MIN_SPEEDUP. The
     margin above 1x is the hysteresis: a cascade gives up some accuracy (up to ``accuracy_loss``)
     for its speed, and one that only ties with the exact path is off on every run instead of
     on or off as the noise falls.
     """
-    speedups = {size: exact[size] / cascaded[size] for size in ("batch", "single_row")}
-    overall = float(np.sqrt(speedups["batch"] * speedups["single_row"]))
+    sizes = [size for size in ("batch", "single_row") if size in exact]
+    speedups = {size: exact[size] / cascaded[size] for size in sizes}
+    overall = float(np.prod(list(speedups.values())) ** (1 / len(sizes)))
     keep = overall >= MIN_SPEEDUP
-    batch, single = (
+    wording = {"batch": (" per row", " for the exact compiled path", "in a batch"), "single_row": ("", "", "row by row")}
+    parts = [
         f"{_us(cascaded[size])}{per_row} against {_us(exact[size])}{path} {label} ({speedups[size]:.2f}x)"
-        for size, per_row, path, label in (
-            ("batch", " per row", " for the exact compiled path", "in a batch"), ("single_row", "", "", "row by row"),
-        )
-    )
+        for size in sizes for per_row, path, label in [wording[size]]
+    ]
+    together = f"{overall:.2f}x together (geometric mean)" if len(sizes) > 1 else f"{overall:.2f}x"
     return keep, (
-        f"measured on the validation rows, the cascade takes {batch} and {single}: {overall:.2f}x together "
-        f"(geometric mean), {'at least' if keep else 'below'} the {MIN_SPEEDUP}x a cascade must reach"
+        f"measured on the validation rows, the cascade takes {' and '.join(parts)}: {together}, "
+        f"{'at least' if keep else 'below'} the {MIN_SPEEDUP}x a cascade must reach"
     )
 
 
-def _measure_serving(executor, fitted, valid: dict, summary: dict, single_rows: int = 20) -> None:
-    """Time the cascade against the exact (compiled) path on the validation rows, as a batch and
-    row by row, and keep it as ``serving_decision`` says. The batch, and the single rows one
-    after the other, are timed as the IFVs are (``analysis.costs``): the least of several runs
-    after one not counted, which builds the compiled programs."""
+def _measure_serving(executor, fitted, valid: dict, summary: dict, sizes=SIZES["both"], single_rows: int = 20) -> None:
+    """Time the cascade against the exact (compiled) path on the validation rows, as a batch
+    and/or row by row (``sizes``), and keep it as ``serving_decision`` says. The batch, and the
+    single rows one after the other, are timed as the IFVs are (``analysis.costs``): the least
+    of several runs after one not counted, which builds the compiled programs."""
     discard = Stats()
     paths = {"exact": executor.run, "cascaded": lambda arguments: cascade.serve(executor, fitted, arguments, discard)}
     rows = [take_argument_rows(valid, [i], fitted.batch_names) for i in range(min(single_rows, _rows(valid)))]
+    queries = {"batch": ([valid], _rows(valid)), "single_row": (rows, len(rows))}
     seconds = {path: {} for path in paths}
-    for size, inputs, count in (("batch", [valid], _rows(valid)), ("single_row", rows, len(rows))):
+    for size in sizes:
+        inputs, count = queries[size]
         for path, run in paths.items():
             seconds[path][size] = least_seconds(lambda run=run, inputs=inputs: [run(a) for a in inputs]) / count
         summary[f"measured_speedup_{size}"] = seconds["exact"][size] / seconds["cascaded"][size]
