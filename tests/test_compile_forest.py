@@ -99,7 +99,7 @@ def test_forest_gives_lightgbms_predictions(model, iterations):
         batch = forest.predict(rows, raw=raw)
         assert_same(batch.reshape(expected.shape), expected)
         for r in (0, len(rows) - 1, ROWS + 3):
-            assert_same(forest.predict_row(rows[r], raw=raw).reshape(expected[r].shape), expected[r])
+            assert_same(forest.predict_row(rows[r : r + 1], raw=raw).reshape(expected[r].shape), expected[r])
 
 
 @settings(SETTINGS, max_examples=15)
@@ -203,3 +203,14 @@ def test_a_pipeline_as_written_runs_the_tree_kernel():
     table = optimized.explain_compilation()
     row = table[table["operator"] == "LGBMClassifier.predict_proba"]
     assert len(row) == 1 and row["status"].iloc[0] == "compiled" and row["compiled_calls"].iloc[0] == 4, table
+
+
+def test_the_kernels_refuse_matrices_they_would_misread():
+    model, frame = fitted(lgb.LGBMRegressor, "regression")
+    forest = trees_kernel.lightgbm_forest(model.booster_)
+    values = np.ascontiguousarray(frame.to_numpy())
+    for wrong in (values[:, :3].copy(), values.astype(np.float32), np.asfortranarray(values), values[0]):
+        with pytest.raises(ValueError, match="C-contiguous float64 matrix of 4 columns"):
+            forest.predict(wrong)
+    with pytest.raises(ValueError, match="one row"):
+        forest.predict_row(values[:2])

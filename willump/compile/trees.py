@@ -137,7 +137,7 @@ def _forest_predict(forest, matrix: np.ndarray, workers) -> np.ndarray:
     """What ``_InnerPredictor.predict`` returns for ``matrix``: a vector for one output, else rows."""
     matrix = np.ascontiguousarray(matrix, dtype=np.float64)  # (float32 widened, as LightGBM's C++ does)
     if len(matrix) == 1:
-        out = forest.predict_row(matrix[0])
+        out = forest.predict_row(matrix)
         return out if forest.n_outputs == 1 else out.reshape(1, -1)
     out = forest.predict(matrix, workers)
     return out.reshape(-1) if forest.n_outputs == 1 else out
@@ -215,12 +215,12 @@ def _matrix(X, width: int, pandas_categorical) -> np.ndarray:
         matrix = X.matrix(np.result_type(*[d.type for d in X.dtypes], np.float32))
     elif type(X) is pd.DataFrame:
         dtypes = list(X.dtypes)
-        if pandas_categorical or any(isinstance(d, pd.CategoricalDtype) for d in dtypes):
-            matrix = _data_from_pandas(X, "auto", "auto", pandas_categorical)[0]  # codes of the model's categories
-        elif any(not isinstance(d, np.dtype) or d.kind not in "iufb" for d in dtypes):
-            raise Unsupported("columns that are not numpy int, float or bool, or pandas categorical")
-        else:
+        if not pandas_categorical and all(isinstance(d, np.dtype) and d.kind in "iufb" for d in dtypes):
             matrix = X.to_numpy(dtype=np.result_type(*[d.type for d in dtypes], np.float32), copy=False)
+        elif pandas_categorical or any(isinstance(d, pd.CategoricalDtype) for d in dtypes):
+            matrix = _data_from_pandas(X, "auto", "auto", pandas_categorical)[0]  # codes of the model's categories
+        else:
+            raise Unsupported("columns that are not numpy int, float or bool, or pandas categorical")
     elif isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype.kind in "iufb":
         # float32 and float64 as they are, other numbers as float32 (LightGBM's _np2d_to_np1d)
         matrix = X if X.dtype in (np.float32, np.float64) else X.astype(np.float32)
