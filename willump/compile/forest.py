@@ -22,7 +22,8 @@ is one record of ``nodes``, trees one after the other:
 The outputs of a row start at 0.0 and each tree's leaf value is added in tree order
 (LightGBM's ``GBDT::PredictRaw``); then divided by ``divisor`` when it is not 0
 (``average_output``, random-forest mode) and mapped by ``link``, each computed as
-LightGBM's ``ConvertOutput`` computes it.
+LightGBM's ``ConvertOutput`` computes it. One kernel, ``score_rows``, scores a range of
+rows: a single row is a range of one, a batch is split in ranges over ``workers``.
 
 LightGBM's own rules become these flags when the model is read (``_lightgbm_flags``):
 a NaN reads as 0.0 unless NaN is the node's missing value, and a value with
