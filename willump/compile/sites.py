@@ -140,6 +140,8 @@ class CallSite:
         compiled = kernel is not None
         answered = self.reason is None or (self.whole_calls and not self.calls)  # (only by programs)
         status = "compiled" if compiled and answered else f"plain Python: {self.reason}"
+        if status == "compiled" and getattr(kernel, "how", None):  # e.g. a model answered by its library
+            status = f"compiled, {kernel.how}"
         if compiled and self.reason and self.compiled_calls:
             status = f"compiled, some calls plain Python ({self.reason})"
         return {

@@ -1,12 +1,17 @@
-"""LightGBM models through their Booster, on the threads LightGBM's own predict would use.
+"""LightGBM models: scored by the tree kernels of ``forest``, or else through their Booster.
 
-``LGBMClassifier.predict_proba`` on one row spends milliseconds starting
-OpenMP threads and converting the DataFrame; the trees take microseconds.
-This kernel gives the Booster the float matrix LightGBM itself would build
-(same dtype, same values) and the model's own thread count (``n_jobs`` as
+A model whose trees and link ``forest`` reproduces (numerical and categorical splits,
+missing values, every built-in objective but linear trees) is scored by its numba
+kernels, to the bit what ``Booster.predict`` returns: a single row with no thread
+and no LightGBM call, a batch split over the decorator's ``workers``. The input
+matrix is the one LightGBM itself would build (same dtype, same values; pandas
+categorical columns as their codes in the training categories).
+
+Otherwise (linear trees, ``pred_early_stop``, an unknown objective) the Booster
+answers, given that matrix and the model's own thread count (``n_jobs`` as
 ``LGBMModel.predict`` resolves it), or the decorator's ``workers`` when there are
 more of them. Each row is scored by one thread in any case, so the answer does
-not depend on the thread count. A single row goes through LightGBM's own single-row API
+not depend on the thread count. A single row then goes through LightGBM's own single-row API
 (``LGBM_BoosterPredictForMatSingleRowFast``), which parses the parameters once
 instead of on every call; LightGBM's tests check it gives what
 ``LGBM_BoosterPredictForMat`` gives. Inputs may also be compiled joins (``tables.SelectedFrame``):
@@ -20,9 +25,12 @@ import weakref
 import numpy as np
 import pandas as pd
 from lightgbm import LGBMClassifier, LGBMRegressor
-from lightgbm.basic import _LIB, _ConfigAliases, _choose_param_value, _InnerPredictor, _param_dict_to_str, _safe_call
+from lightgbm.basic import (
+    _LIB, _ConfigAliases, _choose_param_value, _data_from_pandas, _InnerPredictor, _param_dict_to_str, _safe_call,
+)
 
 from willump.compile.dense import ConcatenatedColumns
+from willump.compile.forest import lightgbm_forest
 from willump.compile.forms import Unsupported
 
 try:  # what validate_data, which LGBMModel.predict calls on arrays, runs first
@@ -44,8 +52,6 @@ class CompiledBooster:
         if not model.__sklearn_is_fitted__() or callable(model.objective):
             raise Unsupported("the model is not fitted, or has a custom objective")
         booster = model.booster_
-        if booster.pandas_categorical:
-            raise Unsupported("a model trained on pandas categorical columns")
         self.model, self.method, self.booster = model, method, booster
         self.parameter_names = tuple(model.get_params(deep=False))
         self.state = self._fingerprint()
@@ -61,10 +67,16 @@ class CompiledBooster:
         parallel = workers is not None and workers.count > 1
         self.threads = max(own_threads, workers.count) if parallel else own_threads
         self.params = params
+        self.workers = workers if parallel else None
+        self._iterations = booster.best_iteration
+        forest = _forest(booster, params, self._iterations)
+        self.forest, self.how = forest, None  # how: how it runs, when not by the tree kernels
+        if isinstance(forest, Unsupported):  # the Booster answers
+            self.forest, self.how = None, f"through LightGBM's Booster: the tree kernel does not take {forest}"
+            self._single_row = _SingleRow(booster, _param_dict_to_str({**params, "num_threads": 1}), self._iterations,
+                                          self.width)
         # Booster.predict builds this predictor on every call; it depends only on the parameters
         self._predictor = None
-        self._iterations = booster.best_iteration
-        self._single_row = _SingleRow(booster, _param_dict_to_str({**params, "num_threads": 1}), self._iterations, self.width)
 
     def _fingerprint(self) -> tuple:
         """The booster and every parameter value, held and compared by identity (``set_params``
@@ -80,13 +92,15 @@ class CompiledBooster:
     def __call__(self, *args, **kwargs):
         if len(args) != 1 or kwargs:
             raise Unsupported("arguments other than X")
-        matrix = _matrix(args[0], self.width)
+        matrix = _matrix(args[0], self.width, self.booster.pandas_categorical)
         if isinstance(args[0], np.ndarray):  # LightGBM validates arrays with scikit-learn first
             if _check_feature_names is None and hasattr(self.model, "feature_names_in_"):
                 raise Unsupported("a model fitted on named features, given an array (scikit-learn warns)")
             if _check_feature_names is not None:  # its warning for a model fitted on named features
                 _check_feature_names(self.model, args[0], reset=False)
-        if len(matrix) == 1:
+        if self.forest is not None:
+            result = _forest_predict(self.forest, matrix, self.workers)
+        elif len(matrix) == 1:
             result = self._single_row.predict(matrix)
         else:
             result = self._predict(matrix)
@@ -107,6 +121,26 @@ class CompiledBooster:
             data=matrix, start_iteration=0, num_iteration=self._iterations, raw_score=False, pred_leaf=False,
             pred_contrib=False, data_has_header=False, validate_features=False,
         )
+
+
+def _forest(booster, params: dict, iterations: int):
+    """The booster's ``Forest``, or the Unsupported saying why the kernels do not reproduce it."""
+    try:
+        if any(params.get(alias) for alias in _ConfigAliases.get("pred_early_stop")):
+            raise Unsupported("pred_early_stop")
+        return lightgbm_forest(booster, iterations)
+    except Unsupported as problem:
+        return problem
+
+
+def _forest_predict(forest, matrix: np.ndarray, workers) -> np.ndarray:
+    """What ``_InnerPredictor.predict`` returns for ``matrix``: a vector for one output, else rows."""
+    matrix = np.ascontiguousarray(matrix, dtype=np.float64)  # (float32 widened, as LightGBM's C++ does)
+    if len(matrix) == 1:
+        out = forest.predict_row(matrix)
+        return out if forest.n_outputs == 1 else out.reshape(1, -1)
+    out = forest.predict(matrix, workers)
+    return out.reshape(-1) if forest.n_outputs == 1 else out
 
 
 def _both_classes(positive: np.ndarray) -> np.ndarray:
@@ -171,19 +205,25 @@ _PREDICT_NORMAL = 0  # C_API_PREDICT_NORMAL
 _FLOAT64 = 1  # C_API_DTYPE_FLOAT64
 
 
-def _matrix(X, width: int) -> np.ndarray:
+def _matrix(X, width: int, pandas_categorical) -> np.ndarray:
     """The matrix LightGBM builds from ``X``; Unsupported where it would do more (or raise)."""
+    if pandas_categorical and type(X) is not pd.DataFrame:
+        raise Unsupported("a model trained on pandas categorical columns, given no DataFrame")
     if isinstance(X, SelectedFrame):
         matrix = numeric_matrix(X)
     elif isinstance(X, ConcatenatedColumns):  # as the DataFrame below
         matrix = X.matrix(np.result_type(*[d.type for d in X.dtypes], np.float32))
     elif type(X) is pd.DataFrame:
         dtypes = list(X.dtypes)
-        if any(not isinstance(d, np.dtype) or d.kind not in "iufb" for d in dtypes):
-            raise Unsupported("columns that are not numpy int, float or bool")
-        matrix = X.to_numpy(dtype=np.result_type(*[d.type for d in dtypes], np.float32), copy=False)
-    elif isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype == np.float64:
-        matrix = X
+        if not pandas_categorical and all(isinstance(d, np.dtype) and d.kind in "iufb" for d in dtypes):
+            matrix = X.to_numpy(dtype=np.result_type(*[d.type for d in dtypes], np.float32), copy=False)
+        elif pandas_categorical or any(isinstance(d, pd.CategoricalDtype) for d in dtypes):
+            matrix = _data_from_pandas(X, "auto", "auto", pandas_categorical)[0]  # codes of the model's categories
+        else:
+            raise Unsupported("columns that are not numpy int, float or bool, or pandas categorical")
+    elif isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype.kind in "iufb":
+        # float32 and float64 as they are, other numbers as float32 (LightGBM's _np2d_to_np1d)
+        matrix = X if X.dtype in (np.float32, np.float64) else X.astype(np.float32)
     else:
         raise Unsupported(f"input of type {type(X).__name__}")
     if matrix.ndim != 2 or matrix.shape[0] == 0 or matrix.shape[1] != width:

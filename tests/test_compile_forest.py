@@ -1,0 +1,216 @@
+"""The tree kernels give LightGBM's predictions to the bit (values, dtype, shape), lleaves-style:
+random models (objectives, sizes, categorical splits, missing-value options, single-leaf trees,
+random forests) against ``Booster.predict`` on rows with NaN, inf, tiny and extreme values."""
+
+import warnings
+
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+
+import willump
+from willump.compile import forest as trees_kernel
+from willump.compile.forms import Unsupported
+from willump.compile.parallel import Workers
+from willump.compile.trees import CompiledBooster
+
+pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning", "ignore::UserWarning")
+SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+N_FEATURES, ROWS = 4, 160
+# values that take every way through a node: missing, zero and near zero, beyond any threshold,
+# category codes that are negative, fractional, beyond the bitsets or beyond int32
+SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-36, -1e-36, 1e-35, 1.0000000180025095e-35, -0.5, 0.5, 1e300,
+           -1e300, 31.0, 32.0, 33.9, 64.0, 1000.0, 2.0**31, 2.0**31 - 1, -(2.0**31), -1.0, 5e-324]
+OBJECTIVES = {
+    "binary": {"objective": "binary"},
+    "binary sigmoid": {"objective": "binary", "sigmoid": 0.5},
+    "multiclass": {"objective": "multiclass", "num_class": 3},
+    "multiclassova": {"objective": "multiclassova", "num_class": 3},
+    "cross_entropy": {"objective": "cross_entropy"},
+    "cross_entropy_lambda": {"objective": "cross_entropy_lambda"},
+    "regression": {"objective": "regression"},
+    "regression sqrt": {"objective": "regression", "reg_sqrt": True},
+    "huber": {"objective": "huber"},
+    "quantile": {"objective": "quantile", "alpha": 0.3},
+    "poisson": {"objective": "poisson"},
+    "gamma": {"objective": "gamma"},
+    "tweedie": {"objective": "tweedie", "tweedie_variance_power": 1.4},
+}
+
+
+def labels(objective: str, X: np.ndarray, rng) -> np.ndarray:
+    signal = np.nan_to_num(X[:, 1]) + np.nan_to_num(X[:, 2]) * 0.5 + rng.normal(size=len(X))
+    if objective.startswith(("binary", "cross_entropy")):
+        return (signal > 0).astype(float)
+    if objective.startswith("multiclass"):
+        return np.digitize(signal, [-0.5, 0.5]).astype(float)
+    if objective in ("poisson", "gamma", "tweedie"):
+        return np.abs(signal) + (0.1 if objective == "gamma" else 0.0)
+    return signal * 10
+
+
+@st.composite
+def models(draw):
+    """(booster, rows to predict) of a random model."""
+    objective = draw(st.sampled_from(sorted(OBJECTIVES)))
+    seed = draw(st.integers(0, 2**16))
+    categorical = draw(st.sampled_from([[], [0], [0, 3]]))
+    params = {
+        **OBJECTIVES[objective], "verbose": -1, "seed": seed, "num_threads": 1,
+        "num_leaves": draw(st.integers(2, 24)), "max_depth": draw(st.sampled_from([-1, 1, 2, 5])),
+        "min_data_in_leaf": draw(st.sampled_from([1, 5, 20, 400])),  # 400 rows: trees of one leaf
+        "zero_as_missing": draw(st.booleans()), "use_missing": draw(st.booleans()),
+        "min_data_per_group": 1, "cat_smooth": 1.0, "max_cat_to_onehot": draw(st.sampled_from([4, 64])),
+        "boosting": draw(st.sampled_from(["gbdt", "gbdt", "rf", "dart"])),
+    }
+    if params["boosting"] == "rf":
+        params.update(bagging_freq=1, bagging_fraction=0.7)
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(ROWS, N_FEATURES)) * draw(st.sampled_from([1.0, 1e-30, 1e30]))
+    X[rng.random(X.shape) < draw(st.sampled_from([0.0, 0.1, 0.3]))] = np.nan
+    X[rng.random(X.shape) < 0.15] = 0.0
+    for column in categorical:
+        X[:, column] = rng.integers(0, draw(st.sampled_from([3, 40, 70])), ROWS)
+    rounds = draw(st.integers(1, 8))
+    booster = lgb.train(params, lgb.Dataset(X, labels(objective, X, rng), categorical_feature=categorical),
+                        num_boost_round=rounds)
+    special = np.array(SPECIAL)
+    extremes = rng.choice(special, size=(60, N_FEATURES))
+    rows = np.vstack([X, extremes, np.where(rng.random((40, N_FEATURES)) < 0.5, extremes[:40], X[:40])])
+    note(f"{objective} {params} rounds={rounds}")
+    return booster, rows
+
+
+def assert_same(ours: np.ndarray, theirs: np.ndarray) -> None:
+    np.testing.assert_array_equal(ours, theirs, strict=True)
+
+
+@SETTINGS
+@given(models(), st.integers(-1, 9))
+def test_forest_gives_lightgbms_predictions(model, iterations):
+    booster, rows = model
+    forest = trees_kernel.lightgbm_forest(booster, iterations)
+    for raw in (False, True):
+        expected = booster.predict(rows, num_iteration=iterations, raw_score=raw)
+        batch = forest.predict(rows, raw=raw)
+        assert_same(batch.reshape(expected.shape), expected)
+        for r in (0, len(rows) - 1, ROWS + 3):
+            assert_same(forest.predict_row(rows[r : r + 1], raw=raw).reshape(expected[r].shape), expected[r])
+
+
+@settings(SETTINGS, max_examples=15)
+@given(models())
+def test_batches_split_over_workers_give_the_same_bits(model):
+    booster, rows = model
+    forest = trees_kernel.lightgbm_forest(booster)
+    many = np.tile(rows, (6, 1))  # enough rows for two parts
+    assert len(Workers(2).split(len(many), trees_kernel.ROWS_PER_TASK)) == 2
+    expected = booster.predict(many)
+    assert_same(forest.predict(many, Workers(2)).reshape(expected.shape), expected)
+
+
+def fitted(kind, task: str, categorical_frame: bool = False, **params):
+    """A model of ``kind`` fitted on a DataFrame to labels of ``task`` (an objective's name), and the frame."""
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame(rng.normal(size=(300, N_FEATURES)), columns=[f"f{i}" for i in range(N_FEATURES)])
+    frame.iloc[rng.random(300) < 0.1, 1] = np.nan
+    y = labels(task, frame.to_numpy(), rng)
+    if kind is lgb.LGBMClassifier:
+        y = np.array(["no", "yes", "maybe"])[y.astype(int)]
+    if categorical_frame:
+        frame["f0"] = pd.Categorical(np.array(list("abcdefgh"))[rng.integers(0, 8, 300)])
+    model = kind(n_estimators=12, num_leaves=9, min_child_samples=5, verbose=-1, **params).fit(frame, y)
+    return model, frame
+
+
+def inputs(frame: pd.DataFrame) -> list:
+    """A DataFrame, its rows one at a time and as arrays of every dtype LightGBM takes."""
+    numeric = frame.apply(lambda c: c.cat.codes if isinstance(c.dtype, pd.CategoricalDtype) else c)
+    values = numeric.to_numpy(dtype=np.float64)
+    extremes = np.random.default_rng(1).choice(np.array(SPECIAL), size=(30, values.shape[1]))
+    with np.errstate(over="ignore"):  # (1e300 as float32: inf)
+        narrow = extremes.astype(np.float32)
+    return [frame, frame.iloc[[5]], frame.iloc[10:13], values, values[[7]], np.vstack([values, extremes]), narrow,
+            np.nan_to_num(values[:20]).astype(np.int64), values[:20] > 0, np.asfortranarray(values)]
+
+
+@pytest.mark.parametrize("kind, method, objective", [
+    (lgb.LGBMClassifier, "predict_proba", "binary"), (lgb.LGBMClassifier, "predict", "binary"),
+    (lgb.LGBMClassifier, "predict_proba", "multiclass"), (lgb.LGBMClassifier, "predict", "multiclass"),
+    (lgb.LGBMRegressor, "predict", "regression"), (lgb.LGBMRegressor, "predict", "poisson"),
+])
+@pytest.mark.parametrize("categorical_frame", [False, True])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_compiled_scikit_learn_models_use_the_tree_kernel(kind, method, objective, categorical_frame, workers):
+    model, frame = fitted(kind, objective, categorical_frame,
+                          **({} if kind is lgb.LGBMClassifier else {"objective": objective}))
+    kernel = CompiledBooster(model, method, Workers(workers))
+    assert kernel.forest is not None and kernel.how is None
+    for X in inputs(frame):
+        if categorical_frame and not isinstance(X, pd.DataFrame):
+            with pytest.raises(Unsupported):
+                kernel(X)
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert_same(kernel(X), getattr(model, method)(X))
+
+
+def test_many_rows_of_a_large_batch_over_two_workers():
+    model, frame = fitted(lgb.LGBMClassifier, "multiclass")
+    big = pd.concat([frame] * 10, ignore_index=True)
+    assert_same(CompiledBooster(model, "predict_proba", Workers(2))(big), model.predict_proba(big))
+
+
+def test_a_model_the_tree_kernel_does_not_take_is_answered_by_its_booster():
+    model, frame = fitted(lgb.LGBMRegressor, "regression", linear_tree=True)
+    kernel = CompiledBooster(model, "predict")
+    assert kernel.forest is None and "linear trees" in kernel.how
+    for X in (frame, frame.iloc[[2]]):
+        assert_same(kernel(X), model.predict(X))
+
+
+def test_pandas_categories_unknown_to_the_model_and_missing_ones_are_missing():
+    model, frame = fitted(lgb.LGBMClassifier, "binary", categorical_frame=True)
+    other = frame.iloc[:6].copy()
+    other["f0"] = pd.Categorical(["z", "a", None, "h", "b", "q"], categories=list("zahbq"))
+    assert_same(CompiledBooster(model, "predict_proba")(other), model.predict_proba(other))
+
+
+def test_model_string_options_the_kernel_does_not_know_are_refused():
+    with pytest.raises(Unsupported, match="objective"):
+        trees_kernel._link("lambdarank_custom_thing", {})
+    with pytest.raises(Unsupported, match="sigmoid"):
+        trees_kernel._link("binary sigmoid:0.333333", {"sigmoid": 1 / 3})
+
+
+MODEL, FRAME = fitted(lgb.LGBMClassifier, "binary")
+
+
+def positive_scores(df):
+    features = df[["f0", "f1", "f2", "f3"]]
+    return MODEL.predict_proba(features)[:, 1]
+
+
+def test_a_pipeline_as_written_runs_the_tree_kernel():
+    optimized = willump.optimize(positive_scores)
+    for X in (FRAME, FRAME.iloc[[4]], FRAME.iloc[::-1], FRAME.iloc[7:9]):
+        assert_same(optimized(X), positive_scores(X))
+    table = optimized.explain_compilation()
+    row = table[table["operator"] == "LGBMClassifier.predict_proba"]
+    assert len(row) == 1 and row["status"].iloc[0] == "compiled" and row["compiled_calls"].iloc[0] == 4, table
+
+
+def test_the_kernels_refuse_matrices_they_would_misread():
+    model, frame = fitted(lgb.LGBMRegressor, "regression")
+    forest = trees_kernel.lightgbm_forest(model.booster_)
+    values = np.ascontiguousarray(frame.to_numpy())
+    for wrong in (values[:, :3].copy(), values.astype(np.float32), np.asfortranarray(values), values[0]):
+        with pytest.raises(ValueError, match="C-contiguous float64 matrix of 4 columns"):
+            forest.predict(wrong)
+    with pytest.raises(ValueError, match="one row"):
+        forest.predict_row(values[:2])
