@@ -1,0 +1,450 @@
+"""Compiled scikit-learn trees: decision trees, random and extra-trees forests, gradient boosting
+and histogram gradient boosting; ``predict``, ``predict_proba``, ``decision_function``.
+
+A fitted model is read once into flat arrays (``Nodes``): every tree's nodes one after the other,
+``nodes[i] = (feature, left, right, missing_left, bitset)`` (absolute indices; ``left == -1``
+marks a leaf, scikit-learn's own convention), ``thresholds[i]``, and ``values[i]`` (the node's
+leaf values: one per class for forests, one for boosting), with ``roots`` and the output
+``columns`` of the trees in the order the library sums them. One numba kernel walks them for
+a block of rows, with the library's arithmetic:
+
+- trees and forests compare ``X`` converted to float32 (``check_array(X, dtype=float32)``)
+  against float64 thresholds, NaN following ``missing_go_to_left`` where the tree supports
+  missing values; a forest sums its trees' leaf proportions in estimator order from 0.0 and
+  divides by the number of trees (``_accumulate_prediction`` with one job; a forest with
+  other ``n_jobs`` sums on threads in the order they finish, so it runs as written);
+- gradient boosting starts from its ``init_`` estimator's raw prediction (computed by
+  scikit-learn's own ``_init_raw_predictions``; a constant, so only dummy estimators and
+  ``"zero"`` are compiled) and adds ``learning_rate * value`` stage by stage (``predict_stages``);
+- histogram gradient boosting compares float64 values, sends NaN by ``missing_go_to_left``,
+  tests categories against the raw and known bitsets, and adds leaf values to
+  ``0.0 + _baseline_prediction`` iteration by iteration (``_raw_predict``; its OpenMP threads
+  split rows, so they change nothing). Its categorical features (``_preprocessor``, an
+  ``OrdinalEncoder`` whose columns it puts first) are encoded in the kernel: a number is
+  looked up among the sorted numeric categories, unknown and NaN become NaN.
+
+The link functions, ``argmax`` and ``classes_`` lookups after the sums are scikit-learn's own
+calls on arrays of the layout it builds (softmax sums depend on it). Input values scikit-learn
+refuses (infinity, NaN where not supported, a category the encoder rejects) make the kernel
+refuse the call, which then runs as written and raises scikit-learn's error.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+from joblib import effective_n_jobs
+from sklearn.dummy import DummyClassifier, DummyRegressor
+from sklearn.ensemble import (
+    ExtraTreesClassifier, ExtraTreesRegressor, GradientBoostingClassifier, GradientBoostingRegressor,
+    HistGradientBoostingClassifier, HistGradientBoostingRegressor, RandomForestClassifier, RandomForestRegressor,
+)
+from sklearn.ensemble import _gb
+from sklearn.preprocessing import OrdinalEncoder
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+from willump.compile.forms import Deferred, Unsupported
+from willump.compile.jit import njit
+from willump.compile.linear import frame_values
+from willump.compile.parallel import SERIAL
+
+_CLASSIFY = ("predict", "predict_proba")
+FORESTS = (RandomForestClassifier, RandomForestRegressor, ExtraTreesClassifier, ExtraTreesRegressor)
+HISTOGRAM = (HistGradientBoostingClassifier, HistGradientBoostingRegressor)
+METHODS = {
+    DecisionTreeClassifier: _CLASSIFY,
+    DecisionTreeRegressor: ("predict",),
+    RandomForestClassifier: _CLASSIFY,
+    ExtraTreesClassifier: _CLASSIFY,
+    RandomForestRegressor: ("predict",),
+    ExtraTreesRegressor: ("predict",),
+    GradientBoostingClassifier: _CLASSIFY + ("decision_function",),
+    GradientBoostingRegressor: ("predict",),
+    HistGradientBoostingClassifier: _CLASSIFY + ("decision_function",),
+    HistGradientBoostingRegressor: ("predict",),
+}
+LEAF = -1
+FEATURE, LEFT, RIGHT, MISSING_LEFT, BITSET = range(5)  # the columns of Nodes.nodes
+NODE_WORK_PER_TASK = 200_000  # rows x trees below which a part is not worth a thread
+
+
+class Nodes(NamedTuple):
+    """A model's trees as flat arrays, in the order their leaf values are summed."""
+
+    nodes: np.ndarray  # int32 (n_nodes, 5): feature, left, right (absolute; left -1: a leaf), missing_left, bitset row (-1)
+    thresholds: np.ndarray  # float64 (n_nodes,)
+    values: np.ndarray  # float64 (n_nodes, width): what a leaf adds to out[row, column:column + width]
+    roots: np.ndarray  # int64 (n_trees,)
+    columns: np.ndarray  # int64 (n_trees,): the output column of each tree's first value
+    raw_bitsets: np.ndarray  # uint32 (n, 8): categories going left, for categorical nodes (their bitset row)
+    known_bitsets: np.ndarray  # uint32 (n, 8): known categories per categorical feature
+    known_rows: np.ndarray  # int64 (n_features,): a feature's row in known_bitsets
+
+
+class Reading(NamedTuple):
+    """How the kernel reads an input row (``source[j]``: the input column of the trees' feature ``j``;
+    ``encoding[j]``: its categories' (start, stop) in ``categories``, (-1, -1) for a number)."""
+
+    float32: bool  # values compared as float32, as check_array(dtype=float32) makes them
+    allow_nan: bool
+    source: np.ndarray
+    encoding: np.ndarray
+    categories: np.ndarray
+
+
+@njit
+def predict_rows(X, start, stop, float32, allow_nan, source, encoding, categories, nodes, thresholds, values,
+                 roots, columns, raw_bitsets, known_bitsets, known_rows, scale, initial, divisor, out):
+    """Sum the trees' leaf values for rows ``start:stop`` of ``X`` into ``out`` (see the module's
+    docstring); -1, or the first row holding a value the library refuses."""
+    width = len(source)
+    row = np.empty(width, np.float64)
+    n_values = values.shape[1]
+    for i in range(start, stop):
+        for j in range(width):
+            x = X[i, source[j]]
+            value = np.float64(np.float32(x)) if float32 else np.float64(x)
+            if np.isnan(value):
+                if not allow_nan:
+                    return i
+            elif encoding[j, 0] >= 0:
+                if np.isinf(value):
+                    return i  # (the OrdinalEncoder raises)
+                value = _category_code(value, categories, encoding[j, 0], encoding[j, 1])
+            elif float32 and np.isinf(value):
+                return i
+            row[j] = value
+        for k in range(out.shape[1]):
+            out[i, k] = initial[k]
+        for t in range(len(roots)):
+            node = roots[t]
+            while nodes[node, LEFT] != LEAF:
+                node = _child(nodes, thresholds, raw_bitsets, known_bitsets, known_rows, node, row)
+            column = columns[t]
+            if divisor < 0.0:  # one tree: its values as they are
+                for k in range(n_values):
+                    out[i, column + k] = values[node, k]
+            else:
+                for k in range(n_values):
+                    out[i, column + k] += scale * values[node, k]
+        if divisor > 0.0:
+            for k in range(out.shape[1]):
+                out[i, k] /= divisor
+    return -1
+
+
+@njit(inline="always")
+def _child(nodes, thresholds, raw_bitsets, known_bitsets, known_rows, node, row):
+    """The child of ``node`` that ``row`` goes to (``_apply_dense``, ``_predict_one_from_raw_data``)."""
+    feature = nodes[node, FEATURE]
+    value = row[feature]
+    missing = nodes[node, LEFT] if nodes[node, MISSING_LEFT] else nodes[node, RIGHT]
+    if np.isnan(value):
+        return missing
+    bitset = nodes[node, BITSET]
+    if bitset >= 0:
+        if value < 0:
+            return missing
+        code = np.int64(value)  # (a code below 256: the encoder's)
+        if (raw_bitsets[bitset, code >> 5] >> (code & 31)) & 1:
+            return nodes[node, LEFT]
+        if (known_bitsets[known_rows[feature], code >> 5] >> (code & 31)) & 1:
+            return nodes[node, RIGHT]
+        return missing
+    return nodes[node, LEFT] if value <= thresholds[node] else nodes[node, RIGHT]
+
+
+@njit(inline="always")
+def _category_code(value, categories, start, stop):
+    """The position of ``value`` among the sorted ``categories[start:stop]``, or NaN (unknown)."""
+    low, high = start, stop
+    while low < high:
+        middle = (low + high) // 2
+        if categories[middle] < value:
+            low = middle + 1
+        else:
+            high = middle
+    if low < stop and categories[low] == value:
+        return np.float64(low - start)
+    return np.nan
+
+
+def _no_bitsets() -> np.ndarray:
+    return np.zeros((0, 8), np.uint32)
+
+
+def tree_nodes(trees: list, columns: list) -> Nodes:
+    """The flat arrays of scikit-learn ``Tree`` objects (``tree_``), in order."""
+    sizes = [tree.node_count for tree in trees]
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    nodes = np.empty((sum(sizes), 5), np.int32)
+    for tree, offset, size in zip(trees, offsets, sizes):
+        block = nodes[offset:offset + size]
+        leaf = tree.children_left == LEAF
+        block[:, FEATURE] = np.where(leaf, 0, tree.feature)
+        block[:, LEFT] = np.where(leaf, LEAF, tree.children_left + offset)
+        block[:, RIGHT] = np.where(leaf, LEAF, tree.children_right + offset)
+        missing = getattr(tree, "missing_go_to_left", None)  # (scikit-learn >= 1.3)
+        block[:, MISSING_LEFT] = 0 if missing is None else missing
+        block[:, BITSET] = -1
+    values = np.concatenate([tree.value.reshape(tree.node_count, -1) for tree in trees])
+    thresholds = np.concatenate([tree.threshold for tree in trees]).astype(np.float64)
+    return Nodes(nodes, thresholds, np.ascontiguousarray(values, np.float64), offsets,
+                 np.asarray(columns, np.int64), _no_bitsets(), _no_bitsets(), np.zeros(0, np.int64))
+
+
+def histogram_nodes(model) -> Nodes:
+    """The flat arrays of a fitted HistGradientBoosting model's predictors, iteration by iteration."""
+    predictors = [(k, p) for iteration in model._predictors for k, p in enumerate(iteration)]
+    sizes = [len(p.nodes) for _, p in predictors]
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    bitset_sizes = [len(p.raw_left_cat_bitsets) for _, p in predictors]
+    bitset_offsets = np.concatenate([[0], np.cumsum(bitset_sizes)[:-1]]).astype(np.int64)
+    nodes = np.empty((sum(sizes), 5), np.int32)
+    for (_, predictor), offset, bitset_offset in zip(predictors, offsets, bitset_offsets):
+        record = predictor.nodes
+        block = nodes[offset:offset + len(record)]
+        leaf = record["is_leaf"].astype(bool)
+        block[:, FEATURE] = np.where(leaf, 0, record["feature_idx"])
+        block[:, LEFT] = np.where(leaf, LEAF, record["left"].astype(np.int64) + offset)
+        block[:, RIGHT] = np.where(leaf, LEAF, record["right"].astype(np.int64) + offset)
+        block[:, MISSING_LEFT] = record["missing_go_to_left"]
+        categorical = record["is_categorical"].astype(bool) & ~leaf
+        block[:, BITSET] = np.where(categorical, record["bitset_idx"].astype(np.int64) + bitset_offset, -1)
+    records = [p.nodes for _, p in predictors]
+    raw = [p.raw_left_cat_bitsets for _, p in predictors if len(p.raw_left_cat_bitsets)]
+    known, known_rows = model._bin_mapper.make_known_categories_bitsets()
+    return Nodes(
+        nodes, np.concatenate([r["num_threshold"] for r in records]).astype(np.float64),
+        np.concatenate([r["value"] for r in records]).astype(np.float64).reshape(-1, 1), offsets,
+        np.array([k for k, _ in predictors], np.int64),
+        np.ascontiguousarray(np.concatenate(raw) if raw else _no_bitsets(), np.uint32),
+        np.ascontiguousarray(known, np.uint32).reshape(-1, 8), np.asarray(known_rows, np.int64),
+    )
+
+
+class CompiledTrees:
+    """One method of a fitted scikit-learn tree model (see the module's docstring)."""
+
+    def __init__(self, model, method: str, workers=SERIAL):
+        kind = type(model)
+        if method not in METHODS.get(kind, ()):
+            raise Unsupported(f"{kind.__name__}.{method} is not compiled")
+        if not _fitted(model):
+            raise Unsupported("the model is not fitted")
+        if getattr(model, "n_outputs_", 1) != 1:
+            raise Unsupported("a model with several outputs")
+        self.model, self.method, self.kind, self.workers = model, method, kind, workers
+        self.state = _fingerprint(model)
+        width = model.n_features_in_
+        names = getattr(model, "feature_names_in_", None)
+        self.names = None if names is None else names.tolist()
+        self._named = None  # the last columns (an immutable Index) found to be those names
+        if kind in HISTOGRAM:
+            self._read_histogram(model, width)
+        elif kind in (GradientBoostingClassifier, GradientBoostingRegressor):
+            self._read_boosting(model, width)
+        else:
+            self._read_forest(model, width)
+        self.outputs = len(self.initial)
+        reading = self.reading
+        self._arguments = (  # predict_rows' arguments after the rows
+            reading.float32, reading.allow_nan, reading.source, reading.encoding, reading.categories, *self.trees,
+            self.scale, self.initial, self.divisor,
+        )
+        self.minimum_rows = max(1, NODE_WORK_PER_TASK // len(self.trees.roots))
+
+    def _read_forest(self, model, width: int) -> None:
+        single = not isinstance(model, FORESTS)
+        estimators = [model] if single else model.estimators_
+        trees = [e.tree_ for e in estimators]
+        self.trees = tree_nodes(trees, [0] * len(trees))
+        self.reading = _plain_reading(width, float32=True, allow_nan=estimators[0]._support_missing_values(np.empty((1, 1))))
+        self.initial = np.zeros(self.trees.values.shape[1])
+        self.scale, self.divisor = 1.0, -1.0 if single else float(len(estimators))
+
+    def _read_boosting(self, model, width: int) -> None:
+        stages = model.estimators_
+        self.trees = tree_nodes([e.tree_ for e in stages.ravel()], list(range(stages.shape[1])) * stages.shape[0])
+        self.reading = _plain_reading(width, float32=True, allow_nan=False)
+        self.initial = _boosting_start(model, width, stages.shape[1])
+        self.scale, self.divisor = float(model.learning_rate), 0.0
+
+    def _read_histogram(self, model, width: int) -> None:
+        self.trees = histogram_nodes(model)
+        preprocessor = model._preprocessor
+        if preprocessor is None and (self.trees.nodes[:, BITSET] >= 0).any():
+            raise Unsupported("categorical splits without scikit-learn's categorical preprocessor")
+        self.reading = _plain_reading(width, float32=False, allow_nan=True) if preprocessor is None else _encoded_reading(
+            preprocessor, width)
+        baseline = model._baseline_prediction
+        if baseline.dtype != np.float64 or baseline.shape != (1, model.n_trees_per_iteration_):
+            raise Unsupported("a baseline prediction that is not a float64 row")
+        self.initial = (np.zeros(baseline.shape) + baseline)[0]  # as _raw_predict: zeros, += baseline
+        self.scale, self.divisor = 1.0, 0.0
+
+    def still_valid(self) -> bool:
+        """False once the model is refitted or a parameter is set."""
+        now = _fingerprint(self.model)
+        return len(now) == len(self.state) and all(a is b for a, b in zip(now, self.state))
+
+    def __call__(self, *args, **kwargs):
+        if len(args) == 1 and not kwargs:
+            X = args[0]
+        elif not args and set(kwargs) == {"X"}:
+            X = kwargs["X"]
+        else:
+            raise Unsupported("arguments other than X")
+        if self.kind in FORESTS and self.model.n_jobs != 1 and _forest_jobs(self.model) != 1:
+            raise Unsupported("a forest with n_jobs other than 1 (its threads sum the trees in the order they finish)")
+        return self.finish(self.raw(self._matrix(X)))
+
+    def _matrix(self, X) -> np.ndarray:
+        """The array scikit-learn's checks would convert (the kernel converts each value as they do)."""
+        if isinstance(X, Deferred) and X.stands_for is pd.DataFrame:
+            X = X.materialize()  # (the call as written builds it too)
+        if type(X) is pd.DataFrame:
+            matrix = self._frame_array(X)
+        elif type(X) is np.ndarray:
+            if self.names is not None:
+                raise Unsupported("an array given to a model fitted on named features (scikit-learn warns)")
+            matrix = X
+        else:
+            raise Unsupported(f"input of type {type(X).__name__}")
+        if matrix.ndim != 2 or matrix.shape[0] == 0 or matrix.shape[1] != len(self.reading.source):
+            raise Unsupported("no rows, or not the model's number of features (scikit-learn raises)")
+        if matrix.dtype not in _NUMBERS:
+            raise Unsupported(f"{matrix.dtype} values (converted by scikit-learn, not here)")
+        return matrix
+
+    def _frame_array(self, frame: pd.DataFrame) -> np.ndarray:
+        columns = frame.columns
+        if columns is not self._named:
+            if self.names is None:
+                raise Unsupported("a DataFrame given to a model fitted without feature names (scikit-learn warns)")
+            labels = columns.tolist()
+            if labels != self.names or not all(type(label) is str for label in labels):
+                raise Unsupported("columns that are not the feature names seen in fit, in order")
+            self._named = columns
+        return frame_values(frame)
+
+    def raw(self, X: np.ndarray) -> np.ndarray:
+        """The sums of the trees' values for the rows of ``X`` (n_rows, outputs), C-ordered."""
+        n = len(X)
+        out = np.empty((n, self.outputs))
+        model = self._arguments
+        if n < 2 * self.minimum_rows or self.workers.count == 1:
+            refused = predict_rows(X, 0, n, *model, out)
+        else:
+            parts = self.workers.split(n, self.minimum_rows)
+            refused = max(self.workers.map(lambda rows: predict_rows(X, rows.start, rows.stop, *model, out), parts))
+        if refused >= 0:
+            raise Unsupported("a value scikit-learn refuses (infinity, NaN or an unknown kind of category)")
+        return out
+
+    def finish(self, raw: np.ndarray):
+        """The method's answer from the sums, as the model's own method computes it."""
+        model, method = self.model, self.method
+        if self.kind in HISTOGRAM:
+            return _histogram_answer(model, method, np.asfortranarray(raw))  # (_raw_predict's layout)
+        if self.kind in (GradientBoostingClassifier, GradientBoostingRegressor):
+            return _boosting_answer(model, method, raw)
+        if method == "predict_proba":
+            return raw
+        if self.kind in (DecisionTreeRegressor, RandomForestRegressor, ExtraTreesRegressor):
+            return raw[:, 0]
+        return model.classes_.take(np.argmax(raw, axis=1), axis=0)
+
+
+_NUMBERS = {np.dtype(t) for t in (np.float64, np.float32, np.int64, np.int32, np.int16, np.int8, np.uint8, np.uint16, np.uint32)}
+
+
+def _fitted(model) -> bool:
+    names = ("_predictors",) if isinstance(model, HISTOGRAM) else ("estimators_",) if isinstance(
+        model, FORESTS + (GradientBoostingClassifier, GradientBoostingRegressor)) else ("tree_",)
+    return all(hasattr(model, name) for name in names) and hasattr(model, "n_features_in_")
+
+
+def _fingerprint(model) -> tuple:
+    """The model's attributes (fitted state and parameters), held and compared by identity."""
+    return tuple(vars(model).values())
+
+
+def _forest_jobs(model) -> int:
+    """The jobs a forest's predict runs (as ``_partition_estimators``: a joblib context may set them)."""
+    return min(effective_n_jobs(model.n_jobs), len(model.estimators_))
+
+
+def _plain_reading(width: int, float32: bool, allow_nan: bool) -> Reading:
+    return Reading(float32, bool(allow_nan), np.arange(width, dtype=np.int64), np.full((width, 2), -1, np.int64),
+                   np.zeros(0))
+
+
+def _encoded_reading(preprocessor, width: int) -> Reading:
+    """The reading of HistGradientBoosting's ``_preprocessor``: an ``OrdinalEncoder`` of the categorical
+    columns (put first), then the numerical ones; Unsupported unless it is that, with numeric categories."""
+    steps = [(name, columns) for name, _, columns in preprocessor.transformers_ if name != "remainder"]
+    encoder = preprocessor.named_transformers_.get("encoder")
+    if [name for name, _ in steps] != ["encoder", "numerical"] or type(encoder) is not OrdinalEncoder:
+        raise Unsupported("a categorical preprocessor other than scikit-learn's")
+    if not (encoder.handle_unknown == "use_encoded_value" and np.isnan(encoder.unknown_value)
+            and np.isnan(encoder.encoded_missing_value) and getattr(encoder, "infrequent_categories_", None) is None):
+        raise Unsupported("a categorical encoder with other options")
+    masks = [np.asarray(columns) for _, columns in steps]
+    if not all(m.dtype == bool and m.shape == (width,) for m in masks):
+        raise Unsupported("categorical columns not given as a mask")
+    source = np.concatenate([np.flatnonzero(m) for m in masks]).astype(np.int64)
+    encoding = np.full((width, 2), -1, np.int64)
+    known, start = [], 0
+    for j, categories in enumerate(encoder.categories_):
+        if categories.dtype.kind not in "iuf":
+            raise Unsupported("categories that are not numbers (pandas categorical or string columns)")
+        values = categories.astype(np.float64)
+        values = values[:-1] if len(values) and np.isnan(values[-1]) else values
+        if not (np.all(np.abs(values) < 2.0 ** 53) and np.all(values[1:] > values[:-1])):
+            raise Unsupported("categories that are not exact as float64, or not sorted")
+        encoding[j] = start, start + len(values)
+        known.append(values)
+        start += len(values)
+    return Reading(False, True, source, encoding, np.concatenate(known) if known else np.zeros(0))
+
+
+def _boosting_start(model, width: int, outputs: int) -> np.ndarray:
+    """A GradientBoosting model's raw prediction before its trees (one row; the same for every row)."""
+    init = model.init_
+    if isinstance(init, str) and init == "zero":
+        return np.zeros(outputs)
+    constant = {DummyClassifier: ("prior", "most_frequent", "constant"),
+                DummyRegressor: ("mean", "median", "quantile", "constant")}
+    if init.__class__ not in constant or init.strategy not in constant[type(init)]:
+        raise Unsupported("an init estimator whose predictions depend on the rows")
+    start = _gb._init_raw_predictions(np.zeros((2, width), np.float32), init, model._loss, isinstance(
+        model, GradientBoostingClassifier))
+    if start.shape != (2, outputs) or start.dtype != np.float64 or not np.array_equal(start[0], start[1], equal_nan=True):
+        raise Unsupported("an init estimator's raw predictions that are not one float64 row")
+    return np.ascontiguousarray(start[0])
+
+
+def _boosting_answer(model, method: str, raw: np.ndarray):
+    """``GradientBoosting*`` given ``_raw_predict``'s array."""
+    if isinstance(model, GradientBoostingRegressor):
+        return raw.ravel()
+    decision = raw.ravel() if raw.shape[1] == 1 else raw
+    if method == "decision_function":
+        return decision
+    if method == "predict_proba":
+        return model._loss.predict_proba(decision)
+    encoded = (decision >= 0).astype(int) if decision.ndim == 1 else np.argmax(decision, axis=1)
+    return model.classes_[encoded]
+
+
+def _histogram_answer(model, method: str, raw: np.ndarray):
+    """``HistGradientBoosting*`` given ``_raw_predict``'s (Fortran-ordered) array."""
+    if isinstance(model, HistGradientBoostingRegressor):
+        return model._loss.link.inverse(raw.ravel())
+    if method == "decision_function":
+        return raw.ravel() if raw.shape[1] == 1 else raw
+    if method == "predict_proba":
+        return model._loss.predict_proba(raw)
+    encoded = (raw.ravel() > 0).astype(int) if raw.shape[1] == 1 else np.argmax(raw, axis=1)
+    return model.classes_[encoded]
