@@ -8,6 +8,7 @@ or two; where scikit-learn raises or warns, the kernel refuses so that the call 
 
 import warnings
 
+import joblib
 import numpy as np
 import pandas as pd
 import pytest
@@ -226,7 +227,11 @@ def test_a_forest_on_threads_runs_as_written():
     with pytest.raises(Unsupported, match="n_jobs"):
         CompiledTrees(model, "predict_proba")(NAMED)
     model.set_params(n_jobs=None)  # one job, unless a joblib context says otherwise
-    assert_same(CompiledTrees(model, "predict_proba")(NAMED), model.predict_proba(NAMED))
+    kernel = CompiledTrees(model, "predict_proba")
+    with joblib.parallel_config(n_jobs=2):
+        with pytest.raises(Unsupported, match="n_jobs"):
+            kernel(NAMED)
+    assert_same(kernel(NAMED), model.predict_proba(NAMED))
 
 
 def test_refitting_or_setting_a_parameter_rebuilds_the_kernel():
@@ -241,7 +246,7 @@ def test_refitting_or_setting_a_parameter_rebuilds_the_kernel():
 def test_unsupported_models_are_explained():
     multi = DecisionTreeRegressor().fit(NAMED, np.column_stack([NAMED["amount"], NAMED["ratio"]]))
     custom_init = GradientBoostingRegressor(init=DecisionTreeRegressor(max_depth=1), n_estimators=2).fit(NAMED, NAMED["amount"])
-    strings = HistGradientBoostingClassifier(max_iter=2).fit(
+    strings = HistGradientBoostingClassifier(max_iter=2, categorical_features="from_dtype").fit(
         NAMED.assign(count=NAMED["count"].astype(str).astype("category")), NAMED_TARGET)
     for model, why in ((multi, "several outputs"), (custom_init, "init estimator"), (strings, "categories that are not numbers")):
         kernel, reason = registry.kernel_for(model.predict)

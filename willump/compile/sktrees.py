@@ -6,13 +6,15 @@ A fitted model is read once into flat arrays (``Nodes``): every tree's nodes one
 marks a leaf, scikit-learn's own convention), ``thresholds[i]``, and ``values[i]`` (the node's
 leaf values: one per class for forests, one for boosting), with ``roots`` and the output
 ``columns`` of the trees in the order the library sums them. One numba kernel walks them for
-a block of rows, with the library's arithmetic:
+blocks of rows (every tree in turn over a block; each row sums the trees in order), batches
+split across ``workers``, with the library's arithmetic:
 
 - trees and forests compare ``X`` converted to float32 (``check_array(X, dtype=float32)``)
   against float64 thresholds, NaN following ``missing_go_to_left`` where the tree supports
   missing values; a forest sums its trees' leaf proportions in estimator order from 0.0 and
-  divides by the number of trees (``_accumulate_prediction`` with one job; a forest with
-  other ``n_jobs`` sums on threads in the order they finish, so it runs as written);
+  divides by the number of trees (``_accumulate_prediction`` with one job; a forest whose
+  ``n_jobs`` (or joblib context) gives more jobs sums on threads in the order they finish, so
+  it runs as written);
 - gradient boosting starts from its ``init_`` estimator's raw prediction (computed by
   scikit-learn's own ``_init_raw_predictions``; a constant, so only dummy estimators and
   ``"zero"`` are compiled) and adds ``learning_rate * value`` stage by stage (``predict_stages``);
@@ -29,8 +31,10 @@ refuses (infinity, NaN where not supported, a category the encoder rejects) make
 refuse the call, which then runs as written and raises scikit-learn's error.
 """
 
+from operator import is_
 from typing import NamedTuple
 
+import joblib.parallel
 import numpy as np
 import pandas as pd
 from joblib import effective_n_jobs
@@ -65,7 +69,8 @@ METHODS = {
 }
 LEAF = -1
 FEATURE, LEFT, RIGHT, MISSING_LEFT, BITSET = range(5)  # the columns of Nodes.nodes
-NODE_WORK_PER_TASK = 200_000  # rows x trees below which a part is not worth a thread
+ROWS_PER_BLOCK = 64  # rows every tree walks in turn
+NODE_WORK_PER_TASK = 50_000  # rows x trees below which a part is not worth a thread
 
 
 class Nodes(NamedTuple):
@@ -96,48 +101,61 @@ class Reading(NamedTuple):
 def predict_rows(X, start, stop, float32, allow_nan, source, encoding, categories, nodes, thresholds, values,
                  roots, columns, raw_bitsets, known_bitsets, known_rows, scale, initial, divisor, out):
     """Sum the trees' leaf values for rows ``start:stop`` of ``X`` into ``out`` (see the module's
-    docstring); -1, or the first row holding a value the library refuses."""
-    width = len(source)
-    row = np.empty(width, np.float64)
+    docstring); -1, or the first row holding a value the library refuses. Rows are taken in blocks
+    that every tree walks in turn (its nodes stay in cache); each row still sums the trees in order."""
+    rows = np.empty((min(ROWS_PER_BLOCK, stop - start), len(source)), np.float64)
     n_values = values.shape[1]
-    for i in range(start, stop):
-        for j in range(width):
-            x = X[i, source[j]]
-            value = np.float64(np.float32(x)) if float32 else np.float64(x)
-            if np.isnan(value):
-                if not allow_nan:
-                    return i
-            elif encoding[j, 0] >= 0:
-                if np.isinf(value):
-                    return i  # (the OrdinalEncoder raises)
-                value = _category_code(value, categories, encoding[j, 0], encoding[j, 1])
-            elif float32 and np.isinf(value):
+    for block in range(start, stop, ROWS_PER_BLOCK):
+        end = min(block + ROWS_PER_BLOCK, stop)
+        for i in range(block, end):
+            if not _read_row(X, i, rows[i - block], float32, allow_nan, source, encoding, categories):
                 return i
-            row[j] = value
-        for k in range(out.shape[1]):
-            out[i, k] = initial[k]
-        for t in range(len(roots)):
-            node = roots[t]
-            while nodes[node, LEFT] != LEAF:
-                node = _child(nodes, thresholds, raw_bitsets, known_bitsets, known_rows, node, row)
-            column = columns[t]
-            if divisor < 0.0:  # one tree: its values as they are
-                for k in range(n_values):
-                    out[i, column + k] = values[node, k]
-            else:
-                for k in range(n_values):
-                    out[i, column + k] += scale * values[node, k]
-        if divisor > 0.0:
             for k in range(out.shape[1]):
-                out[i, k] /= divisor
+                out[i, k] = initial[k]
+        for t in range(len(roots)):
+            column = columns[t]
+            for i in range(block, end):
+                node = roots[t]
+                while nodes[node, LEFT] != LEAF:
+                    node = _child(nodes, thresholds, raw_bitsets, known_bitsets, known_rows, node, rows, i - block)
+                if divisor < 0.0:  # one tree: its values as they are
+                    for k in range(n_values):
+                        out[i, column + k] = values[node, k]
+                else:
+                    for k in range(n_values):
+                        out[i, column + k] += scale * values[node, k]
+        if divisor > 0.0:
+            for i in range(block, end):
+                for k in range(out.shape[1]):
+                    out[i, k] /= divisor
     return -1
 
 
 @njit(inline="always")
-def _child(nodes, thresholds, raw_bitsets, known_bitsets, known_rows, node, row):
-    """The child of ``node`` that ``row`` goes to (``_apply_dense``, ``_predict_one_from_raw_data``)."""
+def _read_row(X, i, row, float32, allow_nan, source, encoding, categories):
+    """Row ``i`` of ``X`` as the library's checked array holds it (categories encoded); False
+    for a value it refuses."""
+    for j in range(len(source)):
+        x = X[i, source[j]]
+        value = np.float64(np.float32(x)) if float32 else np.float64(x)
+        if np.isnan(value):
+            if not allow_nan:
+                return False
+        elif encoding[j, 0] >= 0:
+            if np.isinf(value):
+                return False  # (the OrdinalEncoder raises)
+            value = _category_code(value, categories, encoding[j, 0], encoding[j, 1])
+        elif float32 and np.isinf(value):
+            return False
+        row[j] = value
+    return True
+
+
+@njit(inline="always")
+def _child(nodes, thresholds, raw_bitsets, known_bitsets, known_rows, node, rows, r):
+    """The child of ``node`` that ``rows[r]`` goes to (``_apply_dense``, ``_predict_one_from_raw_data``)."""
     feature = nodes[node, FEATURE]
-    value = row[feature]
+    value = rows[r, feature]
     missing = nodes[node, LEFT] if nodes[node, MISSING_LEFT] else nodes[node, RIGHT]
     if np.isnan(value):
         return missing
@@ -253,6 +271,8 @@ class CompiledTrees:
             self.scale, self.initial, self.divisor,
         )
         self.minimum_rows = max(1, NODE_WORK_PER_TASK // len(self.trees.roots))
+        if len(self.trees.nodes) >= 2 ** 31:
+            raise Unsupported("more nodes than 32-bit indices hold")
 
     def _read_forest(self, model, width: int) -> None:
         single = not isinstance(model, FORESTS)
@@ -285,8 +305,8 @@ class CompiledTrees:
 
     def still_valid(self) -> bool:
         """False once the model is refitted or a parameter is set."""
-        now = _fingerprint(self.model)
-        return len(now) == len(self.state) and all(a is b for a, b in zip(now, self.state))
+        now = vars(self.model)
+        return len(now) == len(self.state) and all(map(is_, now.values(), self.state))
 
     def __call__(self, *args, **kwargs):
         if len(args) == 1 and not kwargs:
@@ -365,14 +385,22 @@ def _fitted(model) -> bool:
     return all(hasattr(model, name) for name in names) and hasattr(model, "n_features_in_")
 
 
-def _fingerprint(model) -> tuple:
+def _fingerprint(model) -> tuple:  # (still_valid compares vars(model) with it)
     """The model's attributes (fitted state and parameters), held and compared by identity."""
     return tuple(vars(model).values())
 
 
 def _forest_jobs(model) -> int:
-    """The jobs a forest's predict runs (as ``_partition_estimators``: a joblib context may set them)."""
+    """The jobs a forest's predict runs (as ``_partition_estimators``: a joblib context may set them).
+    ``n_jobs=None`` outside any joblib context is one job, known without joblib's look-ups."""
+    if model.n_jobs is None and _JOBLIB_DEFAULT is not None and getattr(
+            _JOBLIB_CONTEXTS, "config", _JOBLIB_DEFAULT) is _JOBLIB_DEFAULT:
+        return 1
     return min(effective_n_jobs(model.n_jobs), len(model.estimators_))
+
+
+_JOBLIB_CONTEXTS = getattr(joblib.parallel, "_backend", None)  # .config: the thread's parallel_config in force
+_JOBLIB_DEFAULT = getattr(joblib.parallel, "default_parallel_config", None) if _JOBLIB_CONTEXTS is not None else None
 
 
 def _plain_reading(width: int, float32: bool, allow_nan: bool) -> Reading:
