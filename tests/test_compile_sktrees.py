@@ -122,7 +122,7 @@ def inputs(draw, model, X):
     ]))
     ordinary = st.sampled_from(pool.tolist())
     values = st.one_of(*[ordinary] * 8, st.sampled_from(SPECIAL)) if draw(st.booleans()) else ordinary  # (specials: rare)
-    rows = draw(st.integers(1, 12))
+    rows = draw(st.integers(1, 40))  # (more than a kernel's lanes, sometimes)
     return np.array(draw(st.lists(values, min_size=rows * X.shape[1], max_size=rows * X.shape[1]))).reshape(rows, -1)
 
 
@@ -197,6 +197,28 @@ def test_other_input_dtypes_convert_as_scikit_learn_converts(data):
                       dtype=dtype).reshape(rows, -1)
     check_answers(model, matrix, (SERIAL,))
     check_answers(model, np.asfortranarray(matrix), (SERIAL,))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: DecisionTreeClassifier(random_state=0), lambda: RandomForestClassifier(n_estimators=10, random_state=0),
+    lambda: ExtraTreesRegressor(n_estimators=10, random_state=0), lambda: GradientBoostingClassifier(n_estimators=10),
+    lambda: HistGradientBoostingClassifier(max_iter=10), lambda: HistGradientBoostingRegressor(max_iter=10, categorical_features=[1]),
+])
+def test_large_batches_span_blocks_lanes_and_workers(make):
+    rng = np.random.default_rng(5)
+    X = np.round(rng.normal(size=(600, 5)), 1)
+    y = X[:, 0] + X[:, 1] ** 2 > 0.5
+    X[:, 1] = np.abs(np.round(X[:, 1] * 3))  # (a few categories)
+    model = make().fit(X, y if hasattr(make(), "predict_proba") else X[:, 0] - X[:, 2])
+    batch = np.round(rng.normal(size=(3000, 5)), 1)
+    batch[:, 1] = np.abs(np.round(batch[:, 1] * 3))
+    missing = np.where(rng.random(batch.shape) < 0.05, np.nan, batch)
+    if library_answer(model, "predict", missing) is not None:  # NaN where the model takes it
+        batch = missing
+    for method in METHODS[type(model)]:
+        expected = getattr(model, method)(batch)
+        for workers in (SERIAL, TWO):
+            assert_same(CompiledTrees(model, method, workers)(batch), expected, method)
 
 
 NAMED = pd.DataFrame({

@@ -2,10 +2,11 @@
 and histogram gradient boosting; ``predict``, ``predict_proba``, ``decision_function``.
 
 A fitted model is read once into flat arrays (``Nodes``): every tree's nodes one after the other,
-``nodes[i] = (feature, left, right, missing_left, bitset)`` (absolute indices; ``left == -1``
-marks a leaf, scikit-learn's own convention), ``thresholds[i]``, and ``values[i]`` (the node's
-leaf values: one per class for forests, one for boosting), with ``roots`` and the output
-``columns`` of the trees in the order the library sums them. One numba kernel walks them for
+a node's fields side by side in arrays indexed by node (``feature``, ``left``, ``right``:
+absolute indices, ``left == -1`` marks a leaf as in scikit-learn; ``missing_left``, ``bitset``
+(a categorical split's bitset row), ``threshold``; ``values[i]``: the leaf's values, one per
+class for forests, one for boosting), with ``roots`` and the output ``columns`` of the trees in
+the order the library sums them. One numba kernel walks them for
 blocks of rows (every tree in turn over a block; each row sums the trees in order), batches
 split across ``workers``, with the library's arithmetic:
 
@@ -68,18 +69,25 @@ METHODS = {
     HistGradientBoostingRegressor: ("predict",),
 }
 LEAF = -1
-FEATURE, LEFT, RIGHT, MISSING_LEFT, BITSET = range(5)  # the columns of Nodes.nodes
-ROWS_PER_BLOCK = 64  # rows every tree walks in turn
+ROWS_PER_BLOCK = 256  # rows every tree walks in turn
+BLOCK_BYTES = 1 << 16  # (fewer rows per block when they are wide)
+LANES = 16  # rows walking a tree in step
 NODE_WORK_PER_TASK = 50_000  # rows x trees below which a part is not worth a thread
 
 
 class Nodes(NamedTuple):
-    """A model's trees as flat arrays, in the order their leaf values are summed."""
+    """A model's trees as flat arrays, in the order their leaf values are summed: a node's fields
+    side by side in arrays indexed by node (absolute indices; a leaf has ``left == -1``)."""
 
-    nodes: np.ndarray  # int32 (n_nodes, 5): feature, left, right (absolute; left -1: a leaf), missing_left, bitset row (-1)
-    thresholds: np.ndarray  # float64 (n_nodes,)
+    feature: np.ndarray  # int32
+    left: np.ndarray  # int32, -1 for a leaf
+    right: np.ndarray  # int32
+    missing_left: np.ndarray  # uint8: NaN (and unknown categories) go left
+    bitset: np.ndarray  # int32: a categorical split's row in raw_bitsets, -1 for a threshold
+    threshold: np.ndarray  # float64: values <= threshold go left
     values: np.ndarray  # float64 (n_nodes, width): what a leaf adds to out[row, column:column + width]
     roots: np.ndarray  # int64 (n_trees,)
+    depths: np.ndarray  # int64 (n_trees,): the steps from a tree's root to its deepest leaf
     columns: np.ndarray  # int64 (n_trees,): the output column of each tree's first value
     raw_bitsets: np.ndarray  # uint32 (n, 8): categories going left, for categorical nodes (their bitset row)
     known_bitsets: np.ndarray  # uint32 (n, 8): known categories per categorical feature
@@ -87,104 +95,112 @@ class Nodes(NamedTuple):
 
 
 class Reading(NamedTuple):
-    """How the kernel reads an input row (``source[j]``: the input column of the trees' feature ``j``;
-    ``encoding[j]``: its categories' (start, stop) in ``categories``, (-1, -1) for a number)."""
+    """How the kernel reads an input row: ``float32``: values compared as float32, as
+    ``check_array(dtype=float32)`` makes them (NaN refused unless ``allow_nan``; infinity refused);
+    otherwise as float64, anything allowed. ``encoded``: the input columns holding categories, each
+    looked up among ``categories[bounds[e, 0]:bounds[e, 1]]``."""
 
-    float32: bool  # values compared as float32, as check_array(dtype=float32) makes them
+    float32: bool
     allow_nan: bool
-    source: np.ndarray
-    encoding: np.ndarray
+    encoded: np.ndarray
+    bounds: np.ndarray
     categories: np.ndarray
 
 
 @njit
-def predict_rows(X, start, stop, float32, allow_nan, source, encoding, categories, nodes, thresholds, values,
-                 roots, columns, raw_bitsets, known_bitsets, known_rows, scale, initial, divisor, out):
+def predict_rows(X, start, stop, float32, allow_nan, encoded, bounds, categories, feature, left, right, missing_left,
+                 bitset, threshold, values, roots, depths, columns, raw_bitsets, known_bitsets, known_rows, scale,
+                 initial, divisor, out):
     """Sum the trees' leaf values for rows ``start:stop`` of ``X`` into ``out`` (see the module's
-    docstring); -1, or the first row holding a value the library refuses. Rows are taken in blocks
-    that every tree walks in turn (its nodes stay in cache); each row still sums the trees in order."""
-    rows = np.empty((min(ROWS_PER_BLOCK, stop - start), len(source)), np.float64)
+    docstring); -1, or the first row holding a value the library refuses.
+
+    Rows are taken in blocks that every tree walks in turn (its nodes stay in cache), ``LANES``
+    rows at a time in step, without branches, for the tree's depth (rows at a leaf stay there):
+    their paths overlap in the processor instead of each mispredicted turn stalling it. Categorical
+    splits (and any row not at a leaf by then) are walked row by row. Each row sums the trees in
+    order. (All in one function: arrays passed to helpers cost reference counting per node.)"""
+    width = X.shape[1]
+    per_block = max(LANES, min(ROWS_PER_BLOCK, BLOCK_BYTES // (8 * max(width, 1))))
+    rows = np.empty((min(per_block, stop - start), width), np.float64)
+    at = np.empty(LANES, np.int64)  # the lanes' nodes
     n_values = values.shape[1]
-    for block in range(start, stop, ROWS_PER_BLOCK):
-        end = min(block + ROWS_PER_BLOCK, stop)
-        for i in range(block, end):
-            if not _read_row(X, i, rows[i - block], float32, allow_nan, source, encoding, categories):
-                return i
+    categorical = (bitset >= 0).any()
+    for block in range(start, stop, per_block):
+        end = min(block + per_block, stop)
+        for i in range(block, end):  # the rows as the library's checked array holds them
+            r = i - block
+            if float32:
+                for j in range(width):
+                    rows[r, j] = np.float64(np.float32(X[i, j]))
+                for j in range(width):
+                    value = rows[r, j]
+                    if value - value != 0.0 and (np.isinf(value) or not allow_nan):  # (NaN or infinity)
+                        return i
+            else:
+                for j in range(width):
+                    rows[r, j] = np.float64(X[i, j])
+            for e in range(len(encoded)):  # a category: its position among the sorted known ones, or NaN
+                value = rows[r, encoded[e]]
+                if np.isinf(value):
+                    return i  # (the OrdinalEncoder raises)
+                low, high = bounds[e, 0], bounds[e, 1]
+                while low < high:
+                    middle = (low + high) // 2
+                    if categories[middle] < value:
+                        low = middle + 1
+                    else:
+                        high = middle
+                found = low < bounds[e, 1] and categories[low] == value
+                rows[r, encoded[e]] = np.float64(low - bounds[e, 0]) if found else np.nan
             for k in range(out.shape[1]):
                 out[i, k] = initial[k]
         for t in range(len(roots)):
             column = columns[t]
-            for i in range(block, end):
-                node = roots[t]
-                while nodes[node, LEFT] != LEAF:
-                    node = _child(nodes, thresholds, raw_bitsets, known_bitsets, known_rows, node, rows, i - block)
-                if divisor < 0.0:  # one tree: its values as they are
-                    for k in range(n_values):
-                        out[i, column + k] = values[node, k]
-                else:
-                    for k in range(n_values):
-                        out[i, column + k] += scale * values[node, k]
+            for first in range(block, end, LANES):
+                lanes = min(LANES, end - first)
+                for lane in range(lanes):
+                    at[lane] = roots[t]
+                for _ in range(0 if categorical else depths[t]):
+                    for lane in range(lanes):
+                        node = at[lane]
+                        value = rows[first - block + lane, feature[node]]
+                        to_left = (value <= threshold[node]) | (np.isnan(value) & (missing_left[node] != 0))
+                        on_left, on_right = left[node], right[node]
+                        child = on_left if to_left else on_right
+                        at[lane] = node if on_left == LEAF else child
+                for lane in range(lanes):
+                    i, node = first + lane, at[lane]
+                    while left[node] != LEAF:  # _apply_dense, _predict_one_from_raw_data
+                        value = rows[i - block, feature[node]]
+                        if bitset[node] < 0:  # (NaN compares False: checked only then)
+                            if value <= threshold[node]:
+                                node = left[node]
+                            elif np.isnan(value) and missing_left[node]:
+                                node = left[node]
+                            else:
+                                node = right[node]
+                            continue
+                        if value >= 0:  # (NaN is not)
+                            code = np.int64(value)  # (a code below 256: the encoder's)
+                            if (raw_bitsets[bitset[node], code >> 5] >> (code & 31)) & 1:
+                                node = left[node]
+                                continue
+                            if (known_bitsets[known_rows[feature[node]], code >> 5] >> (code & 31)) & 1:
+                                node = right[node]
+                                continue
+                        # NaN, or a negative or unknown category: where missing values go
+                        node = left[node] if missing_left[node] else right[node]
+                    if divisor < 0.0:  # one tree: its values as they are
+                        for k in range(n_values):
+                            out[i, column + k] = values[node, k]
+                    else:
+                        for k in range(n_values):
+                            out[i, column + k] += scale * values[node, k]
         if divisor > 0.0:
             for i in range(block, end):
                 for k in range(out.shape[1]):
                     out[i, k] /= divisor
     return -1
-
-
-@njit(inline="always")
-def _read_row(X, i, row, float32, allow_nan, source, encoding, categories):
-    """Row ``i`` of ``X`` as the library's checked array holds it (categories encoded); False
-    for a value it refuses."""
-    for j in range(len(source)):
-        x = X[i, source[j]]
-        value = np.float64(np.float32(x)) if float32 else np.float64(x)
-        if np.isnan(value):
-            if not allow_nan:
-                return False
-        elif encoding[j, 0] >= 0:
-            if np.isinf(value):
-                return False  # (the OrdinalEncoder raises)
-            value = _category_code(value, categories, encoding[j, 0], encoding[j, 1])
-        elif float32 and np.isinf(value):
-            return False
-        row[j] = value
-    return True
-
-
-@njit(inline="always")
-def _child(nodes, thresholds, raw_bitsets, known_bitsets, known_rows, node, rows, r):
-    """The child of ``node`` that ``rows[r]`` goes to (``_apply_dense``, ``_predict_one_from_raw_data``)."""
-    feature = nodes[node, FEATURE]
-    value = rows[r, feature]
-    missing = nodes[node, LEFT] if nodes[node, MISSING_LEFT] else nodes[node, RIGHT]
-    if np.isnan(value):
-        return missing
-    bitset = nodes[node, BITSET]
-    if bitset >= 0:
-        if value < 0:
-            return missing
-        code = np.int64(value)  # (a code below 256: the encoder's)
-        if (raw_bitsets[bitset, code >> 5] >> (code & 31)) & 1:
-            return nodes[node, LEFT]
-        if (known_bitsets[known_rows[feature], code >> 5] >> (code & 31)) & 1:
-            return nodes[node, RIGHT]
-        return missing
-    return nodes[node, LEFT] if value <= thresholds[node] else nodes[node, RIGHT]
-
-
-@njit(inline="always")
-def _category_code(value, categories, start, stop):
-    """The position of ``value`` among the sorted ``categories[start:stop]``, or NaN (unknown)."""
-    low, high = start, stop
-    while low < high:
-        middle = (low + high) // 2
-        if categories[middle] < value:
-            low = middle + 1
-        else:
-            high = middle
-    if low < stop and categories[low] == value:
-        return np.float64(low - start)
-    return np.nan
 
 
 def _no_bitsets() -> np.ndarray:
@@ -193,52 +209,61 @@ def _no_bitsets() -> np.ndarray:
 
 def tree_nodes(trees: list, columns: list) -> Nodes:
     """The flat arrays of scikit-learn ``Tree`` objects (``tree_``), in order."""
-    sizes = [tree.node_count for tree in trees]
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    nodes = np.empty((sum(sizes), 5), np.int32)
-    for tree, offset, size in zip(trees, offsets, sizes):
-        block = nodes[offset:offset + size]
-        leaf = tree.children_left == LEAF
-        block[:, FEATURE] = np.where(leaf, 0, tree.feature)
-        block[:, LEFT] = np.where(leaf, LEAF, tree.children_left + offset)
-        block[:, RIGHT] = np.where(leaf, LEAF, tree.children_right + offset)
-        missing = getattr(tree, "missing_go_to_left", None)  # (scikit-learn >= 1.3)
-        block[:, MISSING_LEFT] = 0 if missing is None else missing
-        block[:, BITSET] = -1
-    values = np.concatenate([tree.value.reshape(tree.node_count, -1) for tree in trees])
-    thresholds = np.concatenate([tree.threshold for tree in trees]).astype(np.float64)
-    return Nodes(nodes, thresholds, np.ascontiguousarray(values, np.float64), offsets,
-                 np.asarray(columns, np.int64), _no_bitsets(), _no_bitsets(), np.zeros(0, np.int64))
+    offsets = _offsets([tree.node_count for tree in trees])
+    lefts = [tree.children_left for tree in trees]
+    leaves = [left == LEAF for left in lefts]
+    return Nodes(
+        _joined([np.where(leaf, 0, tree.feature) for tree, leaf in zip(trees, leaves)], np.int32),
+        _joined([np.where(leaf, LEAF, left + offset) for left, leaf, offset in zip(lefts, leaves, offsets)], np.int32),
+        _joined([np.where(leaf, LEAF, tree.children_right + offset) for tree, leaf, offset in zip(trees, leaves, offsets)],
+                np.int32),
+        _joined([_missing_left(tree) for tree in trees], np.uint8),
+        np.full(int(np.sum([tree.node_count for tree in trees])), -1, np.int32),
+        _joined([tree.threshold for tree in trees], np.float64),
+        np.ascontiguousarray(np.concatenate([tree.value.reshape(tree.node_count, -1) for tree in trees]), np.float64),
+        offsets, np.array([tree.max_depth for tree in trees], np.int64), np.asarray(columns, np.int64),
+        _no_bitsets(), _no_bitsets(), np.zeros(0, np.int64),
+    )
+
+
+def _missing_left(tree) -> np.ndarray:
+    missing = getattr(tree, "missing_go_to_left", None)  # (scikit-learn >= 1.3)
+    return np.zeros(tree.node_count, np.uint8) if missing is None else missing
 
 
 def histogram_nodes(model) -> Nodes:
     """The flat arrays of a fitted HistGradientBoosting model's predictors, iteration by iteration."""
     predictors = [(k, p) for iteration in model._predictors for k, p in enumerate(iteration)]
-    sizes = [len(p.nodes) for _, p in predictors]
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    bitset_sizes = [len(p.raw_left_cat_bitsets) for _, p in predictors]
-    bitset_offsets = np.concatenate([[0], np.cumsum(bitset_sizes)[:-1]]).astype(np.int64)
-    nodes = np.empty((sum(sizes), 5), np.int32)
-    for (_, predictor), offset, bitset_offset in zip(predictors, offsets, bitset_offsets):
-        record = predictor.nodes
-        block = nodes[offset:offset + len(record)]
-        leaf = record["is_leaf"].astype(bool)
-        block[:, FEATURE] = np.where(leaf, 0, record["feature_idx"])
-        block[:, LEFT] = np.where(leaf, LEAF, record["left"].astype(np.int64) + offset)
-        block[:, RIGHT] = np.where(leaf, LEAF, record["right"].astype(np.int64) + offset)
-        block[:, MISSING_LEFT] = record["missing_go_to_left"]
-        categorical = record["is_categorical"].astype(bool) & ~leaf
-        block[:, BITSET] = np.where(categorical, record["bitset_idx"].astype(np.int64) + bitset_offset, -1)
     records = [p.nodes for _, p in predictors]
+    offsets = _offsets([len(r) for r in records])
+    bitset_offsets = _offsets([len(p.raw_left_cat_bitsets) for _, p in predictors])
+    leaves = [r["is_leaf"].astype(bool) for r in records]
     raw = [p.raw_left_cat_bitsets for _, p in predictors if len(p.raw_left_cat_bitsets)]
     known, known_rows = model._bin_mapper.make_known_categories_bitsets()
     return Nodes(
-        nodes, np.concatenate([r["num_threshold"] for r in records]).astype(np.float64),
-        np.concatenate([r["value"] for r in records]).astype(np.float64).reshape(-1, 1), offsets,
-        np.array([k for k, _ in predictors], np.int64),
+        _joined([np.where(leaf, 0, r["feature_idx"]) for r, leaf in zip(records, leaves)], np.int32),
+        _joined([np.where(leaf, LEAF, r["left"].astype(np.int64) + o) for r, leaf, o in zip(records, leaves, offsets)],
+                np.int32),
+        _joined([np.where(leaf, LEAF, r["right"].astype(np.int64) + o) for r, leaf, o in zip(records, leaves, offsets)],
+                np.int32),
+        _joined([r["missing_go_to_left"] for r in records], np.uint8),
+        _joined([np.where(r["is_categorical"].astype(bool) & ~leaf, r["bitset_idx"].astype(np.int64) + o, -1)
+                 for r, leaf, o in zip(records, leaves, bitset_offsets)], np.int32),
+        _joined([r["num_threshold"] for r in records], np.float64),
+        _joined([r["value"] for r in records], np.float64).reshape(-1, 1), offsets,
+        np.array([r["depth"].max() for r in records], np.int64), np.array([k for k, _ in predictors], np.int64),
         np.ascontiguousarray(np.concatenate(raw) if raw else _no_bitsets(), np.uint32),
         np.ascontiguousarray(known, np.uint32).reshape(-1, 8), np.asarray(known_rows, np.int64),
     )
+
+
+def _offsets(sizes: list) -> np.ndarray:
+    """Where each of blocks of these sizes starts, one after the other."""
+    return np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+
+
+def _joined(parts: list, dtype) -> np.ndarray:
+    return np.ascontiguousarray(np.concatenate(parts), dtype)
 
 
 class CompiledTrees:
@@ -254,7 +279,7 @@ class CompiledTrees:
             raise Unsupported("a model with several outputs")
         self.model, self.method, self.kind, self.workers = model, method, kind, workers
         self.state = _fingerprint(model)
-        width = model.n_features_in_
+        self.width = width = model.n_features_in_
         names = getattr(model, "feature_names_in_", None)
         self.names = None if names is None else names.tolist()
         self._named = None  # the last columns (an immutable Index) found to be those names
@@ -267,11 +292,11 @@ class CompiledTrees:
         self.outputs = len(self.initial)
         reading = self.reading
         self._arguments = (  # predict_rows' arguments after the rows
-            reading.float32, reading.allow_nan, reading.source, reading.encoding, reading.categories, *self.trees,
+            *self.reading, *self.trees,
             self.scale, self.initial, self.divisor,
         )
         self.minimum_rows = max(1, NODE_WORK_PER_TASK // len(self.trees.roots))
-        if len(self.trees.nodes) >= 2 ** 31:
+        if len(self.trees.left) >= 2 ** 31:
             raise Unsupported("more nodes than 32-bit indices hold")
 
     def _read_forest(self, model, width: int) -> None:
@@ -279,24 +304,32 @@ class CompiledTrees:
         estimators = [model] if single else model.estimators_
         trees = [e.tree_ for e in estimators]
         self.trees = tree_nodes(trees, [0] * len(trees))
-        self.reading = _plain_reading(width, float32=True, allow_nan=estimators[0]._support_missing_values(np.empty((1, 1))))
+        self.reading = _plain_reading(float32=True, allow_nan=estimators[0]._support_missing_values(np.empty((1, 1))))
         self.initial = np.zeros(self.trees.values.shape[1])
         self.scale, self.divisor = 1.0, -1.0 if single else float(len(estimators))
 
     def _read_boosting(self, model, width: int) -> None:
         stages = model.estimators_
         self.trees = tree_nodes([e.tree_ for e in stages.ravel()], list(range(stages.shape[1])) * stages.shape[0])
-        self.reading = _plain_reading(width, float32=True, allow_nan=False)
+        self.reading = _plain_reading(float32=True, allow_nan=False)
         self.initial = _boosting_start(model, width, stages.shape[1])
         self.scale, self.divisor = float(model.learning_rate), 0.0
 
     def _read_histogram(self, model, width: int) -> None:
         self.trees = histogram_nodes(model)
         preprocessor = model._preprocessor
-        if preprocessor is None and (self.trees.nodes[:, BITSET] >= 0).any():
+        if preprocessor is None and (self.trees.bitset >= 0).any():
             raise Unsupported("categorical splits without scikit-learn's categorical preprocessor")
-        self.reading = _plain_reading(width, float32=False, allow_nan=True) if preprocessor is None else _encoded_reading(
-            preprocessor, width)
+        if preprocessor is None:
+            self.reading = _plain_reading(float32=False, allow_nan=True)
+        else:  # the trees read the preprocessor's outputs: read the input columns they come from instead
+            self.reading, source = _encoded_reading(preprocessor, width)
+            inputs = np.empty(width, np.int64)
+            inputs[source] = np.arange(width)  # (the output of each input column)
+            known_rows = self.trees.known_rows
+            self.trees = self.trees._replace(
+                feature=np.ascontiguousarray(source[self.trees.feature], np.int32),
+                known_rows=known_rows[inputs] if len(known_rows) else known_rows)
         baseline = model._baseline_prediction
         if baseline.dtype != np.float64 or baseline.shape != (1, model.n_trees_per_iteration_):
             raise Unsupported("a baseline prediction that is not a float64 row")
@@ -331,7 +364,7 @@ class CompiledTrees:
             matrix = X
         else:
             raise Unsupported(f"input of type {type(X).__name__}")
-        if matrix.ndim != 2 or matrix.shape[0] == 0 or matrix.shape[1] != len(self.reading.source):
+        if matrix.ndim != 2 or matrix.shape[0] == 0 or matrix.shape[1] != self.width:
             raise Unsupported("no rows, or not the model's number of features (scikit-learn raises)")
         if matrix.dtype not in _NUMBERS:
             raise Unsupported(f"{matrix.dtype} values (converted by scikit-learn, not here)")
@@ -403,14 +436,14 @@ _JOBLIB_CONTEXTS = getattr(joblib.parallel, "_backend", None)  # .config: the th
 _JOBLIB_DEFAULT = getattr(joblib.parallel, "default_parallel_config", None) if _JOBLIB_CONTEXTS is not None else None
 
 
-def _plain_reading(width: int, float32: bool, allow_nan: bool) -> Reading:
-    return Reading(float32, bool(allow_nan), np.arange(width, dtype=np.int64), np.full((width, 2), -1, np.int64),
-                   np.zeros(0))
+def _plain_reading(float32: bool, allow_nan: bool) -> Reading:
+    return Reading(float32, bool(allow_nan), np.zeros(0, np.int64), np.zeros((0, 2), np.int64), np.zeros(0))
 
 
-def _encoded_reading(preprocessor, width: int) -> Reading:
+def _encoded_reading(preprocessor, width: int) -> tuple[Reading, np.ndarray]:
     """The reading of HistGradientBoosting's ``_preprocessor``: an ``OrdinalEncoder`` of the categorical
-    columns (put first), then the numerical ones; Unsupported unless it is that, with numeric categories."""
+    columns (put first), then the numerical ones, and the input column of each of its outputs;
+    Unsupported unless it is that, with numeric categories."""
     steps = [(name, columns) for name, _, columns in preprocessor.transformers_ if name != "remainder"]
     encoder = preprocessor.named_transformers_.get("encoder")
     if [name for name, _ in steps] != ["encoder", "numerical"] or type(encoder) is not OrdinalEncoder:
@@ -422,19 +455,21 @@ def _encoded_reading(preprocessor, width: int) -> Reading:
     if not all(m.dtype == bool and m.shape == (width,) for m in masks):
         raise Unsupported("categorical columns not given as a mask")
     source = np.concatenate([np.flatnonzero(m) for m in masks]).astype(np.int64)
-    encoding = np.full((width, 2), -1, np.int64)
-    known, start = [], 0
-    for j, categories in enumerate(encoder.categories_):
+    known, bounds = [], []
+    for categories in encoder.categories_:
         if categories.dtype.kind not in "iuf":
             raise Unsupported("categories that are not numbers (pandas categorical or string columns)")
         values = categories.astype(np.float64)
         values = values[:-1] if len(values) and np.isnan(values[-1]) else values
         if not (np.all(np.abs(values) < 2.0 ** 53) and np.all(values[1:] > values[:-1])):
             raise Unsupported("categories that are not exact as float64, or not sorted")
-        encoding[j] = start, start + len(values)
+        start = sum(len(k) for k in known)
+        bounds.append((start, start + len(values)))
         known.append(values)
-        start += len(values)
-    return Reading(False, True, source, encoding, np.concatenate(known) if known else np.zeros(0))
+    encoded = source[:len(known)]
+    reading = Reading(False, True, encoded, np.array(bounds, np.int64).reshape(-1, 2),
+                      np.concatenate(known) if known else np.zeros(0))
+    return reading, source
 
 
 def _boosting_start(model, width: int, outputs: int) -> np.ndarray:
