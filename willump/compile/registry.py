@@ -13,7 +13,9 @@ import pandas as pd
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, TfidfVectorizer
 
-from willump.compile import bayes, composites, encoders, linear, meta, preprocessing, sparse, tables, tfidf, trees
+from willump.compile import (
+    bayes, composites, encoders, linear, meta, preprocessing, sktrees, sparse, tables, tfidf, trees,
+)
 from willump.compile.dense import CompiledColumnStack, CompiledConcat, CompiledNumpyHstack
 from willump.compile.expressions import CompiledExpression
 from willump.compile.frames import CompiledAssign, CompiledFrameConstructor
@@ -46,6 +48,11 @@ for _kind, _methods in bayes.METHODS.items():
 for _kind, _methods in trees.METHODS.items():
     for _method in _methods:
         METHOD_KERNELS[(_kind, _method)] = lambda model, workers, method=_method: trees.CompiledBooster(
+            model, method, workers
+        )
+for _kind, _methods in sktrees.METHODS.items():
+    for _method in _methods:
+        METHOD_KERNELS[(_kind, _method)] = lambda model, workers, method=_method: sktrees.CompiledTrees(
             model, method, workers
         )
 # Kernels for methods of short-lived objects (each call's frame, accessor or Series): built once,

@@ -1,0 +1,328 @@
+"""scikit-learn's tree models compiled (``willump.compile.sktrees``).
+
+Random fitted models of every family answer random inputs (values on the trees' thresholds and
+next to them, NaN, infinities, values beyond float32, large integers, unknown categories) with
+the bits, dtype and shape of the model's own method, for batches and single rows, on one worker
+or two; where scikit-learn raises or warns, the kernel refuses so that the call runs as written.
+"""
+
+import warnings
+
+import joblib
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, note
+from hypothesis import strategies as st
+from sklearn.compose import ColumnTransformer
+from sklearn.ensemble import (
+    ExtraTreesClassifier, ExtraTreesRegressor, GradientBoostingClassifier, GradientBoostingRegressor,
+    HistGradientBoostingClassifier, HistGradientBoostingRegressor, RandomForestClassifier, RandomForestRegressor,
+)
+from sklearn.impute import SimpleImputer
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import OrdinalEncoder
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+import willump
+from test_compile_kernels import hypothesis_settings
+from willump.compile import registry
+from willump.compile.forms import Unsupported
+from willump.compile.parallel import SERIAL, Workers
+from willump.compile.sktrees import METHODS, CompiledTrees
+
+ROWS, GRID = 80, 6  # training rows; values on a grid of this many steps, so that trees split on them
+CLASSIFIERS = {
+    "tree": lambda d, seed: DecisionTreeClassifier(
+        max_depth=d(st.sampled_from([None, 1, 3])), max_features=d(st.sampled_from([None, "sqrt"])),
+        min_samples_leaf=d(st.sampled_from([1, 3])), random_state=seed),
+    "forest": lambda d, seed: RandomForestClassifier(
+        n_estimators=d(st.integers(1, 6)), max_depth=d(st.sampled_from([None, 2, 4])),
+        max_features=d(st.sampled_from(["sqrt", 1.0, 2])), bootstrap=d(st.booleans()), random_state=seed, n_jobs=1),
+    "extra": lambda d, seed: ExtraTreesClassifier(
+        n_estimators=d(st.integers(1, 6)), max_depth=d(st.sampled_from([None, 3])), random_state=seed),
+    "boosting": lambda d, seed: GradientBoostingClassifier(
+        n_estimators=d(st.integers(1, 6)), max_depth=d(st.integers(1, 3)), learning_rate=d(st.sampled_from([0.1, 0.3, 1.0])),
+        init=d(st.sampled_from([None, "zero"])), subsample=d(st.sampled_from([1.0, 0.7])), random_state=seed),
+    "histogram": lambda d, seed: HistGradientBoostingClassifier(
+        max_iter=d(st.integers(1, 6)), max_leaf_nodes=d(st.sampled_from([2, 5, 15])), min_samples_leaf=2,
+        learning_rate=d(st.sampled_from([0.1, 0.5])), early_stopping=False, random_state=seed),
+}
+REGRESSORS = {
+    "tree": lambda d, seed: DecisionTreeRegressor(
+        max_depth=d(st.sampled_from([None, 1, 3])), criterion=d(st.sampled_from(["squared_error", "absolute_error"])),
+        random_state=seed),
+    "forest": lambda d, seed: RandomForestRegressor(
+        n_estimators=d(st.integers(1, 6)), max_depth=d(st.sampled_from([None, 3])), max_features=d(st.sampled_from([1.0, 2])),
+        random_state=seed),
+    "extra": lambda d, seed: ExtraTreesRegressor(n_estimators=d(st.integers(1, 6)), max_depth=d(st.sampled_from([None, 3])),
+                                                 random_state=seed),
+    "boosting": lambda d, seed: GradientBoostingRegressor(
+        n_estimators=d(st.integers(1, 6)), max_depth=d(st.integers(1, 3)), learning_rate=d(st.sampled_from([0.1, 0.7])),
+        loss=d(st.sampled_from(["squared_error", "absolute_error", "huber", "quantile"])), init=d(st.sampled_from([None, "zero"])),
+        random_state=seed),
+    "histogram": lambda d, seed: HistGradientBoostingRegressor(
+        max_iter=d(st.integers(1, 6)), max_leaf_nodes=d(st.sampled_from([2, 5, 15])), min_samples_leaf=2,
+        loss=d(st.sampled_from(["squared_error", "poisson", "absolute_error"])), early_stopping=False, random_state=seed),
+}
+TWO = Workers(2)
+SPECIAL = [np.nan, np.inf, -np.inf, 1e39, -1e39, 3.4028235e38, 3.4028236e38, -0.0, 1e-46, 2.0 ** 24 + 1, 1e300]
+
+
+@st.composite
+def fitted_models(draw, family: str):
+    """(model, training matrix): a random model of ``family`` fitted on grid values, NaN among them
+    where the family learns from missing values."""
+    d = draw
+    seed = d(st.integers(0, 2 ** 16))
+    rng = np.random.default_rng(seed)
+    width = d(st.integers(1, 4))
+    X = rng.integers(0, GRID, (ROWS, width)) / 2
+    classification = d(st.booleans())
+    if classification:
+        classes = d(st.sampled_from([2, 3, 4]))
+        labels = np.array(d(st.sampled_from([["no", "yes", "maybe", "later"], [3, -1, 7, 0]])))[:classes]
+        y = labels[rng.integers(0, classes, ROWS)]
+        y[:classes] = labels  # every class present
+    else:
+        y = X.sum(axis=1) + rng.normal(size=ROWS)
+        y = np.abs(y) + 0.5  # (poisson needs positive targets)
+    categorical = family == "histogram" and d(st.booleans())
+    model = (CLASSIFIERS if classification else REGRESSORS)[family](d, seed)
+    if categorical:
+        model.set_params(categorical_features=[0])
+    if d(st.booleans()):
+        X[rng.random((ROWS, width)) < 0.1] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            model.fit(X, y)
+        except ValueError:  # missing values not supported by this model: learn without them
+            X = np.nan_to_num(X, nan=0.0)
+            model.fit(X, y)
+    return model, X
+
+
+def thresholds(model) -> np.ndarray:
+    """Every split threshold of the model (inputs on and next to them cross the comparisons)."""
+    if hasattr(model, "_predictors"):
+        return np.concatenate([p.nodes["num_threshold"] for it in model._predictors for p in it])
+    if hasattr(model, "tree_"):
+        return model.tree_.threshold
+    return np.concatenate([e.tree_.threshold for e in np.ravel(model.estimators_)])
+
+
+@st.composite
+def inputs(draw, model, X):
+    """A batch of rows of the model's width: training values, thresholds and their neighbours, specials."""
+    cuts = thresholds(model)
+    pool = np.unique(np.concatenate([
+        X.ravel(), cuts, np.nextafter(cuts, np.inf), np.nextafter(cuts, -np.inf),
+        np.float32(cuts).astype(np.float64), [7.0, -1.0, 2.25, 300.0],
+    ]))
+    ordinary = st.sampled_from(pool.tolist())
+    values = st.one_of(*[ordinary] * 8, st.sampled_from(SPECIAL)) if draw(st.booleans()) else ordinary  # (specials: rare)
+    rows = draw(st.integers(1, 40))  # (more than a kernel's lanes, sometimes)
+    return np.array(draw(st.lists(values, min_size=rows * X.shape[1], max_size=rows * X.shape[1]))).reshape(rows, -1)
+
+
+def assert_same(actual, expected, context=""):
+    """Same type, dtype, shape and bits (strings and labels: equal)."""
+    assert type(actual) is type(expected), f"{context}: {type(actual)} != {type(expected)}"
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape, (
+        f"{context}: {actual.dtype}{actual.shape} != {expected.dtype}{expected.shape}")
+    if expected.dtype.kind in "fc":
+        assert np.ascontiguousarray(actual).tobytes() == np.ascontiguousarray(expected).tobytes(), (
+            f"{context}\n{actual!r}\n{expected!r}")
+    else:
+        assert np.array_equal(actual, expected), f"{context}\n{actual!r}\n{expected!r}"
+
+
+def library_answer(model, method, X):
+    """The model's own answer, or None when it raises or warns."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            return getattr(model, method)(X)
+        except Exception:
+            return None
+
+
+def check_answers(model, X, workers_list=(SERIAL, TWO)):
+    """Every compiled method answers ``X`` (and its first row) as the model does, or refuses where it refuses."""
+    for method in METHODS[type(model)]:
+        for workers in workers_list:
+            kernel = CompiledTrees(model, method, workers)
+            kernel.minimum_rows = 1  # (so that two workers split even a few rows)
+            for rows in (X, X[:1]):
+                expected = library_answer(model, method, rows)
+                context = f"{type(model).__name__}.{method} workers={workers.count}\n{rows!r}"
+                if expected is None:
+                    with pytest.raises(Unsupported):
+                        kernel(rows)
+                else:
+                    assert_same(kernel(rows), expected, context)
+
+
+def family_test(family: str):
+    @hypothesis_settings(max_examples=40)
+    @given(st.data())
+    def test(data):
+        model, X = data.draw(fitted_models(family))
+        note(repr(model))
+        check_answers(model, data.draw(inputs(model, X)))
+
+    return test
+
+
+test_decision_trees = family_test("tree")
+test_random_forests = family_test("forest")
+test_extra_trees = family_test("extra")
+test_gradient_boosting = family_test("boosting")
+test_hist_gradient_boosting = family_test("histogram")
+
+
+@hypothesis_settings(max_examples=20)
+@given(st.data())
+def test_other_input_dtypes_convert_as_scikit_learn_converts(data):
+    family = data.draw(st.sampled_from(sorted(CLASSIFIERS)))
+    model, X = data.draw(fitted_models(family))
+    dtype = data.draw(st.sampled_from([np.float32, np.int64, np.int32, np.uint8]))
+    info = np.finfo(dtype) if np.dtype(dtype).kind == "f" else np.iinfo(dtype)
+    values = [0, 1, 2, 3, int(info.max), int(info.min) if np.dtype(dtype).kind != "f" else 0]
+    if dtype == np.int64:
+        values += [2 ** 24 + 1, 2 ** 53 + 1, 2 ** 62 + 3]
+    rows = data.draw(st.integers(1, 6))
+    matrix = np.array(data.draw(st.lists(st.sampled_from(values), min_size=rows * X.shape[1], max_size=rows * X.shape[1])),
+                      dtype=dtype).reshape(rows, -1)
+    check_answers(model, matrix, (SERIAL,))
+    check_answers(model, np.asfortranarray(matrix), (SERIAL,))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: DecisionTreeClassifier(random_state=0), lambda: RandomForestClassifier(n_estimators=10, random_state=0),
+    lambda: ExtraTreesRegressor(n_estimators=10, random_state=0), lambda: GradientBoostingClassifier(n_estimators=10),
+    lambda: HistGradientBoostingClassifier(max_iter=10), lambda: HistGradientBoostingRegressor(max_iter=10, categorical_features=[1]),
+])
+def test_large_batches_span_blocks_lanes_and_workers(make):
+    rng = np.random.default_rng(5)
+    X = np.round(rng.normal(size=(600, 5)), 1)
+    y = X[:, 0] + X[:, 1] ** 2 > 0.5
+    X[:, 1] = np.abs(np.round(X[:, 1] * 3))  # (a few categories)
+    model = make().fit(X, y if hasattr(make(), "predict_proba") else X[:, 0] - X[:, 2])
+    batch = np.round(rng.normal(size=(3000, 5)), 1)
+    batch[:, 1] = np.abs(np.round(batch[:, 1] * 3))
+    missing = np.where(rng.random(batch.shape) < 0.05, np.nan, batch)
+    if library_answer(model, "predict", missing) is not None:  # NaN where the model takes it
+        batch = missing
+    for method in METHODS[type(model)]:
+        expected = getattr(model, method)(batch)
+        for workers in (SERIAL, TWO):
+            assert_same(CompiledTrees(model, method, workers)(batch), expected, method)
+
+
+NAMED = pd.DataFrame({
+    "count": np.arange(40) % 7, "amount": np.linspace(-3, 5, 40), "ratio": (np.arange(40) % 5) / 4.0,
+})
+NAMED_TARGET = np.where(NAMED["amount"] + NAMED["count"] > 3, "high", "low")
+
+
+@pytest.mark.parametrize("kind", [DecisionTreeClassifier, RandomForestClassifier, ExtraTreesClassifier,
+                                  GradientBoostingClassifier, HistGradientBoostingClassifier])
+def test_dataframes_are_read_as_validate_data_reads_them(kind):
+    model = kind(random_state=0).fit(NAMED, NAMED_TARGET)
+    frame = NAMED.iloc[::3]  # int64 and float64 blocks: pandas interleaves them into one float64 array
+    for method in METHODS[kind]:
+        kernel = CompiledTrees(model, method)
+        assert_same(kernel(frame), getattr(model, method)(frame), method)
+        assert_same(kernel(frame.iloc[[2]]), getattr(model, method)(frame.iloc[[2]]), method)
+        with pytest.raises(Unsupported):  # scikit-learn raises on other names or order
+            kernel(frame[["amount", "count", "ratio"]])
+        with pytest.raises(Unsupported):  # and warns for an array given to a model fitted on names
+            kernel(frame.to_numpy())
+        with pytest.raises(Unsupported):
+            kernel(frame.astype({"count": "Int64"}))  # (an extension dtype: converted by scikit-learn)
+
+
+def test_a_forest_on_threads_runs_as_written():
+    model = RandomForestClassifier(n_estimators=4, n_jobs=2, random_state=0).fit(NAMED, NAMED_TARGET)
+    with pytest.raises(Unsupported, match="n_jobs"):
+        CompiledTrees(model, "predict_proba")(NAMED)
+    model.set_params(n_jobs=None)  # one job, unless a joblib context says otherwise
+    kernel = CompiledTrees(model, "predict_proba")
+    with joblib.parallel_config(n_jobs=2):
+        with pytest.raises(Unsupported, match="n_jobs"):
+            kernel(NAMED)
+    assert_same(kernel(NAMED), model.predict_proba(NAMED))
+
+
+def test_refitting_or_setting_a_parameter_rebuilds_the_kernel():
+    model = GradientBoostingClassifier(n_estimators=3, random_state=0).fit(NAMED, NAMED_TARGET)
+    kernel = CompiledTrees(model, "decision_function")
+    assert kernel.still_valid()
+    model.set_params(learning_rate=0.5)
+    assert not kernel.still_valid()
+    assert_same(CompiledTrees(model, "decision_function")(NAMED), model.decision_function(NAMED))
+
+
+def test_unsupported_models_are_explained():
+    multi = DecisionTreeRegressor().fit(NAMED, np.column_stack([NAMED["amount"], NAMED["ratio"]]))
+    custom_init = GradientBoostingRegressor(init=DecisionTreeRegressor(max_depth=1), n_estimators=2).fit(NAMED, NAMED["amount"])
+    strings = HistGradientBoostingClassifier(max_iter=2, categorical_features="from_dtype").fit(
+        NAMED.assign(count=NAMED["count"].astype(str).astype("category")), NAMED_TARGET)
+    for model, why in ((multi, "several outputs"), (custom_init, "init estimator"), (strings, "categories that are not numbers")):
+        kernel, reason = registry.kernel_for(model.predict)
+        assert kernel is None and why in reason, reason
+
+
+def test_hist_gradient_boosting_categories_are_encoded_as_its_preprocessor_encodes_them():
+    rng = np.random.default_rng(1)
+    X = np.column_stack([rng.integers(0, 8, 300), rng.normal(size=300), rng.integers(0, 3, 300)]).astype(float)
+    X[rng.random(300) < 0.1, 0] = np.nan
+    y = (X[:, 0] % 3 == 1) ^ (X[:, 1] > 0)
+    model = HistGradientBoostingClassifier(categorical_features=[0, 2], max_iter=10, random_state=0).fit(X, y)
+    probe = np.array([[c, v, k] for c in (np.nan, -1.0, 0.0, -0.0, 2.0, 2.5, 7.0, 8.0, 300.0, 1e20) for v in (-1.0, 0.5, np.inf)
+                      for k in (0.0, 1.0, 5.0)])
+    check_answers(model, probe)
+    with pytest.raises(Unsupported):  # the OrdinalEncoder raises on infinity
+        CompiledTrees(model, "predict")(np.array([[np.inf, 0.0, 1.0]]))
+
+
+# End to end: pipelines as users write them.
+CREDIT = pd.DataFrame({
+    "income": np.linspace(1e4, 2e5, 400), "age": (np.arange(400) * 7) % 60 + 18.0,
+    "region": np.array(["north", "south", "east", "west", "centre"])[np.arange(400) % 5],
+    "contract": np.array(["cash", "revolving"])[(np.arange(400) // 3) % 2],
+})
+CREDIT.loc[::17, "income"] = np.nan
+DEFAULTED = ((CREDIT["age"] < 30) ^ (CREDIT["region"] == "east")).to_numpy()
+PIPE = Pipeline([
+    ("columns", ColumnTransformer([
+        ("categories", OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=np.nan), ["region", "contract"]),
+        ("numbers", SimpleImputer(), ["income", "age"]),
+    ])),
+    ("model", HistGradientBoostingClassifier(categorical_features=[0, 1], max_iter=20, random_state=0)),
+]).fit(CREDIT, DEFAULTED)
+FOREST = RandomForestClassifier(n_estimators=20, min_samples_leaf=3, random_state=0).fit(
+    CREDIT[["income", "age"]].fillna(0), DEFAULTED)
+
+
+def pipeline_predict(df):
+    return PIPE.predict_proba(df)[:, 1]
+
+
+def forest_predict(df):
+    features = df[["income", "age"]].fillna(0)
+    return FOREST.predict_proba(features)[:, 1]
+
+
+@pytest.mark.parametrize("function,operator", [(pipeline_predict, "HistGradientBoostingClassifier.predict_proba"),
+                                               (forest_predict, "RandomForestClassifier.predict_proba")])
+def test_pipelines_as_users_write_them_are_compiled_and_exact(function, operator):
+    optimized = willump.optimize(function, workers=2)
+    unseen = CREDIT.assign(region=CREDIT["region"].replace("west", "islands"))
+    for rows in (CREDIT, unseen, CREDIT.iloc[[0]], unseen.iloc[[3]], CREDIT.iloc[[17]]):
+        assert_same(optimized(rows), function(rows))
+    table = optimized.explain_compilation()
+    status = table.loc[table["operator"] == operator, "status"].tolist()
+    assert status == ["compiled"], table
