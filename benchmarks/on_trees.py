@@ -1,9 +1,10 @@
 """Tree ensembles, alone and in held-out pipelines (issue 31): ``python -m benchmarks trees [--quick]
 [--out DIR] [--compare-venv PATH]``.
 
-Models alone: the LightGBM models of the music, credit and tracking workloads, on the features their
-pipelines compute for the test rows (the workload run with its model standing aside), the test rows
-repeated to ``batch_rows`` for the batch. Each is answered, in this process, by LightGBM's
+Models alone: the LightGBM models of the music, credit and tracking workloads (100 small trees each),
+on the features their pipelines compute for the test rows (the workload run with its model standing
+aside), and a large ensemble (``credit-large``: 1,000 trees of up to 63 leaves on the 5,000 credit
+applications' numbers and category codes), the test rows repeated to ``batch_rows`` for the batch. Each is answered, in this process, by LightGBM's
 ``Booster.predict`` on a float64 array, by the scikit-learn API (``model.predict_proba(X)[:, 1]``) on
 the feature frame and on the array, and by ``willump.optimize`` of a function that is only that call,
 given the frame and given the array. Single rows: p50 and p90 latency (µs) of calls on one row at a
@@ -36,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from lightgbm import LGBMClassifier
 from sklearn.base import is_classifier
 from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import RandomForestClassifier
@@ -48,12 +50,13 @@ import willump
 from benchmarks.measure import _rounds, timed
 from benchmarks.run import machine_facts, write_document
 from benchmarks.workloads import WORKLOADS
-from benchmarks.workloads.common import FeatureCapture, split
+from benchmarks.workloads.common import FeatureCapture, encode_categories, split
 from benchmarks.zoo import tabular
 from benchmarks.zoo.common import Entry, FittedModels, difference
 from benchmarks.zoo.run import _first_difference
 
-MODEL_WORKLOADS = ("music", "credit", "tracking")
+LARGE_MODEL = "credit-large"
+MODELS = ("music", "credit", "tracking", LARGE_MODEL)
 PIPELINES = ("credit_hist_gradient_boosting", "credit_bureau_forest", "credit_forest_pipeline")
 BOOSTER = "lightgbm-booster"  # the reference every model's answers are compared with
 VENV_VARIABLE = "WILLUMP_TREES_VENV"
@@ -77,7 +80,7 @@ FULL = TreeSettings(build_rows=None, batch_rows=10_000, single_rows=2000, batch_
 QUICK = TreeSettings(build_rows=4000, batch_rows=2000, single_rows=200, batch_repeats=3, quick=True)
 
 
-def run_trees(settings: TreeSettings, out: Path, models=MODEL_WORKLOADS, pipelines=PIPELINES,
+def run_trees(settings: TreeSettings, out: Path, models=MODELS, pipelines=PIPELINES,
               compare_venv: Path | None = None, log=print) -> dict:
     """Measure the ``models`` and ``pipelines``; write ``out/trees.json``; return its document."""
     start = time.perf_counter()
@@ -85,7 +88,7 @@ def run_trees(settings: TreeSettings, out: Path, models=MODEL_WORKLOADS, pipelin
     described, records, elsewhere = {}, [], {}
     with tempfile.TemporaryDirectory(prefix="willump-trees-") as directory:
         for name in models:
-            model, features = model_and_features(WORKLOADS[name], settings.build_rows)
+            model, features = model_and_features(name, settings.build_rows)
             described[name] = describe_model(model, features)
             records += measure_model(name, model, features, settings)
             log(f"trees: {name}'s model measured ({described[name]['trees']} trees)")
@@ -109,7 +112,14 @@ def run_trees(settings: TreeSettings, out: Path, models=MODEL_WORKLOADS, pipelin
     return write_document(out, "trees", document, start)
 
 
-def model_and_features(workload_module, rows: int | None) -> tuple:
+def model_and_features(name: str, rows: int | None) -> tuple:
+    """(the fitted model named ``name``, the feature frame of its test rows)."""
+    if name == LARGE_MODEL:
+        return large_credit_model(rows)
+    return workload_model_and_features(WORKLOADS[name], rows)
+
+
+def workload_model_and_features(workload_module, rows: int | None) -> tuple:
     """(the workload's fitted model, the feature frame its pipeline gives the model for the test rows):
     the pipeline run with a :class:`FeatureCapture` in its model's place, then the model put back."""
     workload = workload_module.build(rows)
@@ -121,6 +131,19 @@ def model_and_features(workload_module, rows: int | None) -> tuple:
     finally:
         cell.cell_contents = model
     return model, features.reset_index(drop=True)
+
+
+def large_credit_model(rows: int | None, random_state: int = 0) -> tuple:
+    """(a LightGBM ensemble of 1,000 trees of up to 63 leaves trained on the 5,000 credit applications'
+    numbers and category codes, the feature frame of its test rows): the workloads' models are 100
+    small trees, a size where a call's fixed costs dominate; this one is the per-tree work's."""
+    applications = tabular._applications(rows, random_state)
+    features = encode_categories(applications[tabular.NUMERIC + tabular.CATEGORICAL])
+    data = split(features, applications["TARGET"], random_state)
+    model = FittedModels(__file__, rows, random_state)(LARGE_MODEL, lambda: LGBMClassifier(
+        n_estimators=1000, num_leaves=63, min_child_samples=5, learning_rate=0.05, random_state=random_state,
+        verbose=-1, deterministic=True, force_row_wise=True).fit(data.train_inputs, data.y_train))
+    return model, data.test_inputs
 
 
 def describe_model(model, features: pd.DataFrame) -> dict:
@@ -149,21 +172,14 @@ def scoring_function(model):
 
 def measure_model(name: str, model, features: pd.DataFrame, settings: TreeSettings) -> list[dict]:
     """One record per method of answering ``model`` on ``features``: timings and exactness."""
-    array = features.to_numpy(dtype=np.float64)
-    positions = np.resize(np.arange(len(features)), settings.batch_rows)
-    batch_frame = features.iloc[positions].reset_index(drop=True)
-    batch_array = np.ascontiguousarray(array[positions])
-    row_frames = [features.iloc[[i % len(features)]] for i in range(settings.single_rows)]
-    row_arrays = [array[i % len(features)][None, :] for i in range(settings.single_rows)]
-    booster = model.booster_
-    plain = scoring_function(model)
-    inputs = {"frame": (batch_frame, row_frames), "array": (batch_array, row_arrays)}
+    inputs = model_inputs(features, settings)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the scikit-learn API warns of an array without the fitted names
         decorated = {kind: willump.optimize(scoring_function(model)) for kind in inputs}
         first_calls = {kind: timed(function, inputs[kind][1][0])[0] for kind, function in decorated.items()}
-        methods = {  # name: (input kind, how it answers a frame or an array)
-            BOOSTER: ("array", booster.predict),
+        plain = scoring_function(model)
+        methods = {  # name: (input kind, the function answering it)
+            BOOSTER: ("array", model.booster_.predict),
             "sklearn-api": ("frame", plain),
             "sklearn-api-array": ("array", plain),
             "willump": ("frame", decorated["frame"]),
@@ -173,18 +189,35 @@ def measure_model(name: str, model, features: pd.DataFrame, settings: TreeSettin
                          list(range(settings.single_rows)), warm_up=10)
         batch = _rounds({m: _batch_caller(function, inputs[kind][0]) for m, (kind, function) in methods.items()},
                         [None] * settings.batch_repeats)
-        reference = booster.predict(batch_array)
+        reference = model.booster_.predict(inputs["array"][0])
         exactness = {m: _model_exactness(function, *inputs[kind], reference) for m, (kind, function) in methods.items()}
-        statuses = {kind: _model_call_status(function) for kind, function in decorated.items()}
     records = []
     for method, (kind, _) in methods.items():
         record = _timing_record(single[method], batch[method], settings.batch_rows)
         record |= {"part": "model", "model": name, "method": method, "input": kind, "environment": "main",
                    "compile_seconds": None, "exact": exactness[method] is None, "difference": exactness[method]}
         if method.startswith("willump"):
-            record |= {"first_call_seconds": first_calls[kind], "status": statuses[kind]}
+            record |= {"first_call_seconds": first_calls[kind], "status": _model_call_status(decorated[kind])}
         records.append(record)
     return _with_ratios(records)
+
+
+def model_inputs(features: pd.DataFrame, settings: TreeSettings) -> dict:
+    """{"frame" or "array": (the batch, the single rows)}: :func:`batch_and_rows` of the feature frame,
+    as frames and as C-contiguous float64 arrays."""
+    batch, rows = batch_and_rows(features, settings)
+    return {"frame": (batch, rows), "array": (_float64(batch), [_float64(row) for row in rows])}
+
+
+def _float64(frame: pd.DataFrame) -> np.ndarray:
+    return np.ascontiguousarray(frame.to_numpy(dtype=np.float64))
+
+
+def batch_and_rows(frame: pd.DataFrame, settings: TreeSettings) -> tuple:
+    """(``frame``'s rows repeated to ``batch_rows`` rows, ``single_rows`` one-row frames of them in turn)."""
+    positions = np.resize(np.arange(len(frame)), settings.batch_rows)
+    turns = np.arange(settings.single_rows) % len(frame)
+    return frame.iloc[positions].reset_index(drop=True), [frame.iloc[[i]] for i in turns]
 
 
 def _row_caller(function, rows: list):
@@ -218,7 +251,8 @@ def _model_call_status(decorated) -> str:
     """How willump answers the model's call, as ``explain_compilation()`` says."""
     calls = decorated.explain_compilation()
     model_calls = calls[calls["call"].astype(str).str.contains("predict")]
-    return "; ".join(model_calls["status"].astype(str)) or "not listed by explain_compilation()"
+    described = [f"{call.status} ({call.compiled_calls} of {call.calls} calls)" for call in model_calls.itertuples()]
+    return "; ".join(described) or "not listed by explain_compilation()"
 
 
 def _with_ratios(records: list[dict]) -> list[dict]:
@@ -307,9 +341,7 @@ def forest_pipeline(data, fitted) -> Entry:
 def measure_pipeline(entry: Entry, settings: TreeSettings) -> list[dict]:
     """The undecorated and the decorated pipeline on the test rows repeated to a batch, and on single
     rows: timings, and whether the decorated answers equal the undecorated ones to the bit."""
-    test = entry.data.test_inputs
-    batch = test.iloc[np.resize(np.arange(len(test)), settings.batch_rows)].reset_index(drop=True)
-    rows = [test.iloc[[i % len(test)]] for i in range(settings.single_rows)]
+    batch, rows = batch_and_rows(entry.data.test_inputs, settings)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", willump.WillumpWarning)
         decoration, decorated = timed(willump.optimize, entry.predict)

@@ -310,6 +310,8 @@ def render_trees(document: dict) -> str:
         f"Load average (1, 5, 15 min) {_load(load['before'])} before, {_load(load['after'])} after. "
         f"Python {machine['python']}, " + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()) + "."),
         "",
+        _trees_targets(document["records"]),
+        "",
         ("| model | method | input | environment | single-row p50 µs | p90 µs | × | batch ms | rows/s | × "
         "| compile s | exact |"),
         "|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|---|",
@@ -341,6 +343,19 @@ def render_trees(document: dict) -> str:
             f"| {_times(decorated['single_speedup'])} | {python['batch_ms']:,.1f} → {decorated['batch_ms']:,.1f} "
             f"| {_times(decorated['batch_speedup'])} | {_exact(decorated)} | {decorated['status']} |")
     return "\n".join(lines).rstrip()
+
+
+def _trees_targets(records: list) -> str:
+    """willump's figures beside issue 31's targets: single-row p50 (≤ 5 µs on the music model), batch
+    speed-up over LightGBM's multi-threaded predict (≥ 3x) and over the undecorated pipelines (≥ 3x)."""
+    mine = [r for r in records if r["part"] == "model" and r["method"] == "willump"]
+    pipelines = [r for r in records if r["part"] == "pipeline" and r["config"] == "willump"]
+    return ("Against issue 31's targets: willump's single-row p50 (target ≤ 5 µs on the music model) "
+            + ", ".join(f"{r['model']} {r['single_p50_us']:,.1f} µs" for r in mine)
+            + "; its batch speed-up over `Booster.predict` (target ≥ 3x) "
+            + ", ".join(f"{r['model']} {_times(r['batch_speedup'])}x" for r in mine)
+            + "; over the undecorated pipelines' batch (target ≥ 3x) "
+            + ", ".join(f"{r['pipeline']} {_times(r['batch_speedup'])}x" for r in pipelines) + ".")
 
 
 def _trees_elsewhere(elsewhere: dict) -> str:
