@@ -274,7 +274,8 @@ def compare_venv_from(argument: Path | None) -> Path | None:
     python = Path(given) / "bin" / "python"
     if not python.is_file():
         raise ValueError(f"{given} is not a virtualenv: {python} does not exist; create it with "
-                         f"'python -m venv {given} && {given}/bin/pip install lleaves lightgbm numpy'")
+                         f"'python -m venv {given} && {given}/bin/pip install lleaves \"llvmlite<0.45\" lightgbm numpy "
+                         "treelite tl2cgen'")
     return Path(given)
 
 
