@@ -303,7 +303,8 @@ def render_trees(document: dict) -> str:
         "`sklearn-api` is `model.predict_proba(X)[:, 1]`; `willump` is `willump.optimize` of a function that is "
         "only that line, given the feature frame (`-array`: the float64 array). Exact: every answer, batch and "
         "single rows, equals `Booster.predict`'s to the bit (main environment). `venv` rows run in another "
-        "virtualenv (`--compare-venv`): " + _trees_elsewhere(document.get("elsewhere", {})) + " "
+        "virtualenv (`--compare-venv`), each tool's calls in a row, its load + compile: the time from the model file "
+        "to a callable predictor: " + _trees_elsewhere(document.get("elsewhere", {})) + " "
         "Pipelines: the test rows of the credit applications repeated to the batch; × is willump's speed-up over "
         "the undecorated pipeline, exact: its answers equal the undecorated ones to the bit; OpenMP pools "
         f"limited to {settings['pipeline_openmp_threads']} thread(s) there, as in the zoo. "
@@ -313,7 +314,7 @@ def render_trees(document: dict) -> str:
         _trees_targets(document["records"]),
         "",
         ("| model | method | input | environment | single-row p50 µs | p90 µs | × | batch ms | rows/s | × "
-        "| compile s | exact |"),
+        "| load + compile s | exact |"),
         "|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|---|",
     ]
     records = document["records"]
