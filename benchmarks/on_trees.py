@@ -9,8 +9,10 @@ applications' numbers and category codes), the test rows repeated to ``batch_row
 the feature frame and on the array, and by ``willump.optimize`` of a function that is only that call,
 given the frame and given the array. Single rows: p50 and p90 latency (µs) of calls on one row at a
 time, the methods called alternately; batch: the median time of repeated runs (ms, rows/s). Every
-answer, single rows and batch, is compared to the bit with ``Booster.predict``'s. LightGBM keeps its
-default threads (OpenMP, every core): the issue's batch target is against its multi-threaded predict.
+answer, single rows and batch, is compared to the bit with ``Booster.predict``'s. Batches run with
+LightGBM's default threads (OpenMP, every core): the issue's batch target is against its multi-threaded
+predict. Single rows run with OpenMP limited to one thread: a row gains nothing from a team, and on a
+loaded 2-core machine the team's busy-waiting made a 30 µs ``Booster.predict`` of one row take 15 ms.
 
 Pipelines: scikit-learn's ``HistGradientBoostingClassifier`` and ``RandomForestClassifier`` as users
 write them on the credit applications (the zoo's two tree entries and a ``Pipeline`` of a
@@ -76,7 +78,7 @@ class TreeSettings:
     quick: bool
 
 
-FULL = TreeSettings(build_rows=None, batch_rows=10_000, single_rows=2000, batch_repeats=9, quick=False)
+FULL = TreeSettings(build_rows=None, batch_rows=10_000, single_rows=1000, batch_repeats=7, quick=False)
 QUICK = TreeSettings(build_rows=4000, batch_rows=2000, single_rows=200, batch_repeats=3, quick=True)
 
 
@@ -185,8 +187,9 @@ def measure_model(name: str, model, features: pd.DataFrame, settings: TreeSettin
             "willump": ("frame", decorated["frame"]),
             "willump-array": ("array", decorated["array"]),
         }
-        single = _rounds({m: _row_caller(function, inputs[kind][1]) for m, (kind, function) in methods.items()},
-                         list(range(settings.single_rows)), warm_up=10)
+        with threadpool_limits(limits=1, user_api="openmp"):  # (see the module's docstring)
+            single = _rounds({m: _row_caller(function, inputs[kind][1]) for m, (kind, function) in methods.items()},
+                             list(range(settings.single_rows)), warm_up=10)
         batch = _rounds({m: _batch_caller(function, inputs[kind][0]) for m, (kind, function) in methods.items()},
                         [None] * settings.batch_repeats)
         reference = model.booster_.predict(inputs["array"][0])

@@ -74,11 +74,12 @@ def _timed(function, *args):
 
 
 def lightgbm_booster(model_file: str, directory: str):
-    """LightGBM's own Booster in this environment: the reference its version gives here."""
+    """LightGBM's own Booster in this environment: the reference its version gives here (one thread
+    for a single row, as in the main harness; its default, every core, for a batch)."""
     import lightgbm
 
     booster = lightgbm.Booster(model_file=model_file)
-    return booster.predict, booster.predict
+    return (lambda row: booster.predict(row, num_threads=1)), booster.predict
 
 
 def lleaves_model(model_file: str, directory: str):
