@@ -1,8 +1,10 @@
-"""``python -m benchmarks <workload|all|zoo|dask> [--mode batch|point|topk|all] [--quick] [--out DIR]``.
+"""``python -m benchmarks <workload|all|zoo|dask|trees> [--mode batch|point|topk|all] [--quick] [--out DIR]``.
 
 ``zoo`` measures the zoo (``benchmarks/zoo/``: pipelines written as scikit-learn's examples and
 public notebooks write them) instead of the workloads; ``dask`` measures batch scoring on a Dask
-cluster (``benchmarks/on_dask.py``; needs ``willump[dask]``); ``--mode`` applies to neither."""
+cluster (``benchmarks/on_dask.py``; needs ``willump[dask]``); ``trees`` measures tree ensembles alone
+and in held-out pipelines (``benchmarks/on_trees.py``; ``--compare-venv PATH`` adds lleaves and
+treelite from another virtualenv); ``--mode`` applies to none of them."""
 
 import argparse
 import sys
@@ -19,14 +21,17 @@ def main(argv=None) -> int:
         prog="python -m benchmarks",
         description="Measure the undecorated pipelines and willump side by side on the paper's workloads.",
     )
-    parser.add_argument("workload", choices=sorted(WORKLOADS) + ["all", "zoo", "dask"])
+    parser.add_argument("workload", choices=sorted(WORKLOADS) + ["all", "zoo", "dask", "trees"])
     parser.add_argument("--mode", choices=MODES + ("all",), default="all")
     parser.add_argument("--quick", action="store_true", help="smaller splits and fewer repetitions")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results", help="results directory")
+    parser.add_argument("--compare-venv", type=Path, default=None,
+                        help="trees only: a virtualenv with lleaves/treelite to time beside willump "
+                             "(default: $WILLUMP_TREES_VENV, else none)")
     args = parser.parse_args(argv)
     try:
-        if args.workload in ("zoo", "dask"):
-            return {"zoo": _zoo, "dask": _dask}[args.workload](args)
+        if args.workload in ("zoo", "dask", "trees"):
+            return {"zoo": _zoo, "dask": _dask, "trees": _trees}[args.workload](args)
         return _workloads(args)
     except FileNotFoundError as missing:
         print(f"error: {missing}", file=sys.stderr)
@@ -67,6 +72,12 @@ def _dask(args) -> int:
     print(f"\n== dask\n{report.render_dask(document)}")
     print(f"\nresults written to {args.out / 'dask.json'}")
     return 0
+
+
+def _trees(args) -> int:
+    from benchmarks import on_trees
+
+    return on_trees.main_entry(args)
 
 
 if __name__ == "__main__":
