@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import willump
-from willump.compile import forest as trees_kernel
+from willump.compile import trees as trees_kernel
 from willump.compile.forms import Unsupported
 from willump.compile.parallel import Workers
 from willump.compile.trees import CompiledBooster
@@ -107,8 +107,9 @@ def test_forest_gives_lightgbms_predictions(model, iterations):
 def test_batches_split_over_workers_give_the_same_bits(model):
     booster, rows = model
     forest = trees_kernel.lightgbm_forest(booster)
-    many = np.tile(rows, (6, 1))  # enough rows for two parts
-    assert len(Workers(2).split(len(many), trees_kernel.ROWS_PER_TASK)) == 2
+    many = np.tile(rows, (6, 1))
+    forest.minimum_rows = 512  # (enough rows for two parts)
+    assert len(Workers(2).split(len(many), forest.minimum_rows)) == 2
     expected = booster.predict(many)
     assert_same(forest.predict(many, Workers(2)).reshape(expected.shape), expected)
 
@@ -205,12 +206,14 @@ def test_a_pipeline_as_written_runs_the_tree_kernel():
     assert len(row) == 1 and row["status"].iloc[0] == "compiled" and row["compiled_calls"].iloc[0] == 4, table
 
 
-def test_the_kernels_refuse_matrices_they_would_misread():
+def test_the_kernels_read_matrices_as_lightgbm_and_refuse_other_shapes():
     model, frame = fitted(lgb.LGBMRegressor, "regression")
     forest = trees_kernel.lightgbm_forest(model.booster_)
     values = np.ascontiguousarray(frame.to_numpy())
-    for wrong in (values[:, :3].copy(), values.astype(np.float32), np.asfortranarray(values), values[0]):
-        with pytest.raises(ValueError, match="C-contiguous float64 matrix of 4 columns"):
+    for other in (values.astype(np.float32), np.asfortranarray(values), values[::2]):  # (float32 widened)
+        assert_same(forest.predict(other)[:, 0], model.booster_.predict(other))
+    for wrong in (values[:, :3].copy(), values[0]):
+        with pytest.raises(ValueError, match="matrix of numbers with 4 columns"):
             forest.predict(wrong)
     with pytest.raises(ValueError, match="one row"):
         forest.predict_row(values[:2])

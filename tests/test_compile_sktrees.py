@@ -153,7 +153,7 @@ def check_answers(model, X, workers_list=(SERIAL, TWO)):
     for method in METHODS[type(model)]:
         for workers in workers_list:
             kernel = CompiledTrees(model, method, workers)
-            kernel.minimum_rows = 1  # (so that two workers split even a few rows)
+            kernel.ensemble.minimum_rows = 1  # (so that two workers split even a few rows)
             for rows in (X, X[:1]):
                 expected = library_answer(model, method, rows)
                 context = f"{type(model).__name__}.{method} workers={workers.count}\n{rows!r}"

@@ -1,293 +1,325 @@
-"""Tree ensembles as flat arrays, scored by numba kernels: LightGBM's predictions to the bit.
+"""Tree ensembles as flat arrays, scored by numba kernels with each library's arithmetic.
 
-A ``Forest`` is read once from a fitted model. Every internal node of every tree
-is one record of ``nodes``, trees one after the other:
+A reader per library (``trees.lightgbm_forest`` for LightGBM, ``sktrees`` for scikit-learn) turns
+a fitted model into one ``Forest``: every node of every tree, trees one after the other, its
+fields side by side in arrays indexed by node:
 
+- ``feature`` (int32): the column of the row it reads (0 for a leaf);
+- ``left``, ``right`` (int32): its children's indices, ``left == LEAF`` (-1) for a leaf;
 - ``threshold`` (float64): a value goes left when ``value <= threshold`` (a library comparing
   ``value < t`` has ``t``'s largest double below it stored instead); of a categorical node, the
   index of its bitset;
-- ``feature`` (int32): the column of the row it reads;
-- ``left``, ``right`` (int32): the next node's index in ``nodes``, or ``~leaf`` (negative)
-  for a leaf, ``leaf`` indexing ``leaves`` (float64, the leaf values);
-- ``flags`` (int32): ``NAN_LEFT``: a NaN goes left (else right); ``CATEGORICAL``: the value's
-  integer part ``c`` (truncated toward zero) goes left when it is in ``[0, 2**31)`` and bit
-  ``c % 32`` of word ``c // 32`` of the node's bitset is set (a NaN goes right); the bitset is
-  ``cat_bits[cat_bounds[i]:cat_bounds[i + 1]]`` (uint32 words, LightGBM's ``cat_threshold``
-  layout); ``ZERO_MISSING``: a NaN or a value with ``abs(value) <= tiny`` goes the default way,
-  left when ``DEFAULT_LEFT``.
+- ``flags`` (uint8): ``MISSING_LEFT``: a NaN goes left (else right); ``ZERO_MISSING``: a value
+  with ``abs(value) <= ZERO`` is missing too; ``CATEGORICAL``: the value's integer part ``c``
+  (truncated toward zero) goes left when it is in ``[0, 2**31)`` and bit ``c % 32`` of word
+  ``c // 32`` of the node's bitset is set, right when it is not but is among the feature's
+  ``known`` categories (or the feature has none), else (a NaN, a negative or unknown category)
+  the missing way. Bitset ``b`` is ``cat_bits[cat_bounds[b]:cat_bounds[b + 1]]`` (uint32 words);
+  ``known[feature]`` is a bitset's index, or -1;
+- ``values`` (float64, one row per node, ``width`` columns): what a leaf adds to its tree's outputs.
 
-``trees`` (int32, one row per tree in the order their values are summed): the root
-(a node index, or ``~leaf`` for a tree of one leaf) and the output it adds to.
+``trees`` (int64, one row per tree in the order their values are summed): the root, the steps
+rows walk it in step (its depth; 0 when it has categorical or zero-missing nodes, which rows walk
+one by one) and the first output column its values add to.
 
-The outputs of a row start at 0.0 and each tree's leaf value is added in tree order
-(LightGBM's ``GBDT::PredictRaw``); then divided by ``divisor`` when it is not 0
-(``average_output``, random-forest mode) and mapped by ``link``, each computed as
-LightGBM's ``ConvertOutput`` computes it. One kernel, ``score_rows``, scores a range of
-rows: a single row is a range of one, a batch is split in ranges over ``workers``.
-
-LightGBM's own rules become these flags when the model is read (``_lightgbm_flags``):
-a NaN reads as 0.0 unless NaN is the node's missing value, and a value with
-``abs(value) <= kZeroThreshold`` as 0.0 (LightGBM drops it from the row), which moves a
-threshold lying within that distance of 0 to its edge.
+The kernels read a row as the library reads it (``Reading``: converted to float32 and checked
+as scikit-learn's ``check_array`` does, or as float64; categories of some columns encoded as
+positions among known numbers), then each output starts at ``initial`` and each tree, in order,
+adds ``scale * value``; the outputs are then divided by ``divisor`` when it is not 0 and mapped
+by ``link``, as LightGBM's ``ConvertOutput`` computes it. (``-0.0 + v`` is ``v`` for every ``v``:
+a single tree's values come out as they are.) One kernel, ``score_rows``, scores a range of rows:
+a single row walks each tree turn by turn; a batch, in blocks of rows every tree walks in turn,
+``LANES`` rows in step without branches, is split in ranges over ``workers``.
 """
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from willump.compile.forms import Unsupported
 from willump.compile.jit import njit
 
-NODE = np.dtype(
-    [("threshold", np.float64), ("feature", np.int32), ("left", np.int32), ("right", np.int32), ("flags", np.int32)],
-    align=True,
-)
-NAN_LEFT, CATEGORICAL, ZERO_MISSING, DEFAULT_LEFT = 1, 2, 4, 8  # flags
+LEAF = -1
+MISSING_LEFT, CATEGORICAL, ZERO_MISSING = 1, 2, 4  # flags
+SPECIAL = CATEGORICAL | ZERO_MISSING  # nodes walked one row at a time
+ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold (a float literal widened to double)
 # links: outputs as they are, LightGBM's sigmoid of each output (binary, multiclassova,
 # cross_entropy), softmax, exp (poisson, gamma, tweedie), sign(x) * x * x (reg_sqrt), log1p(exp(x))
 IDENTITY, SIGMOID, SOFTMAX, EXP, SIGNED_SQUARE, LOG1P_EXP = range(6)
-LIGHTGBM_ZERO = float(np.float32(1e-35))  # kZeroThreshold (a float literal widened to double)
-ROWS_PER_TASK = 512  # fewer rows than this per worker are not worth a thread
+ROWS_PER_BLOCK = 256  # rows every tree walks in turn
+BLOCK_BYTES = 1 << 16  # (fewer rows per block when they are wide)
+LANES = 16  # rows walking a tree in step
+NODE_WORK_PER_TASK = 50_000  # rows x trees below which a part of a batch is not worth a thread
+
+
+class Tree(NamedTuple):
+    """One tree as a reader gives it: nodes indexed within the tree, ``left == LEAF`` for a leaf
+    (categorical nodes' ``threshold``: the index of their bitset in the whole forest)."""
+
+    feature: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    flags: np.ndarray
+    threshold: np.ndarray
+    values: np.ndarray  # (nodes, width)
+    column: int  # the output its first value adds to
+    depth: int  # the steps from its root to its deepest leaf
+
+
+class Forest(NamedTuple):
+    """The arrays of a tree ensemble (see the module's docstring), in the kernels' argument order."""
+
+    feature: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    flags: np.ndarray
+    threshold: np.ndarray
+    values: np.ndarray
+    trees: np.ndarray
+    cat_bounds: np.ndarray
+    cat_bits: np.ndarray
+    known: np.ndarray
+
+
+def joined(trees: list, cat_bounds, cat_bits, known) -> Forest:
+    """The forest of ``trees`` in order (their node indices made absolute)."""
+    sizes = [len(tree.left) for tree in trees]
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+
+    def absolute(children, offset):
+        return np.where(children == LEAF, LEAF, children.astype(np.int64) + offset)
+
+    table = [(offset, 0 if (tree.flags & SPECIAL).any() else tree.depth, tree.column)
+             for tree, offset in zip(trees, offsets)]
+    forest = Forest(
+        _joined([tree.feature for tree in trees], np.int32),
+        _joined([absolute(tree.left, offset) for tree, offset in zip(trees, offsets)], np.int32),
+        _joined([absolute(tree.right, offset) for tree, offset in zip(trees, offsets)], np.int32),
+        _joined([tree.flags for tree in trees], np.uint8),
+        _joined([tree.threshold for tree in trees], np.float64),
+        _joined([tree.values for tree in trees], np.float64),
+        np.array(table, np.int64).reshape(-1, 3),
+        np.ascontiguousarray(cat_bounds, np.int64), np.ascontiguousarray(cat_bits, np.uint32),
+        np.ascontiguousarray(known, np.int64),
+    )
+    if sum(sizes) >= 2 ** 31:
+        raise Unsupported("more nodes than 32-bit indices hold")
+    return forest
+
+
+def _joined(parts: list, dtype) -> np.ndarray:
+    return np.ascontiguousarray(np.concatenate(parts), dtype)
+
+
+class Reading(NamedTuple):
+    """How the kernels read an input row: ``float32``: values converted to float32, as
+    ``check_array(dtype=float32)`` makes them (NaN refused unless ``allow_nan``; infinity refused);
+    otherwise as float64, anything allowed. ``encoding``: rows (column, first, stop): the column
+    holds a category, read as its position among ``categories[first:stop]`` (sorted), NaN when
+    it is not there (infinity refused)."""
+
+    float32: bool
+    allow_nan: bool
+    encoding: np.ndarray
+    categories: np.ndarray
+
+
+def plain_reading(float32: bool = False, allow_nan: bool = True) -> Reading:
+    return Reading(float32, bool(allow_nan), np.zeros((0, 3), np.int64), np.zeros(0))
 
 
 @njit
-def _special_decision(cat_bounds, cat_bits, threshold, flags, value, tiny):
-    """Whether a value goes left at a categorical or ``ZERO_MISSING`` node (a call: the loop over
-    plain nodes stays small)."""
-    if flags & CATEGORICAL:
-        if math.isnan(value) or not -1.0 < value < 2147483648.0:  # int(value) negative, or beyond int32
-            return False
-        category = int(value)
-        first, stop = cat_bounds[int(threshold)], cat_bounds[int(threshold) + 1]
-        word = category // 32
-        return word < stop - first and ((cat_bits[first + word] >> np.uint32(category % 32)) & np.uint32(1)) != 0
-    if math.isnan(value) or -tiny <= value <= tiny:
-        return (flags & DEFAULT_LEFT) != 0
-    return value <= threshold
+def _read(X, first, stop, rows, float32, allow_nan, encoding, categories):
+    """Rows ``first:stop`` of ``X`` into ``rows`` as the library reads them; -1, or the first row
+    holding a value it refuses. (A block at a time: arrays passed to a call cost reference counting.)"""
+    width = X.shape[1]
+    for i in range(first, stop):
+        r = i - first
+        if float32:
+            for j in range(width):
+                rows[r, j] = np.float64(np.float32(X[i, j]))
+            for j in range(width):
+                value = rows[r, j]
+                if value - value != 0.0 and (np.isinf(value) or not allow_nan):  # (NaN or infinity)
+                    return i
+        else:
+            for j in range(width):
+                rows[r, j] = np.float64(X[i, j])
+        for e in range(len(encoding)):  # a category: its position among the sorted known ones, or NaN
+            column, low, high = encoding[e, 0], encoding[e, 1], encoding[e, 2]
+            value = rows[r, column]
+            if np.isinf(value):
+                return i  # (scikit-learn's OrdinalEncoder raises)
+            while low < high:
+                middle = (low + high) // 2
+                if categories[middle] < value:
+                    low = middle + 1
+                else:
+                    high = middle
+            found = low < encoding[e, 2] and categories[low] == value
+            rows[r, column] = np.float64(low - encoding[e, 1]) if found else np.nan
+    return -1
 
 
 @njit(inline="always")
-def _finish(out, link, sigmoid, divisor):
-    """``out`` (a row's summed outputs) averaged and mapped by the link, as LightGBM does."""
-    n = len(out)
-    if divisor != 0.0:
-        for k in range(n):
-            out[k] /= divisor
-    if link == SIGMOID:
-        for k in range(n):
-            out[k] = 1.0 / (1.0 + math.exp(-sigmoid * out[k]))
-    elif link == SOFTMAX:
-        largest = out[0]
-        for k in range(1, n):
-            if not out[k] < largest:  # (std::max(out[k], largest))
-                largest = out[k]
-        total = 0.0
-        for k in range(n):
-            out[k] = math.exp(out[k] - largest)
-            total += out[k]
-        for k in range(n):
-            out[k] /= total
-    elif link == EXP:
-        for k in range(n):
-            out[k] = math.exp(out[k])
-    elif link == SIGNED_SQUARE:
-        for k in range(n):
-            x = out[k]
-            out[k] = float((x > 0.0) - (x < 0.0)) * x * x
-    elif link == LOG1P_EXP:
-        for k in range(n):
-            out[k] = math.log1p(math.exp(out[k]))
+def _in_bitset(cat_bounds, cat_bits, bitset, code):
+    first, stop = cat_bounds[bitset], cat_bounds[bitset + 1]
+    word = code >> 5
+    return word < stop - first and ((cat_bits[first + word] >> np.uint32(code & 31)) & np.uint32(1)) != 0
 
 
 @njit
-def score_rows(X, first, stop, nodes, cat_bounds, cat_bits, leaves, trees, tiny, link, sigmoid, divisor, out):
-    """The outputs of rows ``first..stop`` of ``X`` into the same rows of ``out``: each row's
-    leaves summed in tree order (LightGBM's ``GBDT::PredictRaw``), then finished."""
-    one = out.shape[1] == 1  # (then the sum is held in a register)
-    for r in range(first, stop):
-        out[r, :] = 0.0
-        total = 0.0
+def _special_left(flags, threshold, value, feature, cat_bounds, cat_bits, known):
+    """Whether a value goes left at a categorical or ``ZERO_MISSING`` node (a call: the loop over
+    plain nodes stays small)."""
+    if flags & CATEGORICAL:
+        if -1.0 < value < 2147483648.0:  # (not NaN; its integer part a category)
+            code = np.int64(value)
+            if _in_bitset(cat_bounds, cat_bits, np.int64(threshold), code):
+                return True
+            bitset = known[feature]
+            if bitset < 0 or _in_bitset(cat_bounds, cat_bits, bitset, code):
+                return False
+        return (flags & MISSING_LEFT) != 0
+    if np.isnan(value) or -ZERO <= value <= ZERO:
+        return (flags & MISSING_LEFT) != 0
+    return value <= threshold
+
+
+@njit
+def _finish(out, first, stop, divisor, link, sigmoid):
+    """Rows ``first:stop`` of ``out`` (summed outputs) divided and mapped by the link, as LightGBM does."""
+    n = out.shape[1]
+    for i in range(first, stop):
+        if divisor != 0.0:
+            for k in range(n):
+                out[i, k] /= divisor
+        if link == SIGMOID:
+            for k in range(n):
+                out[i, k] = 1.0 / (1.0 + math.exp(-sigmoid * out[i, k]))
+        elif link == SOFTMAX:
+            largest = out[i, 0]
+            for k in range(1, n):
+                if not out[i, k] < largest:  # (std::max(out[k], largest))
+                    largest = out[i, k]
+            total = 0.0
+            for k in range(n):
+                out[i, k] = math.exp(out[i, k] - largest)
+                total += out[i, k]
+            for k in range(n):
+                out[i, k] /= total
+        elif link == EXP:
+            for k in range(n):
+                out[i, k] = math.exp(out[i, k])
+        elif link == SIGNED_SQUARE:
+            for k in range(n):
+                x = out[i, k]
+                out[i, k] = float((x > 0.0) - (x < 0.0)) * x * x
+        elif link == LOG1P_EXP:
+            for k in range(n):
+                out[i, k] = math.log1p(math.exp(out[i, k]))
+
+
+@njit
+def score_rows(X, start, stop, float32, allow_nan, encoding, categories, feature, left, right, flags, threshold,
+               values, trees, cat_bounds, cat_bits, known, initial, scale, divisor, link, sigmoid, out):
+    """The outputs of rows ``start:stop`` of ``X`` into the same rows of ``out``; -1, or the first
+    row holding a value the library refuses.
+
+    A single row walks each tree from its root turn by turn. Several are taken in blocks that every
+    tree walks in turn (its nodes stay in cache), ``LANES`` rows at a time in step, without
+    branches, for the tree's steps (rows at a leaf stay there): their paths overlap in the processor
+    instead of each mispredicted turn stalling it; rows not at a leaf by then (trees with special
+    nodes) go on one by one. Each row sums the trees in order. (The walk is written out here, not
+    called: arrays passed to a call cost reference counting, per node.)"""
+    width = X.shape[1]
+    per_block = max(LANES, min(ROWS_PER_BLOCK, BLOCK_BYTES // (8 * max(width, 1))))
+    rows = np.empty((min(per_block, stop - start), width), np.float64)
+    at = np.empty(LANES, np.int64)  # the lanes' nodes
+    in_step = stop - start > 1
+    n_values = values.shape[1]
+    for block in range(start, stop, per_block):
+        end = min(block + per_block, stop)
+        refused = _read(X, block, end, rows, float32, allow_nan, encoding, categories)
+        if refused >= 0:
+            return refused
+        for i in range(block, end):
+            for k in range(len(initial)):
+                out[i, k] = initial[k]
         for t in range(len(trees)):
-            node = trees[t, 0]
-            while node >= 0:  # (LightGBM's Tree::GetLeaf; written here, not called: it is the hot loop)
-                record = nodes[node]
-                value = X[r, record.feature]
-                flags = record.flags
-                if flags & (CATEGORICAL | ZERO_MISSING):
-                    left = _special_decision(cat_bounds, cat_bits, record.threshold, flags, value, tiny)
-                elif math.isnan(value):
-                    left = (flags & NAN_LEFT) != 0
-                else:
-                    left = value <= record.threshold
-                node = record.left if left else record.right
-            if one:
-                total += leaves[~node]
-            else:
-                out[r, trees[t, 1]] += leaves[~node]
-        if one:
-            out[r, 0] = total
-        _finish(out[r], link, sigmoid, divisor)
+            root, column = trees[t, 0], trees[t, 2]
+            for first in range(block, end, LANES):
+                lanes = min(LANES, end - first)
+                for lane in range(lanes):
+                    at[lane] = root
+                for _ in range(trees[t, 1] if in_step else 0):
+                    for lane in range(lanes):
+                        node = at[lane]
+                        value = rows[first - block + lane, feature[node]]
+                        to_left = (value <= threshold[node]) | (np.isnan(value) & ((flags[node] & MISSING_LEFT) != 0))
+                        on_left, on_right = left[node], right[node]
+                        child = on_left if to_left else on_right
+                        at[lane] = node if on_left == LEAF else child
+                for lane in range(lanes):
+                    i, node = first + lane, at[lane]
+                    while left[node] != LEAF:
+                        value = rows[i - block, feature[node]]
+                        kind = flags[node]
+                        if kind & SPECIAL:
+                            to_left = _special_left(kind, threshold[node], value, feature[node], cat_bounds, cat_bits,
+                                                    known)
+                        elif value <= threshold[node]:
+                            to_left = True
+                        else:  # (NaN compares False: checked only then)
+                            to_left = np.isnan(value) and (kind & MISSING_LEFT) != 0
+                        node = left[node] if to_left else right[node]
+                    for k in range(n_values):
+                        out[i, column + k] += scale * values[node, k]
+        _finish(out, block, end, divisor, link, sigmoid)
+    return -1
 
 
-class Forest:
-    """The arrays of a tree ensemble (see the module's docstring) and how its outputs are finished."""
+class Ensemble:
+    """A forest, how its rows are read and how its outputs are summed and finished: the outputs
+    (float64, shape (rows, outputs)) of a matrix's rows, the library's to the bit."""
 
-    def __init__(self, nodes, cat_bounds, cat_bits, leaves, trees, n_outputs: int, n_features: int, tiny: float,
-                 link: int, sigmoid: float, divisor: float):
-        self.nodes, self.cat_bounds, self.cat_bits, self.leaves, self.trees = nodes, cat_bounds, cat_bits, leaves, trees
-        self.n_outputs, self.n_features = n_outputs, n_features
-        self.tiny, self.link, self.sigmoid, self.divisor = tiny, link, sigmoid, divisor
-
-    def _finishing(self, raw: bool) -> tuple:
-        return (IDENTITY, 1.0, 0.0) if raw else (self.link, self.sigmoid, self.divisor)
+    def __init__(self, forest: Forest, reading: Reading, n_features: int, initial, scale: float = 1.0,
+                 divisor: float = 0.0, link: int = IDENTITY, sigmoid: float = 1.0):
+        initial = np.ascontiguousarray(initial, np.float64)
+        self.n_features, self.n_outputs = n_features, len(initial)
+        self.minimum_rows = max(1, NODE_WORK_PER_TASK // max(len(forest.trees), 1))  # rows per part of a batch
+        # the kernels' arguments after the rows: the sums alone (raw), or finished
+        self._raw = (*reading, *forest, initial, float(scale), 0.0, IDENTITY, 1.0)
+        self._finished = (*reading, *forest, initial, float(scale), float(divisor), link, float(sigmoid))
 
     def _check(self, X: np.ndarray) -> None:
-        """The kernels read rows of ``n_features`` float64 values, one after the other."""
-        if not (X.dtype == np.float64 and X.ndim == 2 and X.shape[1] == self.n_features and X.flags.c_contiguous):
-            raise ValueError(f"expected a C-contiguous float64 matrix of {self.n_features} columns; got {X.dtype} "
-                             f"of shape {X.shape}")
+        if not (isinstance(X, np.ndarray) and X.ndim == 2 and X.shape[1] == self.n_features and X.dtype.kind in "iuf"):
+            raise ValueError(f"expected a matrix of numbers with {self.n_features} columns; got "
+                             f"{getattr(X, 'dtype', type(X).__name__)} of shape {getattr(X, 'shape', None)}")
 
     def predict_row(self, X: np.ndarray, raw: bool = False) -> np.ndarray:
-        """The outputs (float64, one per output) of a C-contiguous float64 matrix of one row."""
-        self._check(X)
+        """The outputs of a matrix of one row, shape (outputs,) (``raw``: the sums, not divided or linked)."""
         if len(X) != 1:
             raise ValueError(f"expected one row; got {len(X)}")
-        out = np.empty((1, self.n_outputs))
-        score_rows(X, 0, 1, self.nodes, self.cat_bounds, self.cat_bits, self.leaves, self.trees, self.tiny,
-                   *self._finishing(raw), out)
-        return out[0]
+        return self.predict(X, raw=raw)[0]
 
     def predict(self, X: np.ndarray, workers=None, raw: bool = False) -> np.ndarray:
-        """The outputs of the rows of a C-contiguous float64 matrix, shape (rows, outputs)."""
+        """The outputs of the rows of a matrix, shape (rows, outputs), a batch in parts over ``workers``
+        when it is large enough."""
         self._check(X)
-        out = np.empty((len(X), self.n_outputs))
-        settings = (self.nodes, self.cat_bounds, self.cat_bits, self.leaves, self.trees, self.tiny,
-                    *self._finishing(raw), out)
-        if workers is None or workers.count == 1 or len(X) < 2 * ROWS_PER_TASK:
-            score_rows(X, 0, len(X), *settings)
+        n = len(X)
+        out = np.empty((n, self.n_outputs))
+        settings = self._raw if raw else self._finished
+        if workers is None or workers.count == 1 or n < 2 * self.minimum_rows:
+            refused = score_rows(X, 0, n, *settings, out)
         else:
-            workers.map(lambda rows: score_rows(X, rows.start, rows.stop, *settings), workers.split(len(X), ROWS_PER_TASK))
+            parts = workers.split(n, self.minimum_rows)
+            refused = max(workers.map(lambda rows: score_rows(X, rows.start, rows.stop, *settings, out), parts))
+        if refused >= 0:
+            raise _refused()
         return out
 
 
-def lightgbm_forest(booster, iterations: int | None = None) -> Forest:
-    """The forest of a LightGBM ``Booster`` scoring as ``booster.predict(X, num_iteration=iterations)``
-    (``None``: its best iteration, else all); Unsupported for what the kernels do not reproduce."""
-    if iterations is None:
-        iterations = booster.best_iteration
-    header, trees = _model_sections(booster.model_to_string(num_iteration=-1))
-    per_iteration = int(header["num_tree_per_iteration"])
-    available = len(trees) // per_iteration
-    used = min(iterations, available) if iterations > 0 else available
-    link, sigmoid = _link(header.get("objective"), booster.params)
-    arrays = _tree_arrays(trees[: used * per_iteration], per_iteration)
-    divisor = float(used) if "average_output" in header else 0.0
-    return Forest(*arrays, per_iteration, int(header["max_feature_idx"]) + 1, LIGHTGBM_ZERO, link, sigmoid, divisor)
-
-
-def _model_sections(text: str) -> tuple:
-    """(header, trees) of a LightGBM model string: ``key=value`` dicts (a line without ``=`` maps to "")."""
-    body = text.split("\nend of trees", 1)[0]
-    blocks = body.split("\n\n")
-    header = _fields(blocks[0])
-    trees = [_fields(block) for block in blocks[1:] if block.strip().startswith("Tree=")]
-    return header, trees
-
-
-def _fields(block: str) -> dict:
-    pairs = (line.split("=", 1) if "=" in line else (line, "") for line in block.strip().splitlines())
-    return {key: value for key, value in pairs}
-
-
-def _numbers(text: str, dtype) -> np.ndarray:
-    """The numbers of a line (doubles parsed by Python: exact for LightGBM's 17 digits, inf and nan)."""
-    return np.array([float(x) for x in text.split()] if dtype is np.float64 else [int(x) for x in text.split()], dtype)
-
-
-def _tree_arrays(trees: list, per_iteration: int) -> tuple:
-    """(nodes, cat_bounds, cat_bits, leaves, trees) of LightGBM's trees, in order."""
-    nodes, leaves, cat_words, roots = [], [], [], []
-    cat_bounds = [0]
-    n_nodes = n_leaves = 0
-    for index, tree in enumerate(trees):
-        if tree.get("is_linear", "0") != "0":
-            raise Unsupported("linear trees (linear_tree=True)")
-        n = int(tree["num_leaves"])
-        values = _numbers(tree["leaf_value"], np.float64)
-        if len(values) != n:
-            raise Unsupported("a tree whose leaves do not match its size")
-        if n == 1:
-            roots.append((~n_leaves, index % per_iteration))
-        else:
-            node = np.zeros(n - 1, NODE)
-            node["feature"] = _numbers(tree["split_feature"], np.int32)
-            for side in ("left", "right"):
-                child = _numbers(tree[f"{side}_child"], np.int32)
-                node[side] = np.where(child >= 0, child + n_nodes, ~(~child + n_leaves))
-            threshold, decision = _numbers(tree["threshold"], np.float64), _numbers(tree["decision_type"], np.int32)
-            node["threshold"], node["flags"] = _lightgbm_flags(threshold, decision)
-            categorical = (decision & _LIGHTGBM_CATEGORICAL) != 0
-            if categorical.any():  # (the threshold: the tree's own index of the bitset)
-                node["threshold"][categorical] += len(cat_bounds) - 1
-                bounds = _numbers(tree["cat_boundaries"], np.int64)
-                cat_bounds.extend((bounds[1:] + cat_bounds[-1]).tolist())
-                cat_words.append(_numbers(tree["cat_threshold"], np.uint32))
-            nodes.append(node)
-            roots.append((n_nodes, index % per_iteration))
-            n_nodes += n - 1
-        leaves.append(values)
-        n_leaves += n
-    return (
-        np.concatenate(nodes) if nodes else np.zeros(0, NODE),
-        np.array(cat_bounds, np.int32),
-        np.concatenate(cat_words) if cat_words else np.zeros(0, np.uint32),
-        np.concatenate(leaves) if leaves else np.zeros(0),
-        np.array(roots, np.int32).reshape(-1, 2),
-    )
-
-
-_LIGHTGBM_CATEGORICAL, _LIGHTGBM_DEFAULT_LEFT = 1, 2  # decision_type bits; the missing type: (d >> 2) & 3
-_LIGHTGBM_ZERO_MISSING, _LIGHTGBM_NAN_MISSING = 1, 2
-
-
-def _lightgbm_flags(threshold: np.ndarray, decision: np.ndarray) -> tuple:
-    """(thresholds, flags) of nodes of LightGBM's ``threshold`` and ``decision_type``, deciding as
-    ``Tree::Decision`` does on the row LightGBM predicts (where ``abs(value) <= kZeroThreshold`` is 0.0)."""
-    categorical = (decision & _LIGHTGBM_CATEGORICAL) != 0
-    default_left = (decision & _LIGHTGBM_DEFAULT_LEFT) != 0
-    missing = (decision >> 2) & 3
-    zero_missing = ~categorical & (missing == _LIGHTGBM_ZERO_MISSING)
-    plain = ~categorical & ~zero_missing
-    # a NaN: the default way when it is the missing value, else 0.0 compared
-    nan_left = np.where(missing == _LIGHTGBM_NAN_MISSING, default_left, 0.0 <= threshold)
-    # values within kZeroThreshold of 0 compare as 0.0: a threshold among them moves to their edge
-    threshold = threshold.copy()
-    threshold[plain & (0.0 <= threshold) & (threshold < LIGHTGBM_ZERO)] = LIGHTGBM_ZERO
-    threshold[plain & (-LIGHTGBM_ZERO <= threshold) & (threshold < 0.0)] = np.nextafter(-LIGHTGBM_ZERO, -np.inf)
-    flags = (np.where(plain & nan_left, NAN_LEFT, 0) | np.where(categorical, CATEGORICAL, 0)
-             | np.where(zero_missing, ZERO_MISSING, 0) | np.where(default_left, DEFAULT_LEFT, 0))
-    return threshold, flags.astype(np.int32)
-
-
-_IDENTITY_OBJECTIVES = {"regression", "regression_l1", "quantile", "mape", "huber", "fair", "lambdarank",
-                        "rank_xendcg", "custom"}
-_FIXED_LINKS = {"multiclass": SOFTMAX, "poisson": EXP, "gamma": EXP, "tweedie": EXP, "cross_entropy": SIGMOID,
-                "cross_entropy_lambda": LOG1P_EXP}
-
-
-def _link(objective: str | None, params: dict) -> tuple:
-    """(link, sigmoid) of the model string's ``objective=`` line (none: the outputs as they are)."""
-    if objective is None:
-        return IDENTITY, 1.0
-    name, *options = objective.split()
-    settings = dict(o.split(":", 1) for o in options if ":" in o)
-    if name in ("binary", "multiclassova"):
-        sigmoid = float(settings["sigmoid"])
-        if "sigmoid" in params and float(params["sigmoid"]) != sigmoid:  # (the string has 6 digits)
-            raise Unsupported("a sigmoid parameter the model string does not hold exactly")
-        return SIGMOID, sigmoid
-    if name in _FIXED_LINKS:
-        return _FIXED_LINKS[name], 1.0
-    if name in _IDENTITY_OBJECTIVES:
-        return (SIGNED_SQUARE if "sqrt" in options else IDENTITY), 1.0
-    raise Unsupported(f"the objective {name!r}")
+def _refused() -> Unsupported:
+    return Unsupported("a value the library refuses (infinity, NaN or an unknown kind of category)")

@@ -177,14 +177,7 @@ class CompiledLinearModel:
         """The array ``validate_data`` hands the model for ``frame``; Unsupported where it would
         warn (names not seen in fit), raise (other names or order, no rows, NaN or infinity) or
         convert the values (see ``frame_values``)."""
-        columns = frame.columns
-        if columns is not self._named:
-            if self.names is None:
-                raise Unsupported("a DataFrame given to a model fitted without feature names (scikit-learn warns)")
-            labels = columns.tolist()
-            if labels != self.names or not all(type(label) is str for label in labels):
-                raise Unsupported("columns that are not the feature names seen in fit, in order (scikit-learn raises or warns)")
-            self._named = columns
+        self._named = named_columns(frame.columns, self.names, self._named)
         if not len(frame):
             raise Unsupported("no rows (scikit-learn raises)")
         values = frame_values(frame)
@@ -258,6 +251,18 @@ def _check_dense(X, width: int) -> None:
     """Unsupported unless scikit-learn would use ``X`` as it is, without a conversion or an error."""
     if X.ndim != 2 or X.shape[0] == 0 or X.dtype != np.float64 or X.shape[1] != width or not np.isfinite(X).all():
         raise Unsupported("a dense input that is not a finite float64 matrix of the model's width with rows")
+
+
+def named_columns(columns: pd.Index, names: list | None, named: pd.Index | None) -> pd.Index:
+    """``columns``, when they are the feature names seen in fit (``names``), in order: checked unless
+    they are ``named``, the last columns found to be them; Unsupported where scikit-learn raises or warns."""
+    if columns is not named:
+        if names is None:
+            raise Unsupported("a DataFrame given to a model fitted without feature names (scikit-learn warns)")
+        labels = columns.tolist()
+        if labels != names or not all(type(label) is str for label in labels):
+            raise Unsupported("columns that are not the feature names seen in fit, in order (scikit-learn raises or warns)")
+    return columns
 
 
 def frame_values(frame: pd.DataFrame) -> np.ndarray:

@@ -1,14 +1,10 @@
 """Compiled scikit-learn trees: decision trees, random and extra-trees forests, gradient boosting
 and histogram gradient boosting; ``predict``, ``predict_proba``, ``decision_function``.
 
-A fitted model is read once into flat arrays (``Nodes``): every tree's nodes one after the other,
-a node's fields side by side in arrays indexed by node (``feature``, ``left``, ``right``:
-absolute indices, ``left == -1`` marks a leaf as in scikit-learn; ``missing_left``, ``bitset``
-(a categorical split's bitset row), ``threshold``; ``values[i]``: the leaf's values, one per
-class for forests, one for boosting), with ``roots`` and the output ``columns`` of the trees in
-the order the library sums them. One numba kernel walks them for
-blocks of rows (every tree in turn over a block; each row sums the trees in order), batches
-split across ``workers``, with the library's arithmetic:
+A fitted model is read once into the shared flat arrays of ``forest`` (a reader per family:
+``tree_forest`` for ``tree_`` objects, ``histogram_forest`` for HistGradientBoosting's predictors),
+leaves marked ``left == -1`` as in scikit-learn, in the order the library sums the trees, and
+scored by ``forest``'s kernels (batches split across ``workers``) with the library's arithmetic:
 
 - trees and forests compare ``X`` converted to float32 (``check_array(X, dtype=float32)``)
   against float64 thresholds, NaN following ``missing_go_to_left`` where the tree supports
@@ -33,7 +29,6 @@ refuse the call, which then runs as written and raises scikit-learn's error.
 """
 
 from operator import is_
-from typing import NamedTuple
 
 import joblib.parallel
 import numpy as np
@@ -48,9 +43,9 @@ from sklearn.ensemble import _gb
 from sklearn.preprocessing import OrdinalEncoder
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
+from willump.compile.forest import CATEGORICAL, LEAF, MISSING_LEFT, Ensemble, Forest, Reading, Tree, joined, plain_reading
 from willump.compile.forms import Deferred, Unsupported
-from willump.compile.jit import njit
-from willump.compile.linear import frame_values
+from willump.compile.linear import frame_values, named_columns
 from willump.compile.parallel import SERIAL
 
 _CLASSIFY = ("predict", "predict_proba")
@@ -68,202 +63,42 @@ METHODS = {
     HistGradientBoostingClassifier: _CLASSIFY + ("decision_function",),
     HistGradientBoostingRegressor: ("predict",),
 }
-LEAF = -1
-ROWS_PER_BLOCK = 256  # rows every tree walks in turn
-BLOCK_BYTES = 1 << 16  # (fewer rows per block when they are wide)
-LANES = 16  # rows walking a tree in step
-NODE_WORK_PER_TASK = 50_000  # rows x trees below which a part is not worth a thread
 
 
-class Nodes(NamedTuple):
-    """A model's trees as flat arrays, in the order their leaf values are summed: a node's fields
-    side by side in arrays indexed by node (absolute indices; a leaf has ``left == -1``)."""
-
-    feature: np.ndarray  # int32
-    left: np.ndarray  # int32, -1 for a leaf
-    right: np.ndarray  # int32
-    missing_left: np.ndarray  # uint8: NaN (and unknown categories) go left
-    bitset: np.ndarray  # int32: a categorical split's row in raw_bitsets, -1 for a threshold
-    threshold: np.ndarray  # float64: values <= threshold go left
-    values: np.ndarray  # float64 (n_nodes, width): what a leaf adds to out[row, column:column + width]
-    roots: np.ndarray  # int64 (n_trees,)
-    depths: np.ndarray  # int64 (n_trees,): the steps from a tree's root to its deepest leaf
-    columns: np.ndarray  # int64 (n_trees,): the output column of each tree's first value
-    raw_bitsets: np.ndarray  # uint32 (n, 8): categories going left, for categorical nodes (their bitset row)
-    known_bitsets: np.ndarray  # uint32 (n, 8): known categories per categorical feature
-    known_rows: np.ndarray  # int64 (n_features,): a feature's row in known_bitsets
-
-
-class Reading(NamedTuple):
-    """How the kernel reads an input row: ``float32``: values compared as float32, as
-    ``check_array(dtype=float32)`` makes them (NaN refused unless ``allow_nan``; infinity refused);
-    otherwise as float64, anything allowed. ``encoded``: the input columns holding categories, each
-    looked up among ``categories[bounds[e, 0]:bounds[e, 1]]``."""
-
-    float32: bool
-    allow_nan: bool
-    encoded: np.ndarray
-    bounds: np.ndarray
-    categories: np.ndarray
-
-
-@njit
-def predict_rows(X, start, stop, float32, allow_nan, encoded, bounds, categories, feature, left, right, missing_left,
-                 bitset, threshold, values, roots, depths, columns, raw_bitsets, known_bitsets, known_rows, scale,
-                 initial, divisor, out):
-    """Sum the trees' leaf values for rows ``start:stop`` of ``X`` into ``out`` (see the module's
-    docstring); -1, or the first row holding a value the library refuses.
-
-    Rows are taken in blocks that every tree walks in turn (its nodes stay in cache), ``LANES``
-    rows at a time in step, without branches, for the tree's depth (rows at a leaf stay there):
-    their paths overlap in the processor instead of each mispredicted turn stalling it. Categorical
-    splits (and any row not at a leaf by then) are walked row by row. Each row sums the trees in
-    order. (All in one function: arrays passed to helpers cost reference counting per node.)"""
-    width = X.shape[1]
-    per_block = max(LANES, min(ROWS_PER_BLOCK, BLOCK_BYTES // (8 * max(width, 1))))
-    rows = np.empty((min(per_block, stop - start), width), np.float64)
-    at = np.empty(LANES, np.int64)  # the lanes' nodes
-    n_values = values.shape[1]
-    categorical = (bitset >= 0).any()
-    for block in range(start, stop, per_block):
-        end = min(block + per_block, stop)
-        for i in range(block, end):  # the rows as the library's checked array holds them
-            r = i - block
-            if float32:
-                for j in range(width):
-                    rows[r, j] = np.float64(np.float32(X[i, j]))
-                for j in range(width):
-                    value = rows[r, j]
-                    if value - value != 0.0 and (np.isinf(value) or not allow_nan):  # (NaN or infinity)
-                        return i
-            else:
-                for j in range(width):
-                    rows[r, j] = np.float64(X[i, j])
-            for e in range(len(encoded)):  # a category: its position among the sorted known ones, or NaN
-                value = rows[r, encoded[e]]
-                if np.isinf(value):
-                    return i  # (the OrdinalEncoder raises)
-                low, high = bounds[e, 0], bounds[e, 1]
-                while low < high:
-                    middle = (low + high) // 2
-                    if categories[middle] < value:
-                        low = middle + 1
-                    else:
-                        high = middle
-                found = low < bounds[e, 1] and categories[low] == value
-                rows[r, encoded[e]] = np.float64(low - bounds[e, 0]) if found else np.nan
-            for k in range(out.shape[1]):
-                out[i, k] = initial[k]
-        for t in range(len(roots)):
-            column = columns[t]
-            for first in range(block, end, LANES):
-                lanes = min(LANES, end - first)
-                for lane in range(lanes):
-                    at[lane] = roots[t]
-                for _ in range(0 if categorical else depths[t]):
-                    for lane in range(lanes):
-                        node = at[lane]
-                        value = rows[first - block + lane, feature[node]]
-                        to_left = (value <= threshold[node]) | (np.isnan(value) & (missing_left[node] != 0))
-                        on_left, on_right = left[node], right[node]
-                        child = on_left if to_left else on_right
-                        at[lane] = node if on_left == LEAF else child
-                for lane in range(lanes):
-                    i, node = first + lane, at[lane]
-                    while left[node] != LEAF:  # _apply_dense, _predict_one_from_raw_data
-                        value = rows[i - block, feature[node]]
-                        if bitset[node] < 0:  # (NaN compares False: checked only then)
-                            if value <= threshold[node]:
-                                node = left[node]
-                            elif np.isnan(value) and missing_left[node]:
-                                node = left[node]
-                            else:
-                                node = right[node]
-                            continue
-                        if value >= 0:  # (NaN is not)
-                            code = np.int64(value)  # (a code below 256: the encoder's)
-                            if (raw_bitsets[bitset[node], code >> 5] >> (code & 31)) & 1:
-                                node = left[node]
-                                continue
-                            if (known_bitsets[known_rows[feature[node]], code >> 5] >> (code & 31)) & 1:
-                                node = right[node]
-                                continue
-                        # NaN, or a negative or unknown category: where missing values go
-                        node = left[node] if missing_left[node] else right[node]
-                    if divisor < 0.0:  # one tree: its values as they are
-                        for k in range(n_values):
-                            out[i, column + k] = values[node, k]
-                    else:
-                        for k in range(n_values):
-                            out[i, column + k] += scale * values[node, k]
-        if divisor > 0.0:
-            for i in range(block, end):
-                for k in range(out.shape[1]):
-                    out[i, k] /= divisor
-    return -1
-
-
-def _no_bitsets() -> np.ndarray:
-    return np.zeros((0, 8), np.uint32)
-
-
-def tree_nodes(trees: list, columns: list) -> Nodes:
-    """The flat arrays of scikit-learn ``Tree`` objects (``tree_``), in order."""
-    offsets = _offsets([tree.node_count for tree in trees])
-    lefts = [tree.children_left for tree in trees]
-    leaves = [left == LEAF for left in lefts]
-    return Nodes(
-        _joined([np.where(leaf, 0, tree.feature) for tree, leaf in zip(trees, leaves)], np.int32),
-        _joined([np.where(leaf, LEAF, left + offset) for left, leaf, offset in zip(lefts, leaves, offsets)], np.int32),
-        _joined([np.where(leaf, LEAF, tree.children_right + offset) for tree, leaf, offset in zip(trees, leaves, offsets)],
-                np.int32),
-        _joined([_missing_left(tree) for tree in trees], np.uint8),
-        np.full(int(np.sum([tree.node_count for tree in trees])), -1, np.int32),
-        _joined([tree.threshold for tree in trees], np.float64),
-        np.ascontiguousarray(np.concatenate([tree.value.reshape(tree.node_count, -1) for tree in trees]), np.float64),
-        offsets, np.array([tree.max_depth for tree in trees], np.int64), np.asarray(columns, np.int64),
-        _no_bitsets(), _no_bitsets(), np.zeros(0, np.int64),
-    )
+def tree_forest(trees: list, columns: list) -> Forest:
+    """The forest of scikit-learn ``Tree`` objects (``tree_``), in order."""
+    return joined([Tree(
+        np.where(tree.children_left == LEAF, 0, tree.feature), tree.children_left, tree.children_right,
+        _missing_left(tree) * MISSING_LEFT, tree.threshold, tree.value.reshape(tree.node_count, -1), column,
+        tree.max_depth) for tree, column in zip(trees, columns)], [0], np.zeros(0, np.uint32), np.zeros(0, np.int64))
 
 
 def _missing_left(tree) -> np.ndarray:
     missing = getattr(tree, "missing_go_to_left", None)  # (scikit-learn >= 1.3)
-    return np.zeros(tree.node_count, np.uint8) if missing is None else missing
+    return np.zeros(tree.node_count, np.uint8) if missing is None else missing.astype(np.uint8)
 
 
-def histogram_nodes(model) -> Nodes:
-    """The flat arrays of a fitted HistGradientBoosting model's predictors, iteration by iteration."""
+def histogram_forest(model) -> Forest:
+    """The forest of a fitted HistGradientBoosting model's predictors, iteration by iteration: a
+    categorical node's threshold the index of its bitset (scikit-learn's 8 words of raw bitsets, the
+    predictors' in turn, then the known categories' bitsets, one per categorical feature)."""
     predictors = [(k, p) for iteration in model._predictors for k, p in enumerate(iteration)]
-    records = [p.nodes for _, p in predictors]
-    offsets = _offsets([len(r) for r in records])
-    bitset_offsets = _offsets([len(p.raw_left_cat_bitsets) for _, p in predictors])
-    leaves = [r["is_leaf"].astype(bool) for r in records]
-    raw = [p.raw_left_cat_bitsets for _, p in predictors if len(p.raw_left_cat_bitsets)]
+    bitset_offsets = np.cumsum([0] + [len(p.raw_left_cat_bitsets) for _, p in predictors])
+    raw = [p.raw_left_cat_bitsets for _, p in predictors]
     known, known_rows = model._bin_mapper.make_known_categories_bitsets()
-    return Nodes(
-        _joined([np.where(leaf, 0, r["feature_idx"]) for r, leaf in zip(records, leaves)], np.int32),
-        _joined([np.where(leaf, LEAF, r["left"].astype(np.int64) + o) for r, leaf, o in zip(records, leaves, offsets)],
-                np.int32),
-        _joined([np.where(leaf, LEAF, r["right"].astype(np.int64) + o) for r, leaf, o in zip(records, leaves, offsets)],
-                np.int32),
-        _joined([r["missing_go_to_left"] for r in records], np.uint8),
-        _joined([np.where(r["is_categorical"].astype(bool) & ~leaf, r["bitset_idx"].astype(np.int64) + o, -1)
-                 for r, leaf, o in zip(records, leaves, bitset_offsets)], np.int32),
-        _joined([r["num_threshold"] for r in records], np.float64),
-        _joined([r["value"] for r in records], np.float64).reshape(-1, 1), offsets,
-        np.array([r["depth"].max() for r in records], np.int64), np.array([k for k, _ in predictors], np.int64),
-        np.ascontiguousarray(np.concatenate(raw) if raw else _no_bitsets(), np.uint32),
-        np.ascontiguousarray(known, np.uint32).reshape(-1, 8), np.asarray(known_rows, np.int64),
-    )
-
-
-def _offsets(sizes: list) -> np.ndarray:
-    """Where each of blocks of these sizes starts, one after the other."""
-    return np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-
-
-def _joined(parts: list, dtype) -> np.ndarray:
-    return np.ascontiguousarray(np.concatenate(parts), dtype)
+    trees = []
+    for (k, predictor), offset in zip(predictors, bitset_offsets):
+        nodes = predictor.nodes
+        leaf = nodes["is_leaf"].astype(bool)
+        categorical = nodes["is_categorical"].astype(bool) & ~leaf
+        flags = nodes["missing_go_to_left"].astype(np.uint8) * MISSING_LEFT | np.where(categorical, CATEGORICAL, 0)
+        children = [np.where(leaf, LEAF, nodes[side].astype(np.int64)) for side in ("left", "right")]
+        threshold = np.where(categorical, nodes["bitset_idx"].astype(np.int64) + offset, nodes["num_threshold"])
+        trees.append(Tree(np.where(leaf, 0, nodes["feature_idx"]), *children, flags.astype(np.uint8), threshold,
+                          nodes["value"].reshape(-1, 1), k, int(nodes["depth"].max())))
+    words = np.concatenate(raw + [np.asarray(known, np.uint32).reshape(-1, 8)]).reshape(-1)
+    bounds = np.arange(0, len(words) + 1, 8)
+    return joined(trees, bounds, words, bitset_offsets[-1] + np.asarray(known_rows, np.int64))
 
 
 class CompiledTrees:
@@ -284,57 +119,11 @@ class CompiledTrees:
         self.names = None if names is None else names.tolist()
         self._named = None  # the last columns (an immutable Index) found to be those names
         if kind in HISTOGRAM:
-            self._read_histogram(model, width)
+            self.ensemble = histogram_ensemble(model, width)
         elif kind in (GradientBoostingClassifier, GradientBoostingRegressor):
-            self._read_boosting(model, width)
+            self.ensemble = boosting_ensemble(model, width)
         else:
-            self._read_forest(model, width)
-        self.outputs = len(self.initial)
-        reading = self.reading
-        self._arguments = (  # predict_rows' arguments after the rows
-            *self.reading, *self.trees,
-            self.scale, self.initial, self.divisor,
-        )
-        self.minimum_rows = max(1, NODE_WORK_PER_TASK // len(self.trees.roots))
-        if len(self.trees.left) >= 2 ** 31:
-            raise Unsupported("more nodes than 32-bit indices hold")
-
-    def _read_forest(self, model, width: int) -> None:
-        single = not isinstance(model, FORESTS)
-        estimators = [model] if single else model.estimators_
-        trees = [e.tree_ for e in estimators]
-        self.trees = tree_nodes(trees, [0] * len(trees))
-        self.reading = _plain_reading(float32=True, allow_nan=estimators[0]._support_missing_values(np.empty((1, 1))))
-        self.initial = np.zeros(self.trees.values.shape[1])
-        self.scale, self.divisor = 1.0, -1.0 if single else float(len(estimators))
-
-    def _read_boosting(self, model, width: int) -> None:
-        stages = model.estimators_
-        self.trees = tree_nodes([e.tree_ for e in stages.ravel()], list(range(stages.shape[1])) * stages.shape[0])
-        self.reading = _plain_reading(float32=True, allow_nan=False)
-        self.initial = _boosting_start(model, width, stages.shape[1])
-        self.scale, self.divisor = float(model.learning_rate), 0.0
-
-    def _read_histogram(self, model, width: int) -> None:
-        self.trees = histogram_nodes(model)
-        preprocessor = model._preprocessor
-        if preprocessor is None and (self.trees.bitset >= 0).any():
-            raise Unsupported("categorical splits without scikit-learn's categorical preprocessor")
-        if preprocessor is None:
-            self.reading = _plain_reading(float32=False, allow_nan=True)
-        else:  # the trees read the preprocessor's outputs: read the input columns they come from instead
-            self.reading, source = _encoded_reading(preprocessor, width)
-            inputs = np.empty(width, np.int64)
-            inputs[source] = np.arange(width)  # (the output of each input column)
-            known_rows = self.trees.known_rows
-            self.trees = self.trees._replace(
-                feature=np.ascontiguousarray(source[self.trees.feature], np.int32),
-                known_rows=known_rows[inputs] if len(known_rows) else known_rows)
-        baseline = model._baseline_prediction
-        if baseline.dtype != np.float64 or baseline.shape != (1, model.n_trees_per_iteration_):
-            raise Unsupported("a baseline prediction that is not a float64 row")
-        self.initial = (np.zeros(baseline.shape) + baseline)[0]  # as _raw_predict: zeros, += baseline
-        self.scale, self.divisor = 1.0, 0.0
+            self.ensemble = forest_ensemble(model, width)
 
     def still_valid(self) -> bool:
         """False once the model is refitted or a parameter is set."""
@@ -371,29 +160,12 @@ class CompiledTrees:
         return matrix
 
     def _frame_array(self, frame: pd.DataFrame) -> np.ndarray:
-        columns = frame.columns
-        if columns is not self._named:
-            if self.names is None:
-                raise Unsupported("a DataFrame given to a model fitted without feature names (scikit-learn warns)")
-            labels = columns.tolist()
-            if labels != self.names or not all(type(label) is str for label in labels):
-                raise Unsupported("columns that are not the feature names seen in fit, in order")
-            self._named = columns
+        self._named = named_columns(frame.columns, self.names, self._named)
         return frame_values(frame)
 
     def raw(self, X: np.ndarray) -> np.ndarray:
         """The sums of the trees' values for the rows of ``X`` (n_rows, outputs), C-ordered."""
-        n = len(X)
-        out = np.empty((n, self.outputs))
-        model = self._arguments
-        if n < 2 * self.minimum_rows or self.workers.count == 1:
-            refused = predict_rows(X, 0, n, *model, out)
-        else:
-            parts = self.workers.split(n, self.minimum_rows)
-            refused = max(self.workers.map(lambda rows: predict_rows(X, rows.start, rows.stop, *model, out), parts))
-        if refused >= 0:
-            raise Unsupported("a value scikit-learn refuses (infinity, NaN or an unknown kind of category)")
-        return out
+        return self.ensemble.predict(X, self.workers)
 
     def finish(self, raw: np.ndarray):
         """The method's answer from the sums, as the model's own method computes it."""
@@ -407,6 +179,44 @@ class CompiledTrees:
         if self.kind in (DecisionTreeRegressor, RandomForestRegressor, ExtraTreesRegressor):
             return raw[:, 0]
         return model.classes_.take(np.argmax(raw, axis=1), axis=0)
+
+
+def forest_ensemble(model, width: int) -> Ensemble:
+    """A decision tree's or a forest's: float32 values, leaf values summed from 0.0 and averaged
+    (a single tree's values as they are: ``-0.0 + v`` is ``v``)."""
+    single = not isinstance(model, FORESTS)
+    estimators = [model] if single else model.estimators_
+    trees = tree_forest([e.tree_ for e in estimators], [0] * len(estimators))
+    reading = plain_reading(float32=True, allow_nan=estimators[0]._support_missing_values(np.empty((1, 1))))
+    initial = np.full(trees.values.shape[1], -0.0 if single else 0.0)
+    return Ensemble(trees, reading, width, initial, divisor=0.0 if single else float(len(estimators)))
+
+
+def boosting_ensemble(model, width: int) -> Ensemble:
+    """A GradientBoosting model's: float32 values, ``init_``'s prediction plus ``learning_rate * value``."""
+    stages = model.estimators_
+    trees = tree_forest([e.tree_ for e in stages.ravel()], list(range(stages.shape[1])) * stages.shape[0])
+    return Ensemble(trees, plain_reading(float32=True, allow_nan=False), width,
+                    _boosting_start(model, width, stages.shape[1]), scale=float(model.learning_rate))
+
+
+def histogram_ensemble(model, width: int) -> Ensemble:
+    """A HistGradientBoosting model's: float64 values (categories encoded), its baseline plus leaf values."""
+    trees = histogram_forest(model)
+    preprocessor = model._preprocessor
+    if preprocessor is None and (trees.flags & CATEGORICAL).any():
+        raise Unsupported("categorical splits without scikit-learn's categorical preprocessor")
+    if preprocessor is None:
+        reading = plain_reading(float32=False, allow_nan=True)
+    else:  # the trees read the preprocessor's outputs: read the input columns they come from instead
+        reading, source = _encoded_reading(preprocessor, width)
+        inputs = np.empty(width, np.int64)
+        inputs[source] = np.arange(width)  # (the output of each input column)
+        trees = trees._replace(feature=np.ascontiguousarray(source[trees.feature], np.int32), known=trees.known[inputs])
+    baseline = model._baseline_prediction
+    if baseline.dtype != np.float64 or baseline.shape != (1, model.n_trees_per_iteration_):
+        raise Unsupported("a baseline prediction that is not a float64 row")
+    return Ensemble(trees, reading, width, (np.zeros(baseline.shape) + baseline)[0])  # (_raw_predict: zeros, += baseline)
 
 
 _NUMBERS = {np.dtype(t) for t in (np.float64, np.float32, np.int64, np.int32, np.int16, np.int8, np.uint8, np.uint16, np.uint32)}
@@ -436,10 +246,6 @@ _JOBLIB_CONTEXTS = getattr(joblib.parallel, "_backend", None)  # .config: the th
 _JOBLIB_DEFAULT = getattr(joblib.parallel, "default_parallel_config", None) if _JOBLIB_CONTEXTS is not None else None
 
 
-def _plain_reading(float32: bool, allow_nan: bool) -> Reading:
-    return Reading(float32, bool(allow_nan), np.zeros(0, np.int64), np.zeros((0, 2), np.int64), np.zeros(0))
-
-
 def _encoded_reading(preprocessor, width: int) -> tuple[Reading, np.ndarray]:
     """The reading of HistGradientBoosting's ``_preprocessor``: an ``OrdinalEncoder`` of the categorical
     columns (put first), then the numerical ones, and the input column of each of its outputs;
@@ -455,7 +261,7 @@ def _encoded_reading(preprocessor, width: int) -> tuple[Reading, np.ndarray]:
     if not all(m.dtype == bool and m.shape == (width,) for m in masks):
         raise Unsupported("categorical columns not given as a mask")
     source = np.concatenate([np.flatnonzero(m) for m in masks]).astype(np.int64)
-    known, bounds = [], []
+    known, bounds = [], []  # (bounds: the encoding's rows)
     for categories in encoder.categories_:
         if categories.dtype.kind not in "iuf":
             raise Unsupported("categories that are not numbers (pandas categorical or string columns)")
@@ -464,10 +270,9 @@ def _encoded_reading(preprocessor, width: int) -> tuple[Reading, np.ndarray]:
         if not (np.all(np.abs(values) < 2.0 ** 53) and np.all(values[1:] > values[:-1])):
             raise Unsupported("categories that are not exact as float64, or not sorted")
         start = sum(len(k) for k in known)
-        bounds.append((start, start + len(values)))
+        bounds.append((source[len(known)], start, start + len(values)))
         known.append(values)
-    encoded = source[:len(known)]
-    reading = Reading(False, True, encoded, np.array(bounds, np.int64).reshape(-1, 2),
+    reading = Reading(False, True, np.array(bounds, np.int64).reshape(-1, 3),
                       np.concatenate(known) if known else np.zeros(0))
     return reading, source
 

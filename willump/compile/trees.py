@@ -1,11 +1,11 @@
-"""LightGBM models: scored by the tree kernels of ``forest``, or else through their Booster.
+"""LightGBM models: scored by the shared tree kernels (``forest``), or else through their Booster.
 
-A model whose trees and link ``forest`` reproduces (numerical and categorical splits,
-missing values, every built-in objective but linear trees) is scored by its numba
-kernels, to the bit what ``Booster.predict`` returns: a single row with no thread
-and no LightGBM call, a batch split over the decorator's ``workers``. The input
-matrix is the one LightGBM itself would build (same dtype, same values; pandas
-categorical columns as their codes in the training categories).
+A model whose trees and link the kernels reproduce (numerical and categorical splits,
+missing values, every built-in objective but linear trees) is read from its model string
+(``lightgbm_forest``) and scored by ``forest``'s kernels, to the bit what ``Booster.predict``
+returns: a single row with no thread and no LightGBM call, a batch split over the decorator's
+``workers``. The input matrix is the one LightGBM itself would build (same dtype, same values;
+pandas categorical columns as their codes in the training categories).
 
 Otherwise (linear trees, ``pred_early_stop``, an unknown objective) the Booster
 answers, given that matrix and the model's own thread count (``n_jobs`` as
@@ -16,6 +16,12 @@ not depend on the thread count. A single row then goes through LightGBM's own si
 instead of on every call; LightGBM's tests check it gives what
 ``LGBM_BoosterPredictForMat`` gives. Inputs may also be compiled joins (``tables.SelectedFrame``):
 the matrix is then gathered from the tables directly.
+
+LightGBM's own rules become node flags when the model is read (``_lightgbm_flags``): a NaN
+reads as 0.0 unless NaN is the node's missing value, and a value with ``abs(value) <=
+kZeroThreshold`` as 0.0 (LightGBM drops it from the row), which moves a threshold lying within
+that distance of 0 to its edge. Outputs sum from 0.0 in tree order (``GBDT::PredictRaw``), are
+averaged in random-forest mode (``average_output``) and mapped by the objective's link.
 """
 
 import ctypes
@@ -30,7 +36,10 @@ from lightgbm.basic import (
 )
 
 from willump.compile.dense import ConcatenatedColumns
-from willump.compile.forest import lightgbm_forest
+from willump.compile.forest import (
+    CATEGORICAL, EXP, IDENTITY, LEAF, LOG1P_EXP, MISSING_LEFT, SIGMOID, SIGNED_SQUARE, SOFTMAX, ZERO, ZERO_MISSING,
+    Ensemble, Tree, joined, plain_reading,
+)
 from willump.compile.forms import Unsupported
 
 try:  # what validate_data, which LGBMModel.predict calls on arrays, runs first
@@ -133,14 +142,141 @@ def _forest(booster, params: dict, iterations: int):
         return problem
 
 
-def _forest_predict(forest, matrix: np.ndarray, workers) -> np.ndarray:
+def _forest_predict(forest: Ensemble, matrix: np.ndarray, workers) -> np.ndarray:
     """What ``_InnerPredictor.predict`` returns for ``matrix``: a vector for one output, else rows."""
-    matrix = np.ascontiguousarray(matrix, dtype=np.float64)  # (float32 widened, as LightGBM's C++ does)
-    if len(matrix) == 1:
-        out = forest.predict_row(matrix)
-        return out if forest.n_outputs == 1 else out.reshape(1, -1)
-    out = forest.predict(matrix, workers)
+    out = forest.predict(np.ascontiguousarray(matrix, dtype=np.float64), workers)  # (one kind of matrix compiled)
     return out.reshape(-1) if forest.n_outputs == 1 else out
+
+
+def lightgbm_forest(booster, iterations: int | None = None) -> Ensemble:
+    """The kernels' ensemble of a LightGBM ``Booster`` scoring as ``booster.predict(X, num_iteration=iterations)``
+    (``None``: its best iteration, else all); Unsupported for what the kernels do not reproduce."""
+    if iterations is None:
+        iterations = booster.best_iteration
+    header, trees = _model_sections(booster.model_to_string(num_iteration=-1))
+    per_iteration = int(header["num_tree_per_iteration"])
+    available = len(trees) // per_iteration
+    used = min(iterations, available) if iterations > 0 else available
+    link, sigmoid = _link(header.get("objective"), booster.params)
+    width = int(header["max_feature_idx"]) + 1
+    divisor = float(used) if "average_output" in header else 0.0
+    return Ensemble(_lightgbm_trees(trees[: used * per_iteration], per_iteration, width), plain_reading(), width,
+                    np.zeros(per_iteration), divisor=divisor, link=link, sigmoid=sigmoid)
+
+
+def _model_sections(text: str) -> tuple:
+    """(header, trees) of a LightGBM model string: ``key=value`` dicts (a line without ``=`` maps to "")."""
+    body = text.split("\nend of trees", 1)[0]
+    blocks = body.split("\n\n")
+    header = _fields(blocks[0])
+    trees = [_fields(block) for block in blocks[1:] if block.strip().startswith("Tree=")]
+    return header, trees
+
+
+def _fields(block: str) -> dict:
+    pairs = (line.split("=", 1) if "=" in line else (line, "") for line in block.strip().splitlines())
+    return {key: value for key, value in pairs}
+
+
+def _numbers(text: str, dtype) -> np.ndarray:
+    """The numbers of a line (doubles parsed by Python: exact for LightGBM's 17 digits, inf and nan)."""
+    return np.array([float(x) for x in text.split()] if dtype is np.float64 else [int(x) for x in text.split()], dtype)
+
+
+def _lightgbm_trees(trees: list, per_iteration: int, width: int):
+    """The ``forest.Forest`` of LightGBM's trees, in order: a tree's internal nodes, then its leaves."""
+    read, cat_words = [], []
+    cat_bounds = [0]
+    for index, tree in enumerate(trees):
+        if tree.get("is_linear", "0") != "0":
+            raise Unsupported("linear trees (linear_tree=True)")
+        n = int(tree["num_leaves"])
+        values = _numbers(tree["leaf_value"], np.float64)
+        if len(values) != n:
+            raise Unsupported("a tree whose leaves do not match its size")
+        internal = n - 1
+        feature, left, right = np.zeros(internal + n, np.int32), np.full(internal + n, LEAF), np.full(internal + n, LEAF)
+        flags, threshold = np.zeros(internal + n, np.uint8), np.zeros(internal + n)
+        depth = 0
+        if internal:
+            feature[:internal] = _numbers(tree["split_feature"], np.int32)
+            children = [_numbers(tree[f"{side}_child"], np.int64) for side in ("left", "right")]
+            left[:internal], right[:internal] = (np.where(c >= 0, c, internal + ~c) for c in children)
+            decision = _numbers(tree["decision_type"], np.int32)
+            threshold[:internal], flags[:internal] = _lightgbm_flags(_numbers(tree["threshold"], np.float64), decision)
+            categorical = (decision & _LIGHTGBM_CATEGORICAL) != 0
+            if categorical.any():  # (the threshold: the tree's own index of the bitset)
+                threshold[:internal][categorical] += len(cat_bounds) - 1
+                bounds = _numbers(tree["cat_boundaries"], np.int64)
+                cat_bounds.extend((bounds[1:] + cat_bounds[-1]).tolist())
+                cat_words.append(_numbers(tree["cat_threshold"], np.uint32))
+            depth = _depth(left, right)
+        leaf_values = np.zeros((internal + n, 1))
+        leaf_values[internal:, 0] = values
+        read.append(Tree(feature, left, right, flags, threshold, leaf_values, index % per_iteration, depth))
+    bits = np.concatenate(cat_words) if cat_words else np.zeros(0, np.uint32)
+    return joined(read, cat_bounds, bits, np.full(width, -1))
+
+
+def _depth(left: np.ndarray, right: np.ndarray) -> int:
+    """The steps from node 0 to the deepest leaf."""
+    deepest, reached = 0, [(0, 0)]
+    while reached:
+        node, depth = reached.pop()
+        if left[node] == LEAF:
+            deepest = max(deepest, depth)
+        else:
+            reached += [(left[node], depth + 1), (right[node], depth + 1)]
+    return deepest
+
+
+_LIGHTGBM_CATEGORICAL, _LIGHTGBM_DEFAULT_LEFT = 1, 2  # decision_type bits; the missing type: (d >> 2) & 3
+_LIGHTGBM_ZERO_MISSING, _LIGHTGBM_NAN_MISSING = 1, 2
+
+
+def _lightgbm_flags(threshold: np.ndarray, decision: np.ndarray) -> tuple:
+    """(thresholds, flags) of nodes of LightGBM's ``threshold`` and ``decision_type``, deciding as
+    ``Tree::Decision`` does on the row LightGBM predicts (where ``abs(value) <= kZeroThreshold`` is 0.0)."""
+    categorical = (decision & _LIGHTGBM_CATEGORICAL) != 0
+    default_left = (decision & _LIGHTGBM_DEFAULT_LEFT) != 0
+    missing = (decision >> 2) & 3
+    zero_missing = ~categorical & (missing == _LIGHTGBM_ZERO_MISSING)
+    plain = ~categorical & ~zero_missing
+    # a NaN: the default way when it is the missing value (or zero is), else 0.0 compared; a
+    # category that is NaN or not in the bitset: right
+    nan_left = np.where(missing == _LIGHTGBM_NAN_MISSING, default_left, 0.0 <= threshold)
+    missing_left = (plain & nan_left) | (zero_missing & default_left)
+    # values within kZeroThreshold of 0 compare as 0.0: a threshold among them moves to their edge
+    threshold = threshold.copy()
+    threshold[plain & (0.0 <= threshold) & (threshold < ZERO)] = ZERO
+    threshold[plain & (-ZERO <= threshold) & (threshold < 0.0)] = np.nextafter(-ZERO, -np.inf)
+    flags = (np.where(missing_left, MISSING_LEFT, 0) | np.where(categorical, CATEGORICAL, 0)
+             | np.where(zero_missing, ZERO_MISSING, 0))
+    return threshold, flags.astype(np.uint8)
+
+
+_IDENTITY_OBJECTIVES = {"regression", "regression_l1", "quantile", "mape", "huber", "fair", "lambdarank",
+                        "rank_xendcg", "custom"}
+_FIXED_LINKS = {"multiclass": SOFTMAX, "poisson": EXP, "gamma": EXP, "tweedie": EXP, "cross_entropy": SIGMOID,
+                "cross_entropy_lambda": LOG1P_EXP}
+
+
+def _link(objective: str | None, params: dict) -> tuple:
+    """(link, sigmoid) of the model string's ``objective=`` line (none: the outputs as they are)."""
+    if objective is None:
+        return IDENTITY, 1.0
+    name, *options = objective.split()
+    settings = dict(o.split(":", 1) for o in options if ":" in o)
+    if name in ("binary", "multiclassova"):
+        sigmoid = float(settings["sigmoid"])
+        if "sigmoid" in params and float(params["sigmoid"]) != sigmoid:  # (the string has 6 digits)
+            raise Unsupported("a sigmoid parameter the model string does not hold exactly")
+        return SIGMOID, sigmoid
+    if name in _FIXED_LINKS:
+        return _FIXED_LINKS[name], 1.0
+    if name in _IDENTITY_OBJECTIVES:
+        return (SIGNED_SQUARE if "sqrt" in options else IDENTITY), 1.0
+    raise Unsupported(f"the objective {name!r}")
 
 
 def _both_classes(positive: np.ndarray) -> np.ndarray:
