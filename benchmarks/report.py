@@ -267,10 +267,10 @@ def _dask_fits(fits: dict, by_row: dict) -> str:
         decided = fit.get("cascades", "not fitted")
         if "measured_speedup_batch" in fit:
             decided += f" (measured at fit on the validation rows: {fit['measured_speedup_batch']:.2f}x on batches)"
-        shares = [f"{mine['small_model_share']['value']:.0%} on {workers} worker(s)"
+        shares = [f"{mine['small_model_share']['value']:.0%} of the rows on {workers} worker(s)"
                   for (workload, workers, config), mine in by_row.items()
                   if workload == name and "small_model_share" in mine and config == "willump-fit"]
-        answered = f"; the small model answered {', '.join(shares)} of the rows" if shares else ""
+        answered = f"; the small model answered {' and '.join(shares)}" if shares else ""
         sentences.append(f"{name}: cascades {decided}{answered}")
     return ("`willump-fit` is fitted with `fit(calls=\"batches\")` (a batch job): " + "; ".join(sentences) + "."
             if sentences else "")
