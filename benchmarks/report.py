@@ -252,7 +252,7 @@ def render_dask(document: dict) -> str:
         lines.append(
             f"| {name} | {workers} | {config} | {value('throughput')} | {ratio('throughput')} "
             f"| {value('helper_throughput')} | {ratio('helper_throughput')} | {same} "
-            f"| {value('scoring_task_time', 3)} | {value('read_task_time', 3)} "
+            f"| {value('scoring_task_time', 3)} | {'in scoring' if value('reads_fused') == '1' else value('read_task_time', 3)} "
             f"| {value('overhead_per_partition', 0, 1e3)} | {value('warm_up_time', 2)} | {value('warm_up_extra', 2)} "
             f"| {value('peak_worker_memory', 0, 1e-6)} | {value('started_worker_memory', 0, 1e-6)} | {value('jobs')} |"
         )
