@@ -4,10 +4,10 @@ For toxic and music, the workload's test rows repeated to at least ``rows`` rows
 as Parquet partitions of ``partition_rows`` rows (``dask.dataframe.to_parquet``) to a temporary
 directory and read back with ``dd.read_parquet``. Each configuration of ``benchmarks.run`` (the
 undecorated function, ``willump.optimize``, and ``willump.optimize`` fitted as ``python -m
-benchmarks`` fits it, told it will score batches: ``fit(calls="batches")``) then scores them with the idiom users write,
-``ddf.map_partitions(func, meta=...).compute()``, on a fresh ``distributed.LocalCluster`` (worker
-processes of one thread) of 1 and of 2 workers; the two willump configurations also through
-``willump.dask.predict(ddf, func)``.
+benchmarks`` fits it, told it will score batches: ``fit(calls="batches")``) then scores them with
+the idiom users write, ``ddf.map_partitions(func, meta=...).compute()``, on a fresh
+``distributed.LocalCluster`` (worker processes of one thread) of 1 and of 2 workers; the two
+willump configurations also through ``willump.dask.predict(ddf, func)``.
 
 Per configuration and cluster size: rows/s (the rows over the median wall time of repeated jobs)
 and its ratio to the undecorated function's; whether the answers equal, to the bit, the same
@@ -43,8 +43,9 @@ from benchmarks.run import _version_of, machine_facts, write_document
 from benchmarks.workloads import WORKLOADS
 
 WORKLOADS_ON_DASK = ("toxic", "music")
+READ = "read_parquet-"  # the name of a Parquet read task: read_parquet-<token>
 META = ("score", "f8")  # what the idiom's users pass: every workload returns one float per row
-HELPED = ("willump", "willump-fit")  # the configurations also measured through willump.dask.predict
+HELPED = ("willump", FITTED)  # the configurations also measured through willump.dask.predict
 # A batch job: the fitted function is told so (``fit(calls="batches")`` times its cascade on batches).
 ON_DASK = CONFIGURATIONS | {FITTED: functools.partial(CONFIGURATIONS[FITTED], calls="batches")}
 FIT_FIGURES = ("cascades", "speed", "measured_speedup_batch", "measured_speedup_single_row", "small_model_fraction",
@@ -203,9 +204,6 @@ def _job(client, scores) -> dict:
         elif name.startswith(READ):
             read.append(seconds)
     return {"wall": wall, "answers": np.asarray(answers), "scoring": scoring, "read": read, "busy": busy}
-
-
-READ = "read_parquet-"
 
 
 def _fused_read(name: str, scoring: str) -> bool:
