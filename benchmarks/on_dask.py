@@ -4,10 +4,10 @@ For toxic and music, the workload's test rows repeated to at least ``rows`` rows
 as Parquet partitions of ``partition_rows`` rows (``dask.dataframe.to_parquet``) to a temporary
 directory and read back with ``dd.read_parquet``. Each configuration of ``benchmarks.run`` (the
 undecorated function, ``willump.optimize``, and ``willump.optimize`` fitted as ``python -m
-benchmarks`` fits it, told it will score batches: ``fit(calls="batches")``) then scores them with the idiom users write,
-``ddf.map_partitions(func, meta=...).compute()``, on a fresh ``distributed.LocalCluster`` (worker
-processes of one thread) of 1 and of 2 workers; the two willump configurations also through
-``willump.dask.predict(ddf, func)``.
+benchmarks`` fits it, told it will score batches: ``fit(calls="batches")``) then scores them with
+the idiom users write, ``ddf.map_partitions(func, meta=...).compute()``, on a fresh
+``distributed.LocalCluster`` (worker processes of one thread) of 1 and of 2 workers; the two
+willump configurations also through ``willump.dask.predict(ddf, func)``.
 
 Per configuration and cluster size: rows/s (the rows over the median wall time of repeated jobs)
 and its ratio to the undecorated function's; whether the answers equal, to the bit, the same
@@ -43,8 +43,9 @@ from benchmarks.run import _version_of, machine_facts, write_document
 from benchmarks.workloads import WORKLOADS
 
 WORKLOADS_ON_DASK = ("toxic", "music")
+READ = "read_parquet-"  # the name of a Parquet read task: read_parquet-<token>
 META = ("score", "f8")  # what the idiom's users pass: every workload returns one float per row
-HELPED = ("willump", "willump-fit")  # the configurations also measured through willump.dask.predict
+HELPED = ("willump", FITTED)  # the configurations also measured through willump.dask.predict
 # A batch job: the fitted function is told so (``fit(calls="batches")`` times its cascade on batches).
 ON_DASK = CONFIGURATIONS | {FITTED: functools.partial(CONFIGURATIONS[FITTED], calls="batches")}
 FIT_FIGURES = ("cascades", "speed", "measured_speedup_batch", "measured_speedup_single_row", "small_model_fraction",
@@ -160,6 +161,7 @@ def measure_on_cluster(directory, func, workers: int, settings: DaskSettings, he
             "warm_up": warm_up["wall"],
             "scoring_task": statistics.median(t for job in jobs for t in job["scoring"]),
             "read_task": statistics.median(t for job in jobs for t in job["read"]) if jobs[0]["read"] else 0.0,
+            "reads_fused": not jobs[0]["read"],  # (then the scoring tasks' times include the reads)
             "overhead": statistics.median(
                 (job["wall"] * workers - job["busy"]) / ddf.npartitions for job in jobs),
             "answers": jobs[-1]["answers"],
@@ -197,11 +199,17 @@ def _job(client, scores) -> dict:
         seconds = sum(s["stop"] - s["start"] for s in task["startstops"] if s["action"] == "compute")
         busy += seconds
         name = task["key"][0] if isinstance(task["key"], tuple) else task["key"]
-        if name == scores._name:
+        if name == scores._name or _fused_read(name, scores._name):
             scoring.append(seconds)
-        elif name.startswith("read_parquet"):
+        elif name.startswith(READ):
             read.append(seconds)
     return {"wall": wall, "answers": np.asarray(answers), "scoring": scoring, "read": read, "busy": busy}
+
+
+def _fused_read(name: str, scoring: str) -> bool:
+    """Whether task ``name`` is a Parquet read fused with the scoring task named ``scoring`` (older
+    Dask, 2024.4.1 for one, fuses them into one task, ``read_parquet-<function>-<token>``)."""
+    return name.startswith(READ) and name[len(READ):].rsplit("-", 1)[0] == scoring.rsplit("-", 1)[0]
 
 
 def _peak_memory(client) -> dict:
@@ -237,6 +245,7 @@ def _records(name: str, config: str, workers: int, measured: dict, expected) -> 
         record("same_answers", float(np.array_equal(measured["answers"], expected))),
         record("scoring_task_time", measured["scoring_task"], "s"),
         record("read_task_time", measured["read_task"], "s"),
+        record("reads_fused", float(measured["reads_fused"])),
         record("overhead_per_partition", measured["overhead"], "s"),
         record("warm_up_time", measured["warm_up"], "s"),
         record("warm_up_extra", measured["warm_up"] - measured["scoring_task"] - measured["read_task"], "s"),

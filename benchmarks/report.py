@@ -249,12 +249,13 @@ def render_dask(document: dict) -> str:
             record = mine.get(metric)
             return "" if record is None or record["ratio_vs_python"] is None else f"{record['ratio_vs_python']:.2f}"
 
+        fused = mine.get("reads_fused", {}).get("value") == 1.0  # (the reads are timed in the scoring tasks)
         same = "/".join("yes" if mine[m]["value"] == 1.0 else "**no**"
                         for m in ("same_answers", "helper_same_answers") if m in mine)
         lines.append(
             f"| {name} | {workers} | {config} | {value('throughput')} | {ratio('throughput')} "
             f"| {value('helper_throughput')} | {ratio('helper_throughput')} | {same} "
-            f"| {value('scoring_task_time', 3)} | {value('read_task_time', 3)} "
+            f"| {value('scoring_task_time', 3)} | {'in scoring' if fused else value('read_task_time', 3)} "
             f"| {value('overhead_per_partition', 0, 1e3)} | {value('warm_up_time', 2)} | {value('warm_up_extra', 2)} "
             f"| {value('peak_worker_memory', 0, 1e-6)} | {value('started_worker_memory', 0, 1e-6)} | {value('jobs')} |"
         )
@@ -269,10 +270,10 @@ def _dask_fits(fits: dict, by_row: dict) -> str:
         decided = fit.get("cascades", "not fitted")
         if "measured_speedup_batch" in fit:
             decided += f" (measured at fit on the validation rows: {fit['measured_speedup_batch']:.2f}x on batches)"
-        shares = [f"{mine['small_model_share']['value']:.0%} on {workers} worker(s)"
+        shares = [f"{mine['small_model_share']['value']:.0%} of the rows on {workers} worker(s)"
                   for (workload, workers, config), mine in by_row.items()
                   if workload == name and "small_model_share" in mine and config == "willump-fit"]
-        answered = f"; the small model answered {', '.join(shares)} of the rows" if shares else ""
+        answered = f"; the small model answered {' and '.join(shares)}" if shares else ""
         sentences.append(f"{name}: cascades {decided}{answered}")
     return ("`willump-fit` is fitted with `fit(calls=\"batches\")` (a batch job): " + "; ".join(sentences) + "."
             if sentences else "")

@@ -32,7 +32,9 @@ def test_every_configuration_answers_as_in_one_process_at_each_cluster_size(tiny
         for config in ("python", "willump", "willump-fit"):
             assert found[(config, workers, "same_answers")]["value"] == 1.0
             assert found[(config, workers, "scoring_task_time")]["value"] > 0
-            assert found[(config, workers, "read_task_time")]["value"] > 0
+            # (older Dask, 2024.4.1 for one, fuses each Parquet read into the scoring task, timed there)
+            fused = found[(config, workers, "reads_fused")]["value"] == 1.0
+            assert (found[(config, workers, "read_task_time")]["value"] > 0) != fused
             started = found[(config, workers, "started_worker_memory")]["value"]
             assert 0 < started <= found[(config, workers, "peak_worker_memory")]["value"]
         assert found[("python", workers, "throughput")]["ratio_vs_python"] is None

@@ -532,10 +532,11 @@ def serving_decision(exact: dict, cascaded: dict) -> tuple[bool, str]:
     speedups = {size: exact[size] / cascaded[size] for size in sizes}
     overall = float(np.prod(list(speedups.values())) ** (1 / len(sizes)))
     keep = overall >= MIN_SPEEDUP
-    wording = {"batch": (" per row", " for the exact compiled path", "in a batch"), "single_row": ("", "", "row by row")}
     parts = [
-        f"{_us(cascaded[size])}{per_row} against {_us(exact[size])}{path} {label} ({speedups[size]:.2f}x)"
-        for size in sizes for per_row, path, label in [wording[size]]
+        f"{_us(cascaded['batch'])} per row against {_us(exact['batch'])} for the exact compiled path in a batch "
+        f"({speedups['batch']:.2f}x)" if size == "batch" else
+        f"{_us(cascaded[size])} against {_us(exact[size])} row by row ({speedups[size]:.2f}x)"
+        for size in sizes
     ]
     together = f"{overall:.2f}x together (geometric mean)" if len(sizes) > 1 else f"{overall:.2f}x"
     return keep, (
@@ -544,7 +545,7 @@ def serving_decision(exact: dict, cascaded: dict) -> tuple[bool, str]:
     )
 
 
-def _measure_serving(executor, fitted, valid: dict, summary: dict, sizes=SIZES["both"], single_rows: int = 20) -> None:
+def _measure_serving(executor, fitted, valid: dict, summary: dict, sizes: tuple, single_rows: int = 20) -> None:
     """Time the cascade against the exact (compiled) path on the validation rows, as a batch
     and/or row by row (``sizes``), and keep it as ``serving_decision`` says. The batch, and the
     single rows one after the other, are timed as the IFVs are (``analysis.costs``): the least
