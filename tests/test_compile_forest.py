@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import willump
+from willump.compile import forest as forest_kernel
 from willump.compile import trees as trees_kernel
 from willump.compile.forms import Unsupported
 from willump.compile.parallel import Workers
@@ -61,7 +62,8 @@ def models(draw):
     categorical = draw(st.sampled_from([[], [0], [0, 3]]))
     params = {
         **OBJECTIVES[objective], "verbose": -1, "seed": seed, "num_threads": 1,
-        "num_leaves": draw(st.integers(2, 24)), "max_depth": draw(st.sampled_from([-1, 1, 2, 5])),
+        # (trees of more than forest.WORD leaves are walked, smaller ones scored by bits)
+        "num_leaves": draw(st.integers(2, 24) | st.integers(60, 90)), "max_depth": draw(st.sampled_from([-1, 1, 2, 5])),
         "min_data_in_leaf": draw(st.sampled_from([1, 5, 20, 400])),  # 400 rows: trees of one leaf
         "zero_as_missing": draw(st.booleans()), "use_missing": draw(st.booleans()),
         "min_data_per_group": 1, "cat_smooth": 1.0, "max_cat_to_onehot": draw(st.sampled_from([4, 64])),
@@ -112,6 +114,27 @@ def test_batches_split_over_workers_give_the_same_bits(model):
     assert len(Workers(2).split(len(many), forest.minimum_rows)) == 2
     expected = booster.predict(many)
     assert_same(forest.predict(many, Workers(2)).reshape(expected.shape), expected)
+
+
+def test_trees_scored_by_bits_beside_trees_walked():
+    """A model whose trees are in turn larger and smaller than a word of leaves sums both kinds in order."""
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(3000, N_FEATURES))
+    X[rng.random(X.shape) < 0.2] = np.nan
+    y = labels("regression", X, rng)
+    params = {"objective": "regression", "min_data_in_leaf": 1, "verbose": -1, "num_threads": 1}
+    booster = None
+    for leaves in (120, 8, 90, 40):
+        booster = lgb.train({**params, "num_leaves": leaves}, lgb.Dataset(X, y), num_boost_round=2, init_model=booster)
+    sizes = [tree["num_leaves"] for tree in booster.dump_model()["tree_info"]]
+    assert min(sizes) <= forest_kernel.WORD < max(sizes)
+    forest = trees_kernel.lightgbm_forest(booster)
+    rows = np.vstack([X, rng.choice(np.array(SPECIAL), size=(200, N_FEATURES))])
+    expected = booster.predict(rows)
+    assert_same(forest.predict(rows)[:, 0], expected)
+    assert_same(forest.predict(rows, Workers(2))[:, 0], expected)
+    for r in (0, 1, len(rows) - 1):
+        assert_same(forest.predict_row(rows[r : r + 1]), expected[r : r + 1])
 
 
 def fitted(kind, task: str, categorical_frame: bool = False, **params):

@@ -36,6 +36,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from willump.compile.forms import Unsupported
 from willump.compile.jit import njit
@@ -50,6 +51,8 @@ IDENTITY, SIGMOID, SOFTMAX, EXP, SIGNED_SQUARE, LOG1P_EXP = range(6)
 ROWS_PER_BLOCK = 256  # rows every tree walks in turn
 BLOCK_BYTES = 1 << 16  # (fewer rows per block when they are wide)
 LANES = 16  # rows walking a tree in step
+WORD = 64  # the most leaves of a tree scored by a bit vector
+ALL_LEAVES = np.uint64(2 ** WORD - 1)
 NODE_WORK_PER_TASK = 50_000  # rows x trees below which a part of a batch is not worth a thread
 
 
@@ -80,32 +83,106 @@ class Forest(NamedTuple):
     cat_bounds: np.ndarray
     cat_bits: np.ndarray
     known: np.ndarray
+    split_threshold: np.ndarray
+    split_word: np.ndarray
+    split_mask: np.ndarray
+    split_bounds: np.ndarray
 
 
 def joined(trees: list, cat_bounds, cat_bits, known) -> Forest:
-    """The forest of ``trees`` in order (their node indices made absolute)."""
+    """The forest of ``trees`` in order: each tree's nodes renumbered (its splits in preorder, then
+    its leaves left to right) and made absolute; the splits of trees of at most ``WORD`` leaves and
+    no special nodes in the bit-vector tables, by feature."""
+    trees = [_in_order(tree) for tree in trees]
     sizes = [len(tree.left) for tree in trees]
+    if sum(sizes) >= 2 ** 31:
+        raise Unsupported("more nodes than 32-bit indices hold")
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
 
     def absolute(children, offset):
         return np.where(children == LEAF, LEAF, children.astype(np.int64) + offset)
 
-    table = [(offset, 0 if (tree.flags & SPECIAL).any() else tree.depth, tree.column)
-             for tree, offset in zip(trees, offsets)]
-    forest = Forest(
+    words = np.cumsum([_by_bits(tree) for tree in trees]) - 1
+    table = [(offset, 0 if (tree.flags & SPECIAL).any() else tree.depth, tree.column,
+              word if _by_bits(tree) else -1, offset + _splits(tree))
+             for tree, offset, word in zip(trees, offsets, words)]
+    read = max((int(tree.feature.max(initial=0)) for tree in trees), default=0) + 1  # (the columns splits read)
+    splits = _bit_splits([(tree, word) for tree, word in zip(trees, words) if _by_bits(tree)], read)
+    return Forest(
         _joined([tree.feature for tree in trees], np.int32),
         _joined([absolute(tree.left, offset) for tree, offset in zip(trees, offsets)], np.int32),
         _joined([absolute(tree.right, offset) for tree, offset in zip(trees, offsets)], np.int32),
         _joined([tree.flags for tree in trees], np.uint8),
         _joined([tree.threshold for tree in trees], np.float64),
         _joined([tree.values for tree in trees], np.float64),
-        np.array(table, np.int64).reshape(-1, 3),
+        np.array(table, np.int64).reshape(-1, 5),
         np.ascontiguousarray(cat_bounds, np.int64), np.ascontiguousarray(cat_bits, np.uint32),
-        np.ascontiguousarray(known, np.int64),
+        np.ascontiguousarray(known, np.int64), *splits,
     )
-    if sum(sizes) >= 2 ** 31:
-        raise Unsupported("more nodes than 32-bit indices hold")
-    return forest
+
+
+def _splits(tree: Tree) -> int:
+    return int(np.count_nonzero(tree.left != LEAF))
+
+
+def _by_bits(tree: Tree) -> bool:
+    """Whether the tree is scored by its bit vector: at most ``WORD`` leaves, no special node."""
+    return len(tree.left) - _splits(tree) <= WORD and not (tree.flags & SPECIAL).any()
+
+
+def _in_order(tree: Tree) -> Tree:
+    """The tree renumbered: its splits in preorder from node 0, then its leaves left to right."""
+    splits, leaves, reached = [], [], [0]
+    while reached:
+        node = reached.pop()
+        if tree.left[node] == LEAF:
+            leaves.append(node)
+        else:
+            splits.append(node)
+            reached += [tree.right[node], tree.left[node]]  # (left first)
+    order = np.array(splits + leaves, np.int64)
+    if len(order) != len(tree.left):
+        raise Unsupported("a tree with nodes its root does not reach")
+    new = np.empty(len(order), np.int64)
+    new[order] = np.arange(len(order))
+
+    def renumbered(children):
+        children = children[order]
+        return np.where(children == LEAF, LEAF, new[np.maximum(children, 0)])
+
+    return tree._replace(feature=tree.feature[order], left=renumbered(tree.left), right=renumbered(tree.right),
+                         flags=tree.flags[order], threshold=tree.threshold[order], values=tree.values[order])
+
+
+def _bit_splits(trees: list, width: int) -> tuple:
+    """The splits of ``(tree, word)`` pairs (numbered by ``_in_order``) as ``split_*`` tables: by
+    feature, in order of threshold (ties in order of tree), then the ones a NaN takes right; each with
+    its tree's word and the mask clearing the bits of the leaves left of it."""
+    found = []  # (feature, nan_list, threshold, word, mask)
+    for tree, word in trees:
+        splits = _splits(tree)
+        for node in range(splits):
+            first, stop = (int(end) for end in _leaf_range(tree, tree.left[node], splits))
+            mask = ((1 << WORD) - 1) & ~(((1 << (stop - first)) - 1) << first)
+            row = (int(tree.feature[node]), tree.threshold[node], word, mask)
+            found.append((row[0], 0, *row[1:]))
+            if not tree.flags[node] & MISSING_LEFT:
+                found.append((row[0], 1, *row[1:]))
+    found.sort(key=lambda row: row[:3])
+    features = np.array([row[0] * 2 + row[1] for row in found], np.int64)
+    bounds = np.searchsorted(features, np.arange(2 * width + 1)).reshape(-1)
+    return (np.array([row[2] for row in found], np.float64), np.array([row[3] for row in found], np.uint32),
+            np.array([row[4] for row in found], np.uint64), np.ascontiguousarray(bounds, np.int64))
+
+
+def _leaf_range(tree: Tree, node: int, splits: int) -> tuple:
+    """(first, stop): the positions among the tree's leaves of those under ``node``."""
+    low = high = node
+    while tree.left[low] != LEAF:
+        low = tree.left[low]
+    while tree.left[high] != LEAF:
+        high = tree.right[high]
+    return low - splits, high - splits + 1
 
 
 def _joined(parts: list, dtype) -> np.ndarray:
@@ -222,20 +299,46 @@ def _finish(out, first, stop, divisor, link, sigmoid):
 
 
 @njit
+def _leaf_bits(rows, r, bits, split_threshold, split_word, split_mask, split_bounds):
+    """Into ``bits`` (a word per tree scored by bits), the leaves row ``r`` of ``rows`` may still
+    reach once every split it does not go left at has cleared the leaves left of it (a
+    feature's splits in order of threshold: the ones below its value; of a NaN, the listed ones)."""
+    for w in range(len(bits)):
+        bits[w] = ALL_LEAVES
+    for k in range((len(split_bounds) - 1) // 2):
+        value = rows[r, k]
+        if np.isnan(value):
+            for j in range(split_bounds[2 * k + 1], split_bounds[2 * k + 2]):
+                bits[split_word[j]] &= split_mask[j]
+        else:
+            j, end = split_bounds[2 * k], split_bounds[2 * k + 1]
+            while j < end and split_threshold[j] < value:
+                bits[split_word[j]] &= split_mask[j]
+                j += 1
+
+
+@njit
 def score_rows(X, start, stop, float32, allow_nan, encoding, categories, feature, left, right, flags, threshold,
-               values, trees, cat_bounds, cat_bits, known, initial, scale, divisor, link, sigmoid, out):
+               values, trees, cat_bounds, cat_bits, known, split_threshold, split_word, split_mask, split_bounds,
+               initial, scale, divisor, link, sigmoid, out):
     """The outputs of rows ``start:stop`` of ``X`` into the same rows of ``out``; -1, or the first
     row holding a value the library refuses.
 
-    A single row walks each tree from its root turn by turn. Several are taken in blocks that every
-    tree walks in turn (its nodes stay in cache), ``LANES`` rows at a time in step, without
-    branches, for the tree's steps (rows at a leaf stay there): their paths overlap in the processor
-    instead of each mispredicted turn stalling it; rows not at a leaf by then (trees with special
-    nodes) go on one by one. Each row sums the trees in order. (The walk is written out here, not
-    called: arrays passed to a call cost reference counting, per node.)"""
+    Rows are taken in blocks. A tree of at most ``WORD`` leaves without special nodes is scored as
+    QuickScorer does (Lucchese et al.): its leaf is the first still set in the row's word (see
+    ``_leaf_bits``), no walk and no branch on the path. Every other tree walks the block in turn
+    (its nodes stay in cache), ``LANES`` rows at a time in step without branches for the tree's
+    steps (rows at a leaf stay there): their paths overlap in the processor instead of each
+    mispredicted turn stalling it; rows not at a leaf by then (trees with special nodes) go on one
+    by one. Each row sums the trees in order. (The walk is written out here, not called: arrays
+    passed to a call cost reference counting, per node.)"""
     width = X.shape[1]
-    per_block = max(LANES, min(ROWS_PER_BLOCK, BLOCK_BYTES // (8 * max(width, 1))))
+    n_words = 0
+    for t in range(len(trees)):
+        n_words = max(n_words, trees[t, 3] + 1)
+    per_block = max(1, min(ROWS_PER_BLOCK, BLOCK_BYTES // (8 * max(width, n_words, 1))))
     rows = np.empty((min(per_block, stop - start), width), np.float64)
+    words = np.empty((len(rows), n_words), np.uint64)
     at = np.empty(LANES, np.int64)  # the lanes' nodes
     in_step = stop - start > 1
     n_values = values.shape[1]
@@ -247,8 +350,16 @@ def score_rows(X, start, stop, float32, allow_nan, encoding, categories, feature
         for i in range(block, end):
             for k in range(len(initial)):
                 out[i, k] = initial[k]
+            if n_words:
+                _leaf_bits(rows, i - block, words[i - block], split_threshold, split_word, split_mask, split_bounds)
         for t in range(len(trees)):
-            root, column = trees[t, 0], trees[t, 2]
+            root, column, word = trees[t, 0], trees[t, 2], trees[t, 3]
+            if word >= 0:
+                for i in range(block, end):
+                    node = trees[t, 4] + trailing_zeros(words[i - block, word])
+                    for k in range(n_values):
+                        out[i, column + k] += scale * values[node, k]
+                continue
             for first in range(block, end, LANES):
                 lanes = min(LANES, end - first)
                 for lane in range(lanes):

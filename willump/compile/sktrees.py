@@ -78,14 +78,18 @@ def _missing_left(tree) -> np.ndarray:
     return np.zeros(tree.node_count, np.uint8) if missing is None else missing.astype(np.uint8)
 
 
-def histogram_forest(model) -> Forest:
+def histogram_forest(model, source=None) -> Forest:
     """The forest of a fitted HistGradientBoosting model's predictors, iteration by iteration: a
     categorical node's threshold the index of its bitset (scikit-learn's 8 words of raw bitsets, the
-    predictors' in turn, then the known categories' bitsets, one per categorical feature)."""
+    predictors' in turn, then the known categories' bitsets, one per categorical feature).
+    ``source``: the input column each feature the trees read comes from (default: the same)."""
     predictors = [(k, p) for iteration in model._predictors for k, p in enumerate(iteration)]
     bitset_offsets = np.cumsum([0] + [len(p.raw_left_cat_bitsets) for _, p in predictors])
     raw = [p.raw_left_cat_bitsets for _, p in predictors]
     known, known_rows = model._bin_mapper.make_known_categories_bitsets()
+    source = np.arange(len(known_rows)) if source is None else np.asarray(source)
+    inputs = np.empty(len(source), np.int64)
+    inputs[source] = np.arange(len(source))  # (the feature read from each input column)
     trees = []
     for (k, predictor), offset in zip(predictors, bitset_offsets):
         nodes = predictor.nodes
@@ -94,11 +98,11 @@ def histogram_forest(model) -> Forest:
         flags = nodes["missing_go_to_left"].astype(np.uint8) * MISSING_LEFT | np.where(categorical, CATEGORICAL, 0)
         children = [np.where(leaf, LEAF, nodes[side].astype(np.int64)) for side in ("left", "right")]
         threshold = np.where(categorical, nodes["bitset_idx"].astype(np.int64) + offset, nodes["num_threshold"])
-        trees.append(Tree(np.where(leaf, 0, nodes["feature_idx"]), *children, flags.astype(np.uint8), threshold,
+        trees.append(Tree(np.where(leaf, 0, source[nodes["feature_idx"]]), *children, flags.astype(np.uint8), threshold,
                           nodes["value"].reshape(-1, 1), k, int(nodes["depth"].max())))
     words = np.concatenate(raw + [np.asarray(known, np.uint32).reshape(-1, 8)]).reshape(-1)
     bounds = np.arange(0, len(words) + 1, 8)
-    return joined(trees, bounds, words, bitset_offsets[-1] + np.asarray(known_rows, np.int64))
+    return joined(trees, bounds, words, bitset_offsets[-1] + np.asarray(known_rows, np.int64)[inputs])
 
 
 class CompiledTrees:
@@ -202,17 +206,14 @@ def boosting_ensemble(model, width: int) -> Ensemble:
 
 def histogram_ensemble(model, width: int) -> Ensemble:
     """A HistGradientBoosting model's: float64 values (categories encoded), its baseline plus leaf values."""
-    trees = histogram_forest(model)
     preprocessor = model._preprocessor
-    if preprocessor is None and (trees.flags & CATEGORICAL).any():
-        raise Unsupported("categorical splits without scikit-learn's categorical preprocessor")
     if preprocessor is None:
-        reading = plain_reading(float32=False, allow_nan=True)
+        reading, source = plain_reading(float32=False, allow_nan=True), None
     else:  # the trees read the preprocessor's outputs: read the input columns they come from instead
         reading, source = _encoded_reading(preprocessor, width)
-        inputs = np.empty(width, np.int64)
-        inputs[source] = np.arange(width)  # (the output of each input column)
-        trees = trees._replace(feature=np.ascontiguousarray(source[trees.feature], np.int32), known=trees.known[inputs])
+    trees = histogram_forest(model, source)
+    if preprocessor is None and (trees.flags & CATEGORICAL).any():
+        raise Unsupported("categorical splits without scikit-learn's categorical preprocessor")
     baseline = model._baseline_prediction
     if baseline.dtype != np.float64 or baseline.shape != (1, model.n_trees_per_iteration_):
         raise Unsupported("a baseline prediction that is not a float64 row")
