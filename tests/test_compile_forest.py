@@ -158,8 +158,13 @@ def inputs(frame: pd.DataFrame) -> list:
     extremes = np.random.default_rng(1).choice(np.array(SPECIAL), size=(30, values.shape[1]))
     with np.errstate(over="ignore"):  # (1e300 as float32: inf)
         narrow = extremes.astype(np.float32)
-    return [frame, frame.iloc[[5]], frame.iloc[10:13], values, values[[7]], np.vstack([values, extremes]), narrow,
-            np.nan_to_num(values[:20]).astype(np.int64), values[:20] > 0, np.asfortranarray(values)]
+    frames = [frame, frame.iloc[[5]], frame.iloc[10:13]]
+    if "f0" in numeric and not isinstance(frame["f0"].dtype, pd.CategoricalDtype):  # blocks of several dtypes
+        mixed = frame.assign(f0=(frame["f0"] * 10).round().astype(np.int16), f2=frame["f2"] > 0,
+                             f3=frame["f3"].astype(np.float32))
+        frames += [mixed, mixed.iloc[[3]]]
+    return frames + [values, values[[7]], np.vstack([values, extremes]), narrow,
+                     np.nan_to_num(values[:20]).astype(np.int64), values[:20] > 0, np.asfortranarray(values)]
 
 
 @pytest.mark.parametrize("kind, method, objective", [
@@ -188,6 +193,24 @@ def test_many_rows_of_a_large_batch_over_two_workers():
     model, frame = fitted(lgb.LGBMClassifier, "multiclass")
     big = pd.concat([frame] * 10, ignore_index=True)
     assert_same(CompiledBooster(model, "predict_proba", Workers(2))(big), model.predict_proba(big))
+
+
+def test_an_array_warns_as_scikit_learn_does_when_the_model_has_feature_names():
+    named, frame = fitted(lgb.LGBMClassifier, "binary")
+    unnamed = lgb.LGBMClassifier(n_estimators=3, verbose=-1).fit(frame.to_numpy(), named.predict(frame))
+    values = frame.to_numpy()
+    for model in (named, unnamed):
+        kernel = CompiledBooster(model, "predict_proba")
+        for _ in range(2):  # (warned every time, as "always" asks)
+            with warnings.catch_warnings(record=True) as theirs:
+                warnings.simplefilter("always")
+                expected = model.predict_proba(values)
+            with warnings.catch_warnings(record=True) as ours:
+                warnings.simplefilter("always")
+                assert_same(kernel(values), expected)
+            assert [(w.category, str(w.message), w.filename) for w in ours] == \
+                [(w.category, str(w.message), w.filename) for w in theirs]
+            assert len(theirs) == (model is named)
 
 
 def test_a_model_the_tree_kernel_does_not_take_is_answered_by_its_booster():

@@ -25,8 +25,11 @@ averaged in random-forest mode (``average_output``) and mapped by the objective'
 """
 
 import ctypes
+import sys
 import threading
+import warnings
 import weakref
+from operator import is_
 
 import numpy as np
 import pandas as pd
@@ -42,6 +45,7 @@ from willump.compile.forest import (
 )
 from willump.compile.forms import Unsupported
 
+_VALIDATION = "sklearn.utils.validation"
 try:  # what validate_data, which LGBMModel.predict calls on arrays, runs first
     from sklearn.utils.validation import _check_feature_names
 except ImportError:  # older scikit-learn: arrays given to a model fitted on named features run as written
@@ -77,6 +81,7 @@ class CompiledBooster:
         self.threads = max(own_threads, workers.count) if parallel else own_threads
         self.params = params
         self.workers = workers if parallel else None
+        self._array_warnings = _array_warnings(model, self.width)
         self._iterations = booster.best_iteration
         forest = _forest(booster, params, self._iterations)
         self.forest, self.how = forest, None  # how: how it runs, when not by the tree kernels
@@ -91,22 +96,27 @@ class CompiledBooster:
         """The booster and every parameter value, held and compared by identity (``set_params``
         assigns new values; get_params itself costs ~100 us, more than a one-row prediction)."""
         values = vars(self.model)
-        return (self.model._Booster, len(values), *(values.get(name) for name in self.parameter_names))
+        return (self.model._Booster, len(values), *map(values.get, self.parameter_names))
 
     def still_valid(self) -> bool:
         """False once the model is refitted or a parameter is set (parameters reach the predictor)."""
         now = self._fingerprint()
-        return len(now) == len(self.state) and all(a is b for a, b in zip(now, self.state))
+        return len(now) == len(self.state) and all(map(is_, now, self.state))
 
     def __call__(self, *args, **kwargs):
         if len(args) != 1 or kwargs:
             raise Unsupported("arguments other than X")
-        matrix = _matrix(args[0], self.width, self.booster.pandas_categorical)
+        matrix = None
+        if self.forest is not None and type(args[0]) is pd.DataFrame and not self.booster.pandas_categorical:
+            matrix = _float64_values(args[0], self.width)
+        if matrix is None:
+            matrix = _matrix(args[0], self.width, self.booster.pandas_categorical)
         if isinstance(args[0], np.ndarray):  # LightGBM validates arrays with scikit-learn first
-            if _check_feature_names is None and hasattr(self.model, "feature_names_in_"):
+            if self._array_warnings is None:
                 raise Unsupported("a model fitted on named features, given an array (scikit-learn warns)")
-            if _check_feature_names is not None:  # its warning for a model fitted on named features
-                _check_feature_names(self.model, args[0], reset=False)
+            for warning in self._array_warnings:  # scikit-learn's, for a model fitted on named features
+                warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno,
+                                       module=_VALIDATION, registry=_validation_registry())
         if self.forest is not None:
             result = _forest_predict(self.forest, matrix, self.workers)
         elif len(matrix) == 1:
@@ -130,6 +140,23 @@ class CompiledBooster:
             data=matrix, start_iteration=0, num_iteration=self._iterations, raw_score=False, pred_leaf=False,
             pred_contrib=False, data_has_header=False, validate_features=False,
         )
+
+
+def _array_warnings(model, width: int) -> list | None:
+    """The warnings scikit-learn's feature-name check gives when the model is given an array
+    (the same for every array; checked once: LightGBM's ``feature_names_in_`` costs ~50 µs a
+    call); None where that check cannot be run (older scikit-learn) and the model has names."""
+    if _check_feature_names is None:
+        return None if hasattr(model, "feature_names_in_") else []
+    with warnings.catch_warnings(record=True) as given:
+        warnings.simplefilter("always")
+        _check_feature_names(model, np.zeros((0, width)), reset=False)
+    return given
+
+
+def _validation_registry() -> dict:
+    """The registry ``warnings.warn`` keeps in the module of scikit-learn's check (warnings shown once there)."""
+    return vars(sys.modules[_VALIDATION]).setdefault("__warningregistry__", {})
 
 
 def _forest(booster, params: dict, iterations: int):
@@ -339,6 +366,22 @@ def _free_configs(configs: dict, booster) -> None:  # booster: kept alive until 
 
 _PREDICT_NORMAL = 0  # C_API_PREDICT_NORMAL
 _FLOAT64 = 1  # C_API_DTYPE_FLOAT64
+
+
+def _float64_values(frame: pd.DataFrame, width: int) -> np.ndarray | None:
+    """The frame's values as float64 (the values LightGBM reads from the matrix it builds of numpy
+    int, float and bool columns: each number's double), gathered from its blocks without pandas'
+    per-call overhead; None for other columns or widths (``_matrix`` decides)."""
+    blocks = frame._mgr.blocks
+    if not blocks or frame.shape[1] != width or len(frame) == 0 or not all(
+            isinstance(block.dtype, np.dtype) and block.dtype.kind in "iufb" for block in blocks):
+        return None
+    if len(blocks) == 1 and blocks[0].dtype == np.float64:
+        return blocks[0].values.T
+    values = np.empty(frame._mgr.shape, np.float64)
+    for block in blocks:
+        values[block.mgr_locs.indexer] = block.values
+    return values.T
 
 
 def _matrix(X, width: int, pandas_categorical) -> np.ndarray:
