@@ -5,7 +5,7 @@ a fitted model into one ``Forest``: every node of every tree, trees one after th
 fields side by side in arrays indexed by node:
 
 - ``feature`` (int32): the column of the row it reads (0 for a leaf);
-- ``left``, ``right`` (int32): its children's indices, ``left == LEAF`` (-1) for a leaf;
+- ``children`` (int32, a row per node): its left and right child's indices; a leaf's are itself;
 - ``threshold`` (float64): a value goes left when ``value <= threshold`` (a library comparing
   ``value < t`` has ``t``'s largest double below it stored instead); of a categorical node, the
   index of its bitset;
@@ -20,7 +20,9 @@ fields side by side in arrays indexed by node:
 
 ``trees`` (int64, one row per tree in the order their values are summed): the root, the steps
 rows walk it in step (its depth; 0 when it has categorical or zero-missing nodes, which rows walk
-one by one) and the first output column its values add to.
+one by one), the first output column its values add to, the index of its word in a row's bit
+vector (-1: it is walked) and its first leaf. ``split_*``: the splits of trees scored by bits
+(see ``_bit_splits``).
 
 The kernels read a row as the library reads it (``Reading``: converted to float32 and checked
 as scikit-learn's ``check_array`` does, or as float64; categories of some columns encoded as
@@ -28,8 +30,9 @@ positions among known numbers), then each output starts at ``initial`` and each 
 adds ``scale * value``; the outputs are then divided by ``divisor`` when it is not 0 and mapped
 by ``link``, as LightGBM's ``ConvertOutput`` computes it. (``-0.0 + v`` is ``v`` for every ``v``:
 a single tree's values come out as they are.) One kernel, ``score_rows``, scores a range of rows:
-a single row walks each tree turn by turn; a batch, in blocks of rows every tree walks in turn,
-``LANES`` rows in step without branches, is split in ranges over ``workers``.
+trees of at most ``WORD`` leaves by bit vectors (QuickScorer), the others walked: by a single row
+turn by turn; by a batch, in blocks of rows every tree walks in turn, ``LANES`` rows in step
+without branches. A batch is split in ranges over ``workers``.
 """
 
 import math
@@ -50,7 +53,7 @@ ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold (a float literal wi
 IDENTITY, SIGMOID, SOFTMAX, EXP, SIGNED_SQUARE, LOG1P_EXP = range(6)
 ROWS_PER_BLOCK = 256  # rows every tree walks in turn
 BLOCK_BYTES = 1 << 16  # (fewer rows per block when they are wide)
-LANES = 16  # rows walking a tree in step
+LANES = 8  # rows walking a tree in step (``_walk_lanes`` writes them out)
 WORD = 64  # the most leaves of a tree scored by a bit vector
 ALL_LEAVES = np.uint64(2 ** WORD - 1)
 NODE_WORK_PER_TASK = 50_000  # rows x trees below which a part of a batch is not worth a thread
@@ -74,8 +77,7 @@ class Forest(NamedTuple):
     """The arrays of a tree ensemble (see the module's docstring), in the kernels' argument order."""
 
     feature: np.ndarray
-    left: np.ndarray
-    right: np.ndarray
+    children: np.ndarray
     flags: np.ndarray
     threshold: np.ndarray
     values: np.ndarray
@@ -99,9 +101,6 @@ def joined(trees: list, cat_bounds, cat_bits, known) -> Forest:
         raise Unsupported("more nodes than 32-bit indices hold")
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
 
-    def absolute(children, offset):
-        return np.where(children == LEAF, LEAF, children.astype(np.int64) + offset)
-
     words = np.cumsum([_by_bits(tree) for tree in trees]) - 1
     table = [(offset, 0 if (tree.flags & SPECIAL).any() else tree.depth, tree.column,
               word if _by_bits(tree) else -1, offset + _splits(tree))
@@ -110,8 +109,7 @@ def joined(trees: list, cat_bounds, cat_bits, known) -> Forest:
     splits = _bit_splits([(tree, word) for tree, word in zip(trees, words) if _by_bits(tree)], read)
     return Forest(
         _joined([tree.feature for tree in trees], np.int32),
-        _joined([absolute(tree.left, offset) for tree, offset in zip(trees, offsets)], np.int32),
-        _joined([absolute(tree.right, offset) for tree, offset in zip(trees, offsets)], np.int32),
+        _joined([_children(tree, offset) for tree, offset in zip(trees, offsets)], np.int32),
         _joined([tree.flags for tree in trees], np.uint8),
         _joined([tree.threshold for tree in trees], np.float64),
         _joined([tree.values for tree in trees], np.float64),
@@ -119,6 +117,13 @@ def joined(trees: list, cat_bounds, cat_bits, known) -> Forest:
         np.ascontiguousarray(cat_bounds, np.int64), np.ascontiguousarray(cat_bits, np.uint32),
         np.ascontiguousarray(known, np.int64), *splits,
     )
+
+
+def _children(tree: Tree, offset: int) -> np.ndarray:
+    """The tree's nodes' (left, right) children, made absolute; a leaf's are itself."""
+    leaf = tree.left == LEAF
+    itself = np.arange(len(leaf))
+    return np.stack([np.where(leaf, itself, tree.left), np.where(leaf, itself, tree.right)], axis=1) + offset
 
 
 def _splits(tree: Tree) -> int:
@@ -298,6 +303,36 @@ def _finish(out, first, stop, divisor, link, sigmoid):
                 out[i, k] = math.log1p(math.exp(out[i, k]))
 
 
+@njit(inline="always")
+def _turn(rows, r, node, feature, children, flags, threshold):
+    """The node row ``r`` of ``rows`` goes to from a plain ``node`` (from a leaf: the leaf), without a branch."""
+    value = rows[r, feature[node]]
+    to_left = (value <= threshold[node]) | (np.isnan(value) & ((flags[node] & MISSING_LEFT) != 0))
+    return children[node, np.int64(not to_left)]
+
+
+@njit(inline="always")
+def _walk_lanes(rows, first, stop, root, steps, feature, children, flags, threshold, at):
+    """Into ``at``, the nodes rows ``first:first + LANES`` of ``rows`` reach in ``steps`` turns
+    from ``root`` (lanes past ``stop`` walk its last row again). Written out lane by lane so that
+    each lane's node stays in a register and the lanes' turns overlap in the processor (a loop
+    over an array of lanes stores and reloads them every turn: 1.7x slower)."""
+    last = stop - 1
+    r0, r1, r2, r3 = first, min(first + 1, last), min(first + 2, last), min(first + 3, last)
+    r4, r5, r6, r7 = min(first + 4, last), min(first + 5, last), min(first + 6, last), min(first + 7, last)
+    n0 = n1 = n2 = n3 = n4 = n5 = n6 = n7 = root
+    for _ in range(steps):
+        n0 = _turn(rows, r0, n0, feature, children, flags, threshold)
+        n1 = _turn(rows, r1, n1, feature, children, flags, threshold)
+        n2 = _turn(rows, r2, n2, feature, children, flags, threshold)
+        n3 = _turn(rows, r3, n3, feature, children, flags, threshold)
+        n4 = _turn(rows, r4, n4, feature, children, flags, threshold)
+        n5 = _turn(rows, r5, n5, feature, children, flags, threshold)
+        n6 = _turn(rows, r6, n6, feature, children, flags, threshold)
+        n7 = _turn(rows, r7, n7, feature, children, flags, threshold)
+    at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7] = n0, n1, n2, n3, n4, n5, n6, n7
+
+
 @njit
 def _leaf_bits(rows, r, bits, split_threshold, split_word, split_mask, split_bounds):
     """Into ``bits`` (a word per tree scored by bits), the leaves row ``r`` of ``rows`` may still
@@ -318,7 +353,7 @@ def _leaf_bits(rows, r, bits, split_threshold, split_word, split_mask, split_bou
 
 
 @njit
-def score_rows(X, start, stop, float32, allow_nan, encoding, categories, feature, left, right, flags, threshold,
+def score_rows(X, start, stop, float32, allow_nan, encoding, categories, feature, children, flags, threshold,
                values, trees, cat_bounds, cat_bits, known, split_threshold, split_word, split_mask, split_bounds,
                initial, scale, divisor, link, sigmoid, out):
     """The outputs of rows ``start:stop`` of ``X`` into the same rows of ``out``; -1, or the first
@@ -360,21 +395,15 @@ def score_rows(X, start, stop, float32, allow_nan, encoding, categories, feature
                     for k in range(n_values):
                         out[i, column + k] += scale * values[node, k]
                 continue
+            steps = trees[t, 1] if in_step else 0
             for first in range(block, end, LANES):
-                lanes = min(LANES, end - first)
-                for lane in range(lanes):
-                    at[lane] = root
-                for _ in range(trees[t, 1] if in_step else 0):
-                    for lane in range(lanes):
-                        node = at[lane]
-                        value = rows[first - block + lane, feature[node]]
-                        to_left = (value <= threshold[node]) | (np.isnan(value) & ((flags[node] & MISSING_LEFT) != 0))
-                        on_left, on_right = left[node], right[node]
-                        child = on_left if to_left else on_right
-                        at[lane] = node if on_left == LEAF else child
-                for lane in range(lanes):
+                if steps:
+                    _walk_lanes(rows, first - block, end - block, root, steps, feature, children, flags, threshold, at)
+                else:
+                    at[:] = root
+                for lane in range(min(LANES, end - first)):
                     i, node = first + lane, at[lane]
-                    while left[node] != LEAF:
+                    while children[node, 0] != node:  # (not at a leaf yet: special nodes, or a single row)
                         value = rows[i - block, feature[node]]
                         kind = flags[node]
                         if kind & SPECIAL:
@@ -384,7 +413,7 @@ def score_rows(X, start, stop, float32, allow_nan, encoding, categories, feature
                             to_left = True
                         else:  # (NaN compares False: checked only then)
                             to_left = np.isnan(value) and (kind & MISSING_LEFT) != 0
-                        node = left[node] if to_left else right[node]
+                        node = children[node, 0] if to_left else children[node, 1]
                     for k in range(n_values):
                         out[i, column + k] += scale * values[node, k]
         _finish(out, block, end, divisor, link, sigmoid)
