@@ -1,15 +1,17 @@
 """Tree ensembles as flat arrays, scored by numba kernels with each library's arithmetic.
 
 A reader per library (``trees.lightgbm_forest`` for LightGBM, ``sktrees`` for scikit-learn) turns
-a fitted model into one ``Forest``: every node of every tree, trees one after the other, its
-fields side by side in arrays indexed by node:
+a fitted model into one ``Forest``: every node of every tree, trees one after the other:
 
-- ``feature`` (int32): the column of the row it reads (0 for a leaf);
-- ``children`` (int32, a row per node): its left and right child's indices; a leaf's are itself;
-- ``threshold`` (float64): a value goes left when ``value <= threshold`` (a library comparing
+- ``nodes`` (int64, a row of ``NODE_WORDS`` per node, so a turn reads one cache line): word 0
+  holds ``threshold``'s bits (``thresholds`` is the same memory as float64), word 1 its left child
+  in the low half and its right child in the high half (a leaf's children are itself), word 2 its
+  ``feature`` in the low half and its ``flags`` in the high half;
+- ``feature``: the column of the row it reads (0 for a leaf);
+- ``threshold``: a value goes left when ``value <= threshold`` (a library comparing
   ``value < t`` has ``t``'s largest double below it stored instead); of a categorical node, the
   index of its bitset;
-- ``flags`` (uint8): ``MISSING_LEFT``: a NaN goes left (else right); ``ZERO_MISSING``: a value
+- ``flags``: ``MISSING_LEFT``: a NaN goes left (else right); ``ZERO_MISSING``: a value
   with ``abs(value) <= ZERO`` is missing too; ``CATEGORICAL``: the value's integer part ``c``
   (truncated toward zero) goes left when it is in ``[0, 2**31)`` and bit ``c % 32`` of word
   ``c // 32`` of the node's bitset is set, right when it is not but is among the feature's
@@ -45,6 +47,8 @@ from willump.compile.forms import Unsupported
 from willump.compile.jit import njit
 
 LEAF = -1
+NODE_WORDS = 4  # int64 words a node takes (two nodes a cache line)
+LOW_HALF = (1 << 32) - 1
 MISSING_LEFT, CATEGORICAL, ZERO_MISSING = 1, 2, 4  # flags
 SPECIAL = CATEGORICAL | ZERO_MISSING  # nodes walked one row at a time
 ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold (a float literal widened to double)
@@ -76,10 +80,8 @@ class Tree(NamedTuple):
 class Forest(NamedTuple):
     """The arrays of a tree ensemble (see the module's docstring), in the kernels' argument order."""
 
-    feature: np.ndarray
-    children: np.ndarray
-    flags: np.ndarray
-    threshold: np.ndarray
+    nodes: np.ndarray
+    thresholds: np.ndarray
     values: np.ndarray
     trees: np.ndarray
     cat_bounds: np.ndarray
@@ -107,11 +109,9 @@ def joined(trees: list, cat_bounds, cat_bits, known) -> Forest:
              for tree, offset, word in zip(trees, offsets, words)]
     read = max((int(tree.feature.max(initial=0)) for tree in trees), default=0) + 1  # (the columns splits read)
     splits = _bit_splits([(tree, word) for tree, word in zip(trees, words) if _by_bits(tree)], read)
+    nodes = np.concatenate([_node_words(tree, offset) for tree, offset in zip(trees, offsets)])
     return Forest(
-        _joined([tree.feature for tree in trees], np.int32),
-        _joined([_children(tree, offset) for tree, offset in zip(trees, offsets)], np.int32),
-        _joined([tree.flags for tree in trees], np.uint8),
-        _joined([tree.threshold for tree in trees], np.float64),
+        nodes, nodes.view(np.float64),
         _joined([tree.values for tree in trees], np.float64),
         np.array(table, np.int64).reshape(-1, 5),
         np.ascontiguousarray(cat_bounds, np.int64), np.ascontiguousarray(cat_bits, np.uint32),
@@ -119,11 +119,15 @@ def joined(trees: list, cat_bounds, cat_bits, known) -> Forest:
     )
 
 
-def _children(tree: Tree, offset: int) -> np.ndarray:
-    """The tree's nodes' (left, right) children, made absolute; a leaf's are itself."""
+def _node_words(tree: Tree, offset: int) -> np.ndarray:
+    """The tree's nodes as rows of ``NODE_WORDS`` int64 words (see the module's docstring)."""
     leaf = tree.left == LEAF
-    itself = np.arange(len(leaf))
-    return np.stack([np.where(leaf, itself, tree.left), np.where(leaf, itself, tree.right)], axis=1) + offset
+    itself = np.arange(len(leaf), dtype=np.int64) + offset
+    words = np.zeros((len(leaf), NODE_WORDS), np.int64)
+    words[:, 0] = np.ascontiguousarray(tree.threshold, np.float64).view(np.int64)
+    words[:, 1] = np.where(leaf, itself, tree.left + offset) | (np.where(leaf, itself, tree.right + offset) << 32)
+    words[:, 2] = tree.feature.astype(np.int64) | (tree.flags.astype(np.int64) << 32)
+    return words
 
 
 def _splits(tree: Tree) -> int:
@@ -304,15 +308,22 @@ def _finish(out, first, stop, divisor, link, sigmoid):
 
 
 @njit(inline="always")
-def _turn(rows, r, node, feature, children, flags, threshold):
-    """The node row ``r`` of ``rows`` goes to from a plain ``node`` (from a leaf: the leaf), without a branch."""
-    value = rows[r, feature[node]]
-    to_left = (value <= threshold[node]) | (np.isnan(value) & ((flags[node] & MISSING_LEFT) != 0))
-    return children[node, np.int64(not to_left)]
+def _child(nodes, node, right):
+    """The node's left child (``right`` 0) or right child (1)."""
+    return (nodes[node, 1] >> (right << 5)) & LOW_HALF
 
 
 @njit(inline="always")
-def _walk_lanes(rows, first, stop, root, steps, feature, children, flags, threshold, at):
+def _turn(rows, r, node, nodes, thresholds):
+    """The node row ``r`` of ``rows`` goes to from a plain ``node`` (from a leaf: the leaf), without a branch."""
+    word = nodes[node, 2]
+    value = rows[r, word & LOW_HALF]
+    to_left = (value <= thresholds[node, 0]) | (np.isnan(value) & (((word >> 32) & MISSING_LEFT) != 0))
+    return _child(nodes, node, np.int64(not to_left))
+
+
+@njit(inline="always")
+def _walk_lanes(rows, first, stop, root, steps, nodes, thresholds, at):
     """Into ``at``, the nodes rows ``first:first + LANES`` of ``rows`` reach in ``steps`` turns
     from ``root`` (lanes past ``stop`` walk its last row again). Written out lane by lane so that
     each lane's node stays in a register and the lanes' turns overlap in the processor (a loop
@@ -322,14 +333,14 @@ def _walk_lanes(rows, first, stop, root, steps, feature, children, flags, thresh
     r4, r5, r6, r7 = min(first + 4, last), min(first + 5, last), min(first + 6, last), min(first + 7, last)
     n0 = n1 = n2 = n3 = n4 = n5 = n6 = n7 = root
     for _ in range(steps):
-        n0 = _turn(rows, r0, n0, feature, children, flags, threshold)
-        n1 = _turn(rows, r1, n1, feature, children, flags, threshold)
-        n2 = _turn(rows, r2, n2, feature, children, flags, threshold)
-        n3 = _turn(rows, r3, n3, feature, children, flags, threshold)
-        n4 = _turn(rows, r4, n4, feature, children, flags, threshold)
-        n5 = _turn(rows, r5, n5, feature, children, flags, threshold)
-        n6 = _turn(rows, r6, n6, feature, children, flags, threshold)
-        n7 = _turn(rows, r7, n7, feature, children, flags, threshold)
+        n0 = _turn(rows, r0, n0, nodes, thresholds)
+        n1 = _turn(rows, r1, n1, nodes, thresholds)
+        n2 = _turn(rows, r2, n2, nodes, thresholds)
+        n3 = _turn(rows, r3, n3, nodes, thresholds)
+        n4 = _turn(rows, r4, n4, nodes, thresholds)
+        n5 = _turn(rows, r5, n5, nodes, thresholds)
+        n6 = _turn(rows, r6, n6, nodes, thresholds)
+        n7 = _turn(rows, r7, n7, nodes, thresholds)
     at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7] = n0, n1, n2, n3, n4, n5, n6, n7
 
 
@@ -353,8 +364,8 @@ def _leaf_bits(rows, r, bits, split_threshold, split_word, split_mask, split_bou
 
 
 @njit
-def score_rows(X, start, stop, float32, allow_nan, encoding, categories, feature, children, flags, threshold,
-               values, trees, cat_bounds, cat_bits, known, split_threshold, split_word, split_mask, split_bounds,
+def score_rows(X, start, stop, float32, allow_nan, encoding, categories, nodes, thresholds, values, trees,
+               cat_bounds, cat_bits, known, split_threshold, split_word, split_mask, split_bounds,
                initial, scale, divisor, link, sigmoid, out):
     """The outputs of rows ``start:stop`` of ``X`` into the same rows of ``out``; -1, or the first
     row holding a value the library refuses.
@@ -398,22 +409,22 @@ def score_rows(X, start, stop, float32, allow_nan, encoding, categories, feature
             steps = trees[t, 1] if in_step else 0
             for first in range(block, end, LANES):
                 if steps:
-                    _walk_lanes(rows, first - block, end - block, root, steps, feature, children, flags, threshold, at)
+                    _walk_lanes(rows, first - block, end - block, root, steps, nodes, thresholds, at)
                 else:
                     at[:] = root
                 for lane in range(min(LANES, end - first)):
                     i, node = first + lane, at[lane]
-                    while children[node, 0] != node:  # (not at a leaf yet: special nodes, or a single row)
-                        value = rows[i - block, feature[node]]
-                        kind = flags[node]
+                    while _child(nodes, node, 0) != node:  # (not at a leaf yet: special nodes, or a single row)
+                        feature, kind = nodes[node, 2] & LOW_HALF, nodes[node, 2] >> 32
+                        value = rows[i - block, feature]
                         if kind & SPECIAL:
-                            to_left = _special_left(kind, threshold[node], value, feature[node], cat_bounds, cat_bits,
+                            to_left = _special_left(kind, thresholds[node, 0], value, feature, cat_bounds, cat_bits,
                                                     known)
-                        elif value <= threshold[node]:
+                        elif value <= thresholds[node, 0]:
                             to_left = True
                         else:  # (NaN compares False: checked only then)
                             to_left = np.isnan(value) and (kind & MISSING_LEFT) != 0
-                        node = children[node, 0] if to_left else children[node, 1]
+                        node = _child(nodes, node, np.int64(not to_left))
                     for k in range(n_values):
                         out[i, column + k] += scale * values[node, k]
         _finish(out, block, end, divisor, link, sigmoid)

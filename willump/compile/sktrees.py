@@ -212,7 +212,7 @@ def histogram_ensemble(model, width: int) -> Ensemble:
     else:  # the trees read the preprocessor's outputs: read the input columns they come from instead
         reading, source = _encoded_reading(preprocessor, width)
     trees = histogram_forest(model, source)
-    if preprocessor is None and (trees.flags & CATEGORICAL).any():
+    if preprocessor is None and ((trees.nodes[:, 2] >> 32) & CATEGORICAL).any():
         raise Unsupported("categorical splits without scikit-learn's categorical preprocessor")
     baseline = model._baseline_prediction
     if baseline.dtype != np.float64 or baseline.shape != (1, model.n_trees_per_iteration_):
