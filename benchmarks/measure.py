@@ -48,6 +48,12 @@ def blocked_latencies(functions: dict, rows: list, block: int = 50) -> dict:
     a row (the functions taking turns, block by block, over the same rows): each in its own steady
     state, as in a process serving it alone, where ``point_latencies`` calls them alternately, so
     that each call follows another pipeline's (the pessimistic case for caches)."""
+    seconds = blocked_rounds(functions, rows, block)
+    return {name: float(np.percentile(runs, 50)) * 1e3 for name, runs in seconds.items()}
+
+
+def blocked_rounds(functions: dict, rows: list, block: int = 50) -> dict:
+    """Seconds of each single-row call of each function, called as ``blocked_latencies`` calls them."""
     names = list(functions)
     for name in names:
         for argument in rows[:10]:
@@ -58,7 +64,7 @@ def blocked_latencies(functions: dict, rows: list, block: int = 50) -> dict:
         for name in names[shift:] + names[:shift]:
             for argument in rows[start : start + block]:
                 seconds[name].append(timed(functions[name], argument)[0])
-    return {name: float(np.percentile(runs, 50)) * 1e3 for name, runs in seconds.items()}
+    return seconds
 
 
 def point_latencies(functions: dict, rows: list) -> dict:

@@ -7,8 +7,11 @@ aside), and a large ensemble (``credit-large``: 1,000 trees of up to 63 leaves o
 applications' numbers and category codes), the test rows repeated to ``batch_rows`` for the batch. Each is answered, in this process, by LightGBM's
 ``Booster.predict`` on a float64 array, by the scikit-learn API (``model.predict_proba(X)[:, 1]``) on
 the feature frame and on the array, and by ``willump.optimize`` of a function that is only that call,
-given the frame and given the array. Single rows: p50 and p90 latency (µs) of calls on one row at a
-time, the methods called alternately; batch: the median time of repeated runs (ms, rows/s). Every
+given the frame and given the array, and by willump's tree kernel alone (``willump-kernel``: the
+booster read into ``willump.compile.forest``'s arrays, as lleaves' and treelite's predictors are
+measured). Single rows: p50 and p90 latency (µs) of calls on one row at a time, each method called
+50 times in a row, the methods taking turns (each in its steady state, as a process serving one
+model); batch: the median time of repeated runs, the methods called alternately (ms, rows/s). Every
 answer, single rows and batch, is compared to the bit with ``Booster.predict``'s. Batches run with
 LightGBM's default threads (OpenMP, every core): the issue's batch target is against its multi-threaded
 predict. Single rows run with OpenMP limited to one thread: a row gains nothing from a team, and on a
@@ -49,7 +52,9 @@ from sklearn.preprocessing import OrdinalEncoder
 from threadpoolctl import threadpool_limits
 
 import willump
-from benchmarks.measure import _rounds, timed
+from willump.compile.parallel import Workers
+from willump.compile.trees import lightgbm_forest
+from benchmarks.measure import _rounds, blocked_rounds, timed
 from benchmarks.run import machine_facts, write_document
 from benchmarks.workloads import WORKLOADS
 from benchmarks.workloads.common import FeatureCapture, encode_categories, split
@@ -61,6 +66,7 @@ LARGE_MODEL = "credit-large"
 MODELS = ("music", "credit", "tracking", LARGE_MODEL)
 PIPELINES = ("credit_hist_gradient_boosting", "credit_bureau_forest", "credit_forest_pipeline")
 BOOSTER = "lightgbm-booster"  # the reference every model's answers are compared with
+KERNEL = "willump-kernel"  # the tree kernel alone, as the other environment's predictors are measured
 VENV_VARIABLE = "WILLUMP_TREES_VENV"
 ELSEWHERE = Path(__file__).with_name("trees_elsewhere.py")
 PIPELINE_OPENMP_THREADS = 1
@@ -186,10 +192,11 @@ def measure_model(name: str, model, features: pd.DataFrame, settings: TreeSettin
             "sklearn-api-array": ("array", plain),
             "willump": ("frame", decorated["frame"]),
             "willump-array": ("array", decorated["array"]),
+            KERNEL: ("array", kernel_function(model)),
         }
         with threadpool_limits(limits=1, user_api="openmp"):  # (see the module's docstring)
-            single = _rounds({m: _row_caller(function, inputs[kind][1]) for m, (kind, function) in methods.items()},
-                             list(range(settings.single_rows)), warm_up=10)
+            single = blocked_rounds({m: _row_caller(function, inputs[kind][1]) for m, (kind, function) in methods.items()},
+                                    list(range(settings.single_rows)))
         batch = _rounds({m: _batch_caller(function, inputs[kind][0]) for m, (kind, function) in methods.items()},
                         [None] * settings.batch_repeats)
         reference = model.booster_.predict(inputs["array"][0])
@@ -203,6 +210,18 @@ def measure_model(name: str, model, features: pd.DataFrame, settings: TreeSettin
             record |= {"first_call_seconds": first_calls[kind], "status": _model_call_status(decorated[kind])}
         records.append(record)
     return _with_ratios(records)
+
+
+def kernel_function(model):
+    """willump's tree kernel alone (``lightgbm_forest``'s ``Ensemble`` of the booster, batches split over
+    every core), as lleaves' and treelite's predictors are measured: the float64 array in, the
+    booster's predictions out."""
+    ensemble, workers = lightgbm_forest(model.booster_), Workers(os.cpu_count() or 1)
+
+    def predict(X):
+        out = ensemble.predict(X, workers)
+        return out[:, 0] if out.shape[1] == 1 else out
+    return predict
 
 
 def model_inputs(features: pd.DataFrame, settings: TreeSettings) -> dict:
