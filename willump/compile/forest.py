@@ -57,6 +57,7 @@ ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold (a float literal wi
 IDENTITY, SIGMOID, SOFTMAX, EXP, SIGNED_SQUARE, LOG1P_EXP = range(6)
 ROWS_PER_BLOCK = 256  # rows every tree walks in turn
 BLOCK_BYTES = 1 << 16  # (fewer rows per block when they are wide)
+WORDS_BYTES = 1 << 14  # (and when their words would not stay in the first-level cache)
 LANES = 8  # rows walking a tree in step (``_walk_lanes`` writes them out)
 WORD = 64  # the most leaves of a tree scored by a bit vector
 ALL_LEAVES = np.uint64(2 ** WORD - 1)
@@ -357,10 +358,15 @@ def _leaf_bits(rows, r, bits, split_threshold, split_word, split_mask, split_bou
             for j in range(split_bounds[2 * k + 1], split_bounds[2 * k + 2]):
                 bits[split_word[j]] &= split_mask[j]
         else:
-            j, end = split_bounds[2 * k], split_bounds[2 * k + 1]
-            while j < end and split_threshold[j] < value:
+            low, high = split_bounds[2 * k], split_bounds[2 * k + 1]
+            while low < high:  # (the first split whose threshold is not below the value)
+                middle = (low + high) >> 1
+                if split_threshold[middle] < value:
+                    low = middle + 1
+                else:
+                    high = middle
+            for j in range(split_bounds[2 * k], low):
                 bits[split_word[j]] &= split_mask[j]
-                j += 1
 
 
 @njit
@@ -382,7 +388,7 @@ def score_rows(X, start, stop, float32, allow_nan, encoding, categories, nodes, 
     n_words = 0
     for t in range(len(trees)):
         n_words = max(n_words, trees[t, 3] + 1)
-    per_block = max(1, min(ROWS_PER_BLOCK, BLOCK_BYTES // (8 * max(width, n_words, 1))))
+    per_block = max(1, min(ROWS_PER_BLOCK, BLOCK_BYTES // (8 * max(width, 1)), WORDS_BYTES // (8 * max(n_words, 1))))
     rows = np.empty((min(per_block, stop - start), width), np.float64)
     words = np.empty((len(rows), n_words), np.uint64)
     at = np.empty(LANES, np.int64)  # the lanes' nodes
