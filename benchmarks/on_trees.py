@@ -195,8 +195,8 @@ def measure_model(name: str, model, features: pd.DataFrame, settings: TreeSettin
             KERNEL: ("array", kernel_function(model)),
         }
         with threadpool_limits(limits=1, user_api="openmp"):  # (see the module's docstring)
-            single = blocked_rounds({m: _row_caller(function, inputs[kind][1]) for m, (kind, function) in methods.items()},
-                                    list(range(settings.single_rows)))
+            callers = {m: _row_caller(function, inputs[kind][1]) for m, (kind, function) in methods.items()}
+            single = blocked_rounds(callers, list(range(settings.single_rows)))
         batch = _rounds({m: _batch_caller(function, inputs[kind][0]) for m, (kind, function) in methods.items()},
                         [None] * settings.batch_repeats)
         reference = model.booster_.predict(inputs["array"][0])

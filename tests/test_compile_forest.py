@@ -3,6 +3,7 @@ random models (objectives, sizes, categorical splits, missing-value options, sin
 random forests) against ``Booster.predict`` on rows with NaN, inf, tiny and extreme values."""
 
 import warnings
+from unittest import mock
 
 import lightgbm as lgb
 import numpy as np
@@ -62,7 +63,7 @@ def models(draw):
     categorical = draw(st.sampled_from([[], [0], [0, 3]]))
     params = {
         **OBJECTIVES[objective], "verbose": -1, "seed": seed, "num_threads": 1,
-        # (trees of more than forest.WORD leaves are walked, smaller ones scored by bits)
+        # (trees of more than one word of leaves take several words)
         "num_leaves": draw(st.integers(2, 24) | st.integers(60, 90)), "max_depth": draw(st.sampled_from([-1, 1, 2, 5])),
         "min_data_in_leaf": draw(st.sampled_from([1, 5, 20, 400])),  # 400 rows: trees of one leaf
         "zero_as_missing": draw(st.booleans()), "use_missing": draw(st.booleans()),
@@ -87,6 +88,10 @@ def models(draw):
     return booster, rows
 
 
+# how the kernel scores a forest's trees: as it chooses; every tree walked; every tree it can by bits
+LAYOUTS = [{"WORDS_A_TREE": forest_kernel.WORDS_A_TREE}, {"WORDS_A_TREE": 0}, {"SPLITS_A_STEP": np.inf}]
+
+
 def assert_same(ours: np.ndarray, theirs: np.ndarray) -> None:
     np.testing.assert_array_equal(ours, theirs, strict=True)
 
@@ -95,13 +100,15 @@ def assert_same(ours: np.ndarray, theirs: np.ndarray) -> None:
 @given(models(), st.integers(-1, 9))
 def test_forest_gives_lightgbms_predictions(model, iterations):
     booster, rows = model
-    forest = trees_kernel.lightgbm_forest(booster, iterations)
-    for raw in (False, True):
-        expected = booster.predict(rows, num_iteration=iterations, raw_score=raw)
-        batch = forest.predict(rows, raw=raw)
-        assert_same(batch.reshape(expected.shape), expected)
-        for r in (0, len(rows) - 1, ROWS + 3):
-            assert_same(forest.predict_row(rows[r : r + 1], raw=raw).reshape(expected[r].shape), expected[r])
+    for layout in LAYOUTS:
+        with mock.patch.multiple(forest_kernel, **layout):
+            forest = trees_kernel.lightgbm_forest(booster, iterations)
+        for raw in (False, True):
+            expected = booster.predict(rows, num_iteration=iterations, raw_score=raw)
+            batch = forest.predict(rows, raw=raw)
+            assert_same(batch.reshape(expected.shape), expected)
+            for r in (0, len(rows) - 1, ROWS + 3):
+                assert_same(forest.predict_row(rows[r : r + 1], raw=raw).reshape(expected[r].shape), expected[r])
 
 
 @settings(SETTINGS, max_examples=15)
@@ -117,18 +124,21 @@ def test_batches_split_over_workers_give_the_same_bits(model):
 
 
 def test_trees_scored_by_bits_beside_trees_walked():
-    """A model whose trees are in turn larger and smaller than a word of leaves sums both kinds in order."""
+    """A model whose trees are in turn scored by bits (of one word and several) and walked sums both in order."""
     rng = np.random.default_rng(11)
     X = rng.normal(size=(3000, N_FEATURES))
     X[rng.random(X.shape) < 0.2] = np.nan
     y = labels("regression", X, rng)
     params = {"objective": "regression", "min_data_in_leaf": 1, "verbose": -1, "num_threads": 1}
     booster = None
-    for leaves in (120, 8, 90, 40):
+    for leaves in (400, 8, 90, 300, 40):
         booster = lgb.train({**params, "num_leaves": leaves}, lgb.Dataset(X, y), num_boost_round=2, init_model=booster)
     sizes = [tree["num_leaves"] for tree in booster.dump_model()["tree_info"]]
-    assert min(sizes) <= forest_kernel.WORD < max(sizes)
-    forest = trees_kernel.lightgbm_forest(booster)
+    assert min(sizes) <= forest_kernel.WORD < 90 <= forest_kernel.WORDS_A_TREE * forest_kernel.WORD < max(sizes)
+    with mock.patch.multiple(forest_kernel, **LAYOUTS[2]):
+        forest = trees_kernel.lightgbm_forest(booster)
+    words = forest.forest.trees[:, 3]  # (a tree's first word; -1: walked)
+    assert (words >= 0).any() and (words < 0).any()
     rows = np.vstack([X, rng.choice(np.array(SPECIAL), size=(200, N_FEATURES))])
     expected = booster.predict(rows)
     assert_same(forest.predict(rows)[:, 0], expected)

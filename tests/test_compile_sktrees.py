@@ -7,6 +7,7 @@ or two; where scikit-learn raises or warns, the kernel refuses so that the call 
 """
 
 import warnings
+from unittest import mock
 
 import joblib
 import numpy as np
@@ -26,7 +27,7 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 import willump
 from test_compile_kernels import hypothesis_settings
-from willump.compile import registry
+from willump.compile import forest, registry
 from willump.compile.forms import Unsupported
 from willump.compile.parallel import SERIAL, Workers
 from willump.compile.sktrees import METHODS, CompiledTrees
@@ -149,14 +150,18 @@ def library_answer(model, method, X):
 
 
 def check_answers(model, X, workers_list=(SERIAL, TWO)):
-    """Every compiled method answers ``X`` (and its first row) as the model does, or refuses where it refuses."""
+    """Every compiled method answers ``X`` (and its first row) as the model does, or refuses where it
+    refuses: its trees scored as the kernel chooses, every tree walked, and every tree it can by bits."""
     for method in METHODS[type(model)]:
-        for workers in workers_list:
-            kernel = CompiledTrees(model, method, workers)
+        layouts = [(w, {"WORDS_A_TREE": forest.WORDS_A_TREE}) for w in workers_list]  # (as the kernel chooses)
+        layouts += [(SERIAL, {"WORDS_A_TREE": 0}), (SERIAL, {"SPLITS_A_STEP": np.inf})]  # (walked; by bits)
+        for workers, layout in layouts:
+            with mock.patch.multiple(forest, **layout):
+                kernel = CompiledTrees(model, method, workers)
             kernel.ensemble.minimum_rows = 1  # (so that two workers split even a few rows)
             for rows in (X, X[:1]):
                 expected = library_answer(model, method, rows)
-                context = f"{type(model).__name__}.{method} workers={workers.count}\n{rows!r}"
+                context = f"{type(model).__name__}.{method} workers={workers.count} {layout}\n{rows!r}"
                 if expected is None:
                     with pytest.raises(Unsupported):
                         kernel(rows)

@@ -32,9 +32,9 @@ positions among known numbers), then each output starts at ``initial`` and each 
 adds ``scale * value``; the outputs are then divided by ``divisor`` when it is not 0 and mapped
 by ``link``, as LightGBM's ``ConvertOutput`` computes it. (``-0.0 + v`` is ``v`` for every ``v``:
 a single tree's values come out as they are.) One kernel, ``score_rows``, scores a range of rows:
-trees of at most ``WORD`` leaves by bit vectors (QuickScorer), the others walked: by a single row
-turn by turn; by a batch, in blocks of rows every tree walks in turn, ``LANES`` rows in step
-without branches. A batch is split in ranges over ``workers``.
+trees of at most ``WORDS_A_TREE`` words of leaves by bit vectors (QuickScorer), the others
+walked: by a single row turn by turn; by a batch, in blocks of rows every tree walks in turn,
+``LANES`` rows in step without branches. A batch is split in ranges over ``workers``.
 """
 
 import math
@@ -59,7 +59,10 @@ ROWS_PER_BLOCK = 256  # rows every tree walks in turn
 BLOCK_BYTES = 1 << 16  # (fewer rows per block when they are wide)
 WORDS_BYTES = 1 << 14  # (and when their words would not stay in the first-level cache)
 LANES = 8  # rows walking a tree in step (``_walk_lanes`` writes them out)
-WORD = 64  # the most leaves of a tree scored by a bit vector
+WORD = 64  # bits a word of a row's bit vector holds
+WORDS_A_TREE = 4  # the most words of a tree scored by bits
+# a split cleared costs a row ~0.46 ns, a turn walked ~2.1 ns (music, credit-large, a forest of 133-leaf trees)
+SPLITS_A_STEP = 4.5
 ALL_LEAVES = np.uint64(2 ** WORD - 1)
 NODE_WORK_PER_TASK = 50_000  # rows x trees below which a part of a batch is not worth a thread
 
@@ -96,25 +99,26 @@ class Forest(NamedTuple):
 
 def joined(trees: list, cat_bounds, cat_bits, known) -> Forest:
     """The forest of ``trees`` in order: each tree's nodes renumbered (its splits in preorder, then
-    its leaves left to right) and made absolute; the splits of trees of at most ``WORD`` leaves and
-    no special nodes in the bit-vector tables, by feature."""
+    its leaves left to right) and made absolute; the splits of trees scored by bits (``_word_counts``) in
+    the bit-vector tables, by feature."""
     trees = [_in_order(tree) for tree in trees]
     sizes = [len(tree.left) for tree in trees]
     if sum(sizes) >= 2 ** 31:
         raise Unsupported("more nodes than 32-bit indices hold")
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
 
-    words = np.cumsum([_by_bits(tree) for tree in trees]) - 1
+    counts = _word_counts(trees)  # (0: walked)
+    words = np.cumsum([0] + counts)[:-1]  # each tree's first word
     table = [(offset, 0 if (tree.flags & SPECIAL).any() else tree.depth, tree.column,
-              word if _by_bits(tree) else -1, offset + _splits(tree))
-             for tree, offset, word in zip(trees, offsets, words)]
+              word if count else -1, offset + _splits(tree), count)
+             for tree, offset, word, count in zip(trees, offsets, words, counts)]
     read = max((int(tree.feature.max(initial=0)) for tree in trees), default=0) + 1  # (the columns splits read)
-    splits = _bit_splits([(tree, word) for tree, word in zip(trees, words) if _by_bits(tree)], read)
+    splits = _bit_splits([(tree, word) for tree, word, count in zip(trees, words, counts) if count], read)
     nodes = np.concatenate([_node_words(tree, offset) for tree, offset in zip(trees, offsets)])
     return Forest(
         nodes, nodes.view(np.float64),
         _joined([tree.values for tree in trees], np.float64),
-        np.array(table, np.int64).reshape(-1, 5),
+        np.array(table, np.int64).reshape(-1, 6),
         np.ascontiguousarray(cat_bounds, np.int64), np.ascontiguousarray(cat_bits, np.uint32),
         np.ascontiguousarray(known, np.int64), *splits,
     )
@@ -135,9 +139,17 @@ def _splits(tree: Tree) -> int:
     return int(np.count_nonzero(tree.left != LEAF))
 
 
-def _by_bits(tree: Tree) -> bool:
-    """Whether the tree is scored by its bit vector: at most ``WORD`` leaves, no special node."""
-    return len(tree.left) - _splits(tree) <= WORD and not (tree.flags & SPECIAL).any()
+def _word_counts(trees: list) -> list:
+    """The words of each tree's bit vector (a bit per leaf), 0 for a tree walked instead: one with
+    a special node or more leaves than ``WORDS_A_TREE`` words hold, or every tree when the others'
+    splits outnumber ``SPLITS_A_STEP`` times their depths (a row clears about half of a tree's
+    splits, and walks its depth)."""
+    leaves = [len(tree.left) - _splits(tree) for tree in trees]
+    eligible = [not (tree.flags & SPECIAL).any() and n <= WORDS_A_TREE * WORD for tree, n in zip(trees, leaves)]
+    splits = sum(_splits(tree) for tree, ok in zip(trees, eligible) if ok)
+    if splits > SPLITS_A_STEP * sum(tree.depth for tree, ok in zip(trees, eligible) if ok):
+        return [0] * len(trees)
+    return [-(-n // WORD) if ok else 0 for n, ok in zip(leaves, eligible)]
 
 
 def _in_order(tree: Tree) -> Tree:
@@ -165,19 +177,22 @@ def _in_order(tree: Tree) -> Tree:
 
 
 def _bit_splits(trees: list, width: int) -> tuple:
-    """The splits of ``(tree, word)`` pairs (numbered by ``_in_order``) as ``split_*`` tables: by
-    feature, in order of threshold (ties in order of tree), then the ones a NaN takes right; each with
-    its tree's word and the mask clearing the bits of the leaves left of it."""
+    """The splits of ``(tree, first word)`` pairs (numbered by ``_in_order``) as ``split_*`` tables:
+    by feature, in order of threshold (ties in order of tree), then the ones a NaN takes right; each
+    split once for every word of its tree's holding leaves left of it, with the word and the mask
+    clearing their bits."""
     found = []  # (feature, nan_list, threshold, word, mask)
     for tree, word in trees:
         splits = _splits(tree)
         for node in range(splits):
             first, stop = (int(end) for end in _leaf_range(tree, tree.left[node], splits))
-            mask = ((1 << WORD) - 1) & ~(((1 << (stop - first)) - 1) << first)
-            row = (int(tree.feature[node]), tree.threshold[node], word, mask)
-            found.append((row[0], 0, *row[1:]))
-            if not tree.flags[node] & MISSING_LEFT:
-                found.append((row[0], 1, *row[1:]))
+            cleared = ((1 << (stop - first)) - 1) << first  # (the leaves' bits across the tree's words)
+            for w in range(first // WORD, (stop - 1) // WORD + 1):
+                mask = ((1 << WORD) - 1) & ~(cleared >> (w * WORD))
+                row = (int(tree.feature[node]), tree.threshold[node], word + w, mask)
+                found.append((row[0], 0, *row[1:]))
+                if not tree.flags[node] & MISSING_LEFT:
+                    found.append((row[0], 1, *row[1:]))
     found.sort(key=lambda row: row[:3])
     features = np.array([row[0] * 2 + row[1] for row in found], np.int64)
     bounds = np.searchsorted(features, np.arange(2 * width + 1)).reshape(-1)
@@ -376,9 +391,9 @@ def score_rows(X, start, stop, float32, allow_nan, encoding, categories, nodes, 
     """The outputs of rows ``start:stop`` of ``X`` into the same rows of ``out``; -1, or the first
     row holding a value the library refuses.
 
-    Rows are taken in blocks. A tree of at most ``WORD`` leaves without special nodes is scored as
-    QuickScorer does (Lucchese et al.): its leaf is the first still set in the row's word (see
-    ``_leaf_bits``), no walk and no branch on the path. Every other tree walks the block in turn
+    Rows are taken in blocks. A tree of at most ``WORDS_A_TREE`` words of leaves without special
+    nodes is scored as QuickScorer does (Lucchese et al.): its leaf is the first still set in the
+    row's words (see ``_leaf_bits``), no walk and no branch on the path. Every other tree walks the block in turn
     (its nodes stay in cache), ``LANES`` rows at a time in step without branches for the tree's
     steps (rows at a leaf stay there): their paths overlap in the processor instead of each
     mispredicted turn stalling it; rows not at a leaf by then (trees with special nodes) go on one
@@ -387,7 +402,7 @@ def score_rows(X, start, stop, float32, allow_nan, encoding, categories, nodes, 
     width = X.shape[1]
     n_words = 0
     for t in range(len(trees)):
-        n_words = max(n_words, trees[t, 3] + 1)
+        n_words = max(n_words, trees[t, 3] + trees[t, 5])
     per_block = max(1, min(ROWS_PER_BLOCK, BLOCK_BYTES // (8 * max(width, 1)), WORDS_BYTES // (8 * max(n_words, 1))))
     rows = np.empty((min(per_block, stop - start), width), np.float64)
     words = np.empty((len(rows), n_words), np.uint64)
@@ -408,7 +423,10 @@ def score_rows(X, start, stop, float32, allow_nan, encoding, categories, nodes, 
             root, column, word = trees[t, 0], trees[t, 2], trees[t, 3]
             if word >= 0:
                 for i in range(block, end):
-                    node = trees[t, 4] + trailing_zeros(words[i - block, word])
+                    w = word
+                    while words[i - block, w] == 0:  # (the exit leaf's word: the first with a bit left)
+                        w += 1
+                    node = trees[t, 4] + (w - word) * WORD + trailing_zeros(words[i - block, w])
                     for k in range(n_values):
                         out[i, column + k] += scale * values[node, k]
                 continue
@@ -444,7 +462,7 @@ class Ensemble:
     def __init__(self, forest: Forest, reading: Reading, n_features: int, initial, scale: float = 1.0,
                  divisor: float = 0.0, link: int = IDENTITY, sigmoid: float = 1.0):
         initial = np.ascontiguousarray(initial, np.float64)
-        self.n_features, self.n_outputs = n_features, len(initial)
+        self.forest, self.n_features, self.n_outputs = forest, n_features, len(initial)
         self.minimum_rows = max(1, NODE_WORK_PER_TASK // max(len(forest.trees), 1))  # rows per part of a batch
         # the kernels' arguments after the rows: the sums alone (raw), or finished
         self._raw = (*reading, *forest, initial, float(scale), 0.0, IDENTITY, 1.0)
