@@ -368,20 +368,29 @@ def _leaf_bits(rows, r, bits, split_threshold, split_word, split_mask, split_bou
     for w in range(len(bits)):
         bits[w] = ALL_LEAVES
     for k in range((len(split_bounds) - 1) // 2):
+        first, stop = split_bounds[2 * k], split_bounds[2 * k + 1]
+        if first == split_bounds[2 * k + 2]:
+            continue  # (no split reads the feature)
         value = rows[r, k]
         if np.isnan(value):
-            for j in range(split_bounds[2 * k + 1], split_bounds[2 * k + 2]):
+            for j in range(stop, split_bounds[2 * k + 2]):
                 bits[split_word[j]] &= split_mask[j]
+            continue
+        for j in range(first, _below(split_threshold, first, stop, value)):
+            bits[split_word[j]] &= split_mask[j]
+
+
+@njit(inline="always")
+def _below(thresholds, first, stop, value):
+    """The end of the run of ``thresholds[first:stop]`` (ascending) below ``value`` (a binary search)."""
+    low, high = first, stop
+    while low < high:
+        middle = (low + high) >> 1
+        if thresholds[middle] < value:
+            low = middle + 1
         else:
-            low, high = split_bounds[2 * k], split_bounds[2 * k + 1]
-            while low < high:  # (the first split whose threshold is not below the value)
-                middle = (low + high) >> 1
-                if split_threshold[middle] < value:
-                    low = middle + 1
-                else:
-                    high = middle
-            for j in range(split_bounds[2 * k], low):
-                bits[split_word[j]] &= split_mask[j]
+            high = middle
+    return low
 
 
 @njit
