@@ -358,6 +358,10 @@ def test_lightgbm_with_table_lookups_fits_and_serves():
     exact_top = np.argsort(-exact, kind="stable")[:10]
     chosen = f.top_k(test, k=10)  # 500 rows: the filter keeps what fit validated for k/n = 2%
     assert f.stats["top_k_candidates"] == f._fitted.top_k_plan.candidates(len(test), 10) < len(test)
+    table = f.explain_compilation()  # the models fit trained are answered by the tree kernel too
+    trained = table[table["call"].str.contains("top-K filter model")]
+    assert len(trained) == 1 and trained["status"].iloc[0] == "compiled" and trained["calls"].iloc[0] > 0, table
+    assert trained["operator"].iloc[0] == "LGBMClassifier.predict_proba" and trained["line"].isna().all(), table
     assert len(set(chosen) & set(exact_top)) >= 0.95 * 10
     assert np.all(np.diff(exact[chosen]) <= 0)  # the candidates are ranked by the full model's own scores
     # Rows the cascade sends to the full model get exactly its answer.

@@ -383,7 +383,8 @@ class OptimizedFunction:
         scipy object. ``whole_calls`` counts calls answered, together with every other call
         of the function, by one program for the whole body (a body that is a chain of
         compiled calls, such as text columns, vectorizers and a linear model), without
-        going through the calls one by one.
+        going through the calls one by one. After ``fit``, the models it trained follow, named by
+        their role (``cascade small model: LGBMClassifier.predict_proba``), with no line.
         """
         sites = self._executor.sites if self._executor is not None else []
         columns = ["line", "call", "operator", "status", "calls", "compiled_calls", "fused_calls", "whole_calls", "kept"]
@@ -399,7 +400,8 @@ class OptimizedFunction:
             calls=("calls", "sum"), compiled_calls=("compiled_calls", "sum"), fused_calls=("fused_calls", "sum"),
             whole_calls=("whole_calls", "sum"), kept=("kept", "any"),
         )
-        return merged[columns]
+        fitted = pd.DataFrame(self._fitted.model_calls() if self._fitted is not None else [], columns=columns)
+        return pd.concat([merged[columns], fitted], ignore_index=True) if len(fitted) else merged[columns]
 
     def explain_caching(self) -> pd.DataFrame:
         """One row per IFV: the columns it reads, whether its generator reads a table in Redis,

@@ -13,7 +13,7 @@ from willump.optimizations import cascades
 from willump.optimizations import topk as topk_fit
 from willump.optimizations.models import check_fitted, train_like
 from willump.runtime import cascade, drift, topk
-from willump.runtime.models import call, is_classifier, ranking_score
+from willump.runtime.models import call, is_classifier, ranking_score, sites_of
 from willump.optimizations.selection import DEFAULT_GAMMA, select_efficient
 from willump.runtime.features import feature_matrix
 from willump.runtime.joins import NotSeparable
@@ -54,6 +54,17 @@ class Fitted:
     def cascadable(self) -> bool:
         """fit trained a small model and checked that its output can stand in for the full model's."""
         return self.small_model is not None and self.output_dtype is not None
+
+    def model_calls(self) -> list[dict]:
+        """How the calls of the models fit trained were answered (``CallSite.summary`` rows, the call
+        named by the model's role): the cascade's small model, the top-K filter model."""
+        roles = {}
+        for role, model in (("cascade small model", self.small_model if self.cascading else None),
+                            ("top-K filter model", getattr(self.top_k_plan, "model", None))):
+            if model is not None:
+                roles.setdefault(id(model), (model, []))[1].append(role)
+        return [{**site.summary(), "call": f"{' and '.join(names)}: {site.source}"}
+                for model, names in roles.values() for site in sites_of(model)]
 
     def set_threshold(self, threshold) -> None:
         """Cascade at ``threshold`` instead of fit's choice (None: cascades off); the summary says so.

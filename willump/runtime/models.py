@@ -39,6 +39,14 @@ def call(model, method: str, X):
     return site(bound, X)
 
 
+def sites_of(model) -> list:
+    """The call sites ``call`` answered ``model``'s methods through (none for a model never called)."""
+    try:
+        return list(_sites.get(model, {}).values())
+    except TypeError:  # (an object without weak references: never given a site)
+        return []
+
+
 def confidence(model, X) -> np.ndarray:
     """How sure a classifier is of each row: its highest class probability.
 
