@@ -63,6 +63,7 @@ WORD = 64  # bits a word of a row's bit vector holds
 WORDS_A_TREE = 4  # the most words of a tree scored by bits
 # a split cleared costs a row ~0.46 ns, a turn walked ~2.1 ns (music, credit-large, a forest of 133-leaf trees)
 SPLITS_A_STEP = 4.5
+CODES_A_BITSET = 1024  # the most categories a categorical split scored by bits lists
 ALL_LEAVES = np.uint64(2 ** WORD - 1)
 NODE_WORK_PER_TASK = 50_000  # rows x trees below which a part of a batch is not worth a thread
 
@@ -95,6 +96,8 @@ class Forest(NamedTuple):
     split_word: np.ndarray
     split_mask: np.ndarray
     split_bounds: np.ndarray
+    category_lists: np.ndarray
+    category_bounds: np.ndarray
 
 
 def joined(trees: list, cat_bounds, cat_bits, known) -> Forest:
@@ -107,20 +110,21 @@ def joined(trees: list, cat_bounds, cat_bits, known) -> Forest:
         raise Unsupported("more nodes than 32-bit indices hold")
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
 
-    counts = _word_counts(trees)  # (0: walked)
+    cat_bounds = np.ascontiguousarray(cat_bounds, np.int64)
+    counts = _word_counts(trees, cat_bounds)  # (0: walked)
     words = np.cumsum([0] + counts)[:-1]  # each tree's first word
     table = [(offset, 0 if (tree.flags & SPECIAL).any() else tree.depth, tree.column,
               word if count else -1, offset + _splits(tree), count)
              for tree, offset, word, count in zip(trees, offsets, words, counts)]
     read = max((int(tree.feature.max(initial=0)) for tree in trees), default=0) + 1  # (the columns splits read)
-    splits = _bit_splits([(tree, word) for tree, word, count in zip(trees, words, counts) if count], read)
+    splits = _bit_splits([(tree, word) for tree, word, count in zip(trees, words, counts) if count], read,
+                         cat_bounds, np.ascontiguousarray(cat_bits, np.uint32), np.ascontiguousarray(known, np.int64))
     nodes = np.concatenate([_node_words(tree, offset) for tree, offset in zip(trees, offsets)])
     return Forest(
         nodes, nodes.view(np.float64),
         _joined([tree.values for tree in trees], np.float64),
         np.array(table, np.int64).reshape(-1, 6),
-        np.ascontiguousarray(cat_bounds, np.int64), np.ascontiguousarray(cat_bits, np.uint32),
-        np.ascontiguousarray(known, np.int64), *splits,
+        cat_bounds, np.ascontiguousarray(cat_bits, np.uint32), np.ascontiguousarray(known, np.int64), *splits,
     )
 
 
@@ -139,17 +143,26 @@ def _splits(tree: Tree) -> int:
     return int(np.count_nonzero(tree.left != LEAF))
 
 
-def _word_counts(trees: list) -> list:
+def _word_counts(trees: list, cat_bounds: np.ndarray) -> list:
     """The words of each tree's bit vector (a bit per leaf), 0 for a tree walked instead: one with
-    a special node or more leaves than ``WORDS_A_TREE`` words hold, or every tree when the others'
-    splits outnumber ``SPLITS_A_STEP`` times their depths (a row clears about half of a tree's
-    splits, and walks its depth)."""
+    a ``ZERO_MISSING`` node, a bitset of more than ``CODES_A_BITSET`` categories or more leaves than
+    ``WORDS_A_TREE`` words hold, or every tree when the others' splits outnumber ``SPLITS_A_STEP``
+    times their depths (a row clears about half of a tree's splits, and walks its depth)."""
     leaves = [len(tree.left) - _splits(tree) for tree in trees]
-    eligible = [not (tree.flags & SPECIAL).any() and n <= WORDS_A_TREE * WORD for tree, n in zip(trees, leaves)]
+    eligible = [n <= WORDS_A_TREE * WORD and _bits_take(tree, cat_bounds) for tree, n in zip(trees, leaves)]
     splits = sum(_splits(tree) for tree, ok in zip(trees, eligible) if ok)
     if splits > SPLITS_A_STEP * sum(tree.depth for tree, ok in zip(trees, eligible) if ok):
         return [0] * len(trees)
     return [-(-n // WORD) if ok else 0 for n, ok in zip(leaves, eligible)]
+
+
+def _bits_take(tree: Tree, cat_bounds: np.ndarray) -> bool:
+    """Whether the tree's nodes have bit-vector tables: no ``ZERO_MISSING`` node, categorical
+    nodes' bitsets of at most ``CODES_A_BITSET`` codes (a list of nodes per code)."""
+    if (tree.flags & ZERO_MISSING).any():
+        return False
+    bitsets = tree.threshold[(tree.flags & CATEGORICAL) != 0].astype(np.int64)
+    return bool(((cat_bounds[bitsets + 1] - cat_bounds[bitsets]) * 32 <= CODES_A_BITSET).all())
 
 
 def _in_order(tree: Tree) -> Tree:
@@ -176,28 +189,73 @@ def _in_order(tree: Tree) -> Tree:
                          flags=tree.flags[order], threshold=tree.threshold[order], values=tree.values[order])
 
 
-def _bit_splits(trees: list, width: int) -> tuple:
-    """The splits of ``(tree, first word)`` pairs (numbered by ``_in_order``) as ``split_*`` tables:
-    by feature, in order of threshold (ties in order of tree), then the ones a NaN takes right; each
-    split once for every word of its tree's holding leaves left of it, with the word and the mask
-    clearing their bits."""
-    found = []  # (feature, nan_list, threshold, word, mask)
+def _bit_splits(trees: list, width: int, cat_bounds, cat_bits, known) -> tuple:
+    """The splits of ``(tree, first word)`` pairs (numbered by ``_in_order``) as ``split_*`` and
+    ``category_*`` tables, each split once for every word of its tree holding leaves left of it,
+    with the word and the mask clearing their bits. Numerical splits by feature, in order of
+    threshold (ties in order of tree), then the ones a NaN takes right (``split_bounds``: a
+    feature's three bounds); after them, categorical splits listed by feature and category: for
+    each of a feature's ``codes`` categories (row ``k`` of ``category_lists``: its first list and
+    ``codes``), then for any other category, then for a value that is no category (NaN, negative,
+    from 2**31), the splits it goes right at (``category_bounds``: a list's entries)."""
+    found, categorical = [], {}  # (feature, nan_list, threshold, word, mask); feature: [(node, tree, entries)]
     for tree, word in trees:
         splits = _splits(tree)
         for node in range(splits):
             first, stop = (int(end) for end in _leaf_range(tree, tree.left[node], splits))
             cleared = ((1 << (stop - first)) - 1) << first  # (the leaves' bits across the tree's words)
-            for w in range(first // WORD, (stop - 1) // WORD + 1):
-                mask = ((1 << WORD) - 1) & ~(cleared >> (w * WORD))
-                row = (int(tree.feature[node]), tree.threshold[node], word + w, mask)
-                found.append((row[0], 0, *row[1:]))
+            entries = [(word + w, ((1 << WORD) - 1) & ~(cleared >> (w * WORD)))
+                       for w in range(first // WORD, (stop - 1) // WORD + 1)]
+            feature = int(tree.feature[node])
+            if tree.flags[node] & CATEGORICAL:
+                categorical.setdefault(feature, []).append((node, tree, entries))
+                continue
+            for entry in entries:
+                found.append((feature, 0, tree.threshold[node], *entry))
                 if not tree.flags[node] & MISSING_LEFT:
-                    found.append((row[0], 1, *row[1:]))
+                    found.append((feature, 1, tree.threshold[node], *entry))
     found.sort(key=lambda row: row[:3])
     features = np.array([row[0] * 2 + row[1] for row in found], np.int64)
     bounds = np.searchsorted(features, np.arange(2 * width + 1)).reshape(-1)
-    return (np.array([row[2] for row in found], np.float64), np.array([row[3] for row in found], np.uint32),
-            np.array([row[4] for row in found], np.uint64), np.ascontiguousarray(bounds, np.int64))
+    words, masks = [row[3] for row in found], [row[4] for row in found]
+    lists, list_bounds = np.full((width, 2), -1, np.int64), [len(words)]
+    for feature, nodes in sorted(categorical.items()):
+        codes = _codes(nodes, feature, cat_bounds, known)
+        lists[feature] = len(list_bounds) - 1, codes
+        for code in [*range(codes), codes, -1]:  # (its categories, any other, no category)
+            for node, tree, entries in nodes:
+                if _goes_right(tree, node, feature, code, codes, cat_bounds, cat_bits, known):
+                    words += [entry[0] for entry in entries]
+                    masks += [entry[1] for entry in entries]
+            list_bounds.append(len(words))
+    thresholds = np.full(len(words), np.nan)
+    thresholds[: len(found)] = [row[2] for row in found]
+    return (thresholds, np.array(words, np.uint32), np.array(masks, np.uint64), np.ascontiguousarray(bounds, np.int64),
+            lists, np.array(list_bounds, np.int64))
+
+
+def _codes(nodes: list, feature: int, cat_bounds, known) -> int:
+    """The categories the bitsets of a feature's categorical ``nodes`` (and its known ones) hold bits for."""
+    bitsets = [int(tree.threshold[node]) for node, tree, _ in nodes] + ([int(known[feature])] if known[feature] >= 0 else [])
+    return max(int(cat_bounds[b + 1] - cat_bounds[b]) * 32 for b in bitsets)
+
+
+def _goes_right(tree: Tree, node: int, feature: int, code: int, codes: int, cat_bounds, cat_bits, known) -> bool:
+    """Whether category ``code`` (``codes``: any category past the bitsets; -1: no category) goes
+    right at a categorical node, as ``_special_left`` decides."""
+    missing_right = not tree.flags[node] & MISSING_LEFT
+    if code < 0:
+        return missing_right
+    if code < codes and _bit_set(cat_bounds, cat_bits, int(tree.threshold[node]), code):
+        return False
+    if known[feature] < 0 or (code < codes and _bit_set(cat_bounds, cat_bits, int(known[feature]), code)):
+        return True
+    return missing_right
+
+
+def _bit_set(cat_bounds, cat_bits, bitset: int, code: int) -> bool:
+    first, stop = int(cat_bounds[bitset]), int(cat_bounds[bitset + 1])
+    return code // 32 < stop - first and bool((int(cat_bits[first + code // 32]) >> (code % 32)) & 1)
 
 
 def _leaf_range(tree: Tree, node: int, splits: int) -> tuple:
@@ -361,7 +419,7 @@ def _walk_lanes(rows, first, stop, root, steps, nodes, thresholds, at):
 
 
 @njit
-def _leaf_bits(rows, r, bits, split_threshold, split_word, split_mask, split_bounds):
+def _leaf_bits(rows, r, bits, split_threshold, split_word, split_mask, split_bounds, category_lists, category_bounds):
     """Into ``bits`` (a word per tree scored by bits), the leaves row ``r`` of ``rows`` may still
     reach once every split it does not go left at has cleared the leaves left of it (a
     feature's splits in order of threshold: the ones below its value; of a NaN, the listed ones)."""
@@ -377,6 +435,17 @@ def _leaf_bits(rows, r, bits, split_threshold, split_word, split_mask, split_bou
                 bits[split_word[j]] &= split_mask[j]
             continue
         for j in range(first, _below(split_threshold, first, stop, value)):
+            bits[split_word[j]] &= split_mask[j]
+    for k in range(len(category_lists)):
+        first, codes = category_lists[k, 0], category_lists[k, 1]
+        if first < 0:
+            continue
+        value = rows[r, k]
+        if -1.0 < value < 2147483648.0:  # (not NaN; its integer part a category, as _special_left reads it)
+            which = first + min(np.int64(value), codes)
+        else:
+            which = first + codes + 1
+        for j in range(category_bounds[which], category_bounds[which + 1]):
             bits[split_word[j]] &= split_mask[j]
 
 
@@ -395,8 +464,8 @@ def _below(thresholds, first, stop, value):
 
 @njit
 def score_rows(X, start, stop, float32, allow_nan, encoding, categories, nodes, thresholds, values, trees,
-               cat_bounds, cat_bits, known, split_threshold, split_word, split_mask, split_bounds,
-               initial, scale, divisor, link, sigmoid, out):
+               cat_bounds, cat_bits, known, split_threshold, split_word, split_mask, split_bounds, category_lists,
+               category_bounds, initial, scale, divisor, link, sigmoid, out):
     """The outputs of rows ``start:stop`` of ``X`` into the same rows of ``out``; -1, or the first
     row holding a value the library refuses.
 
@@ -427,7 +496,8 @@ def score_rows(X, start, stop, float32, allow_nan, encoding, categories, nodes, 
             for k in range(len(initial)):
                 out[i, k] = initial[k]
             if n_words:
-                _leaf_bits(rows, i - block, words[i - block], split_threshold, split_word, split_mask, split_bounds)
+                _leaf_bits(rows, i - block, words[i - block], split_threshold, split_word, split_mask, split_bounds,
+                           category_lists, category_bounds)
         for t in range(len(trees)):
             root, column, word = trees[t, 0], trees[t, 2], trees[t, 3]
             if word >= 0:
