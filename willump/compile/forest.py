@@ -167,16 +167,8 @@ def _bits_take(tree: Tree, cat_bounds: np.ndarray) -> bool:
 
 def _in_order(tree: Tree) -> Tree:
     """The tree renumbered: its splits in preorder from node 0, then its leaves left to right."""
-    splits, leaves, reached = [], [], [0]
-    while reached:
-        node = reached.pop()
-        if tree.left[node] == LEAF:
-            leaves.append(node)
-        else:
-            splits.append(node)
-            reached += [tree.right[node], tree.left[node]]  # (left first)
-    order = np.array(splits + leaves, np.int64)
-    if len(order) != len(tree.left):
+    order = _preorder(np.ascontiguousarray(tree.left, np.int64), np.ascontiguousarray(tree.right, np.int64))
+    if (order < 0).any():
         raise Unsupported("a tree with nodes its root does not reach")
     new = np.empty(len(order), np.int64)
     new[order] = np.arange(len(order))
@@ -189,6 +181,72 @@ def _in_order(tree: Tree) -> Tree:
                          flags=tree.flags[order], threshold=tree.threshold[order], values=tree.values[order])
 
 
+@njit
+def _preorder(left, right):
+    """The nodes reached from node 0: its splits in preorder, then its leaves left to right (-1
+    past the end for nodes never reached)."""
+    n = len(left)
+    order = np.full(n, -1, np.int64)
+    leaves = np.empty(n, np.int64)
+    stack = np.empty(n + 1, np.int64)
+    stack[0], top, splits, found = 0, 1, 0, 0
+    while top and splits + found < n:
+        top -= 1
+        node = stack[top]
+        if left[node] == LEAF:
+            leaves[found] = node
+            found += 1
+        else:
+            order[splits] = node
+            splits += 1
+            stack[top], stack[top + 1] = right[node], left[node]  # (left first)
+            top += 2
+    order[splits: splits + found] = leaves[:found]
+    return order
+
+
+@njit
+def tree_depth(left, right):
+    """The steps from node 0 to its deepest leaf."""
+    deepest = 0
+    stack, steps = np.empty(len(left) + 1, np.int64), np.empty(len(left) + 1, np.int64)
+    stack[0], steps[0], top = 0, 0, 1
+    while top:
+        top -= 1
+        node, step = stack[top], steps[top]
+        if left[node] == LEAF:
+            deepest = max(deepest, step)
+        else:
+            stack[top], steps[top], stack[top + 1], steps[top + 1] = left[node], step + 1, right[node], step + 1
+            top += 2
+    return deepest
+
+
+@njit
+def _split_entries(left, right, splits, word):
+    """(split, word, mask) of each word a split of a renumbered tree clears leaves in: the leaves
+    left of it (its left child's subtree, a run of leaf positions)."""
+    first, stop = np.empty(splits, np.int64), np.empty(splits, np.int64)
+    count = 0
+    for node in range(splits):
+        low, high = left[node], left[node]
+        while left[low] != LEAF:
+            low = left[low]
+        while left[high] != LEAF:
+            high = right[high]
+        first[node], stop[node] = low - splits, high - splits + 1
+        count += (stop[node] - 1) // WORD - first[node] // WORD + 1
+    entries, words, masks = np.empty(count, np.int64), np.empty(count, np.int64), np.empty(count, np.uint64)
+    e = 0
+    for node in range(splits):
+        for w in range(first[node] // WORD, (stop[node] - 1) // WORD + 1):
+            low, high = max(first[node], w * WORD) - w * WORD, min(stop[node], (w + 1) * WORD) - w * WORD
+            cleared = ALL_LEAVES if high - low == WORD else ((np.uint64(1) << np.uint64(high - low)) - np.uint64(1)) << np.uint64(low)
+            entries[e], words[e], masks[e] = node, word + w, ~cleared
+            e += 1
+    return entries, words, masks
+
+
 def _bit_splits(trees: list, width: int, cat_bounds, cat_bits, known) -> tuple:
     """The splits of ``(tree, first word)`` pairs (numbered by ``_in_order``) as ``split_*`` and
     ``category_*`` tables, each split once for every word of its tree holding leaves left of it,
@@ -198,40 +256,40 @@ def _bit_splits(trees: list, width: int, cat_bounds, cat_bits, known) -> tuple:
     each of a feature's ``codes`` categories (row ``k`` of ``category_lists``: its first list and
     ``codes``), then for any other category, then for a value that is no category (NaN, negative,
     from 2**31), the splits it goes right at (``category_bounds``: a list's entries)."""
-    found, categorical = [], {}  # (feature, nan_list, threshold, word, mask); feature: [(node, tree, entries)]
+    numeric, categorical = [], {}  # (feature, threshold, nan list?, word, mask) arrays; feature: [(node, tree, entries)]
     for tree, word in trees:
-        splits = _splits(tree)
-        for node in range(splits):
-            first, stop = (int(end) for end in _leaf_range(tree, tree.left[node], splits))
-            cleared = ((1 << (stop - first)) - 1) << first  # (the leaves' bits across the tree's words)
-            entries = [(word + w, ((1 << WORD) - 1) & ~(cleared >> (w * WORD)))
-                       for w in range(first // WORD, (stop - 1) // WORD + 1)]
-            feature = int(tree.feature[node])
-            if tree.flags[node] & CATEGORICAL:
-                categorical.setdefault(feature, []).append((node, tree, entries))
-                continue
-            for entry in entries:
-                found.append((feature, 0, tree.threshold[node], *entry))
-                if not tree.flags[node] & MISSING_LEFT:
-                    found.append((feature, 1, tree.threshold[node], *entry))
-    found.sort(key=lambda row: row[:3])
-    features = np.array([row[0] * 2 + row[1] for row in found], np.int64)
-    bounds = np.searchsorted(features, np.arange(2 * width + 1)).reshape(-1)
-    words, masks = [row[3] for row in found], [row[4] for row in found]
-    lists, list_bounds = np.full((width, 2), -1, np.int64), [len(words)]
+        nodes, words, masks = _split_entries(np.ascontiguousarray(tree.left, np.int64),
+                                             np.ascontiguousarray(tree.right, np.int64), _splits(tree), word)
+        kinds = tree.flags[nodes]
+        for node in np.unique(nodes[(kinds & CATEGORICAL) != 0]):
+            at = nodes == node
+            categorical.setdefault(int(tree.feature[node]), []).append(
+                (node, tree, list(zip(words[at].tolist(), masks[at].tolist()))))
+        plain = (kinds & CATEGORICAL) == 0
+        nan_right = plain & ((kinds & MISSING_LEFT) == 0)
+        for chosen, listed in ((plain, 0), (nan_right, 1)):
+            numeric.append((tree.feature[nodes[chosen]].astype(np.int64) * 2 + listed, tree.threshold[nodes[chosen]],
+                            words[chosen], masks[chosen]))
+    keys, thresholds, words, masks = (np.concatenate([part[i] for part in numeric]) if numeric else np.zeros(0)
+                                      for i in range(4))
+    order = np.lexsort((thresholds, keys))  # (stable: ties in order of tree)
+    keys = keys[order].astype(np.int64)
+    bounds = np.searchsorted(keys, np.arange(2 * width + 1)).reshape(-1)
+    listed_words, listed_masks = [], []  # the categorical lists' entries, after the numerical splits'
+    lists, list_bounds = np.full((width, 2), -1, np.int64), [len(keys)]
     for feature, nodes in sorted(categorical.items()):
         codes = _codes(nodes, feature, cat_bounds, known)
         lists[feature] = len(list_bounds) - 1, codes
         for code in [*range(codes), codes, -1]:  # (its categories, any other, no category)
             for node, tree, entries in nodes:
                 if _goes_right(tree, node, feature, code, codes, cat_bounds, cat_bits, known):
-                    words += [entry[0] for entry in entries]
-                    masks += [entry[1] for entry in entries]
-            list_bounds.append(len(words))
-    thresholds = np.full(len(words), np.nan)
-    thresholds[: len(found)] = [row[2] for row in found]
-    return (thresholds, np.array(words, np.uint32), np.array(masks, np.uint64), np.ascontiguousarray(bounds, np.int64),
-            lists, np.array(list_bounds, np.int64))
+                    listed_words += [entry[0] for entry in entries]
+                    listed_masks += [entry[1] for entry in entries]
+            list_bounds.append(len(keys) + len(listed_words))
+    return (np.concatenate([thresholds[order].astype(np.float64), np.full(len(listed_words), np.nan)]),
+            np.concatenate([words[order], listed_words]).astype(np.uint32),
+            np.concatenate([masks[order].astype(np.uint64), np.array(listed_masks, np.uint64)]),
+            np.ascontiguousarray(bounds, np.int64), lists, np.array(list_bounds, np.int64))
 
 
 def _codes(nodes: list, feature: int, cat_bounds, known) -> int:
@@ -256,16 +314,6 @@ def _goes_right(tree: Tree, node: int, feature: int, code: int, codes: int, cat_
 def _bit_set(cat_bounds, cat_bits, bitset: int, code: int) -> bool:
     first, stop = int(cat_bounds[bitset]), int(cat_bounds[bitset + 1])
     return code // 32 < stop - first and bool((int(cat_bits[first + code // 32]) >> (code % 32)) & 1)
-
-
-def _leaf_range(tree: Tree, node: int, splits: int) -> tuple:
-    """(first, stop): the positions among the tree's leaves of those under ``node``."""
-    low = high = node
-    while tree.left[low] != LEAF:
-        low = tree.left[low]
-    while tree.left[high] != LEAF:
-        high = tree.right[high]
-    return low - splits, high - splits + 1
 
 
 def _joined(parts: list, dtype) -> np.ndarray:

@@ -41,7 +41,7 @@ from lightgbm.basic import (
 from willump.compile.dense import ConcatenatedColumns
 from willump.compile.forest import (
     CATEGORICAL, EXP, IDENTITY, LEAF, LOG1P_EXP, MISSING_LEFT, SIGMOID, SIGNED_SQUARE, SOFTMAX, ZERO, ZERO_MISSING,
-    Ensemble, Tree, joined, plain_reading,
+    Ensemble, Tree, joined, plain_reading, tree_depth,
 )
 from willump.compile.forms import Unsupported
 
@@ -237,24 +237,12 @@ def _lightgbm_trees(trees: list, per_iteration: int, width: int):
                 bounds = _numbers(tree["cat_boundaries"], np.int64)
                 cat_bounds.extend((bounds[1:] + cat_bounds[-1]).tolist())
                 cat_words.append(_numbers(tree["cat_threshold"], np.uint32))
-            depth = _depth(left, right)
+            depth = tree_depth(np.ascontiguousarray(left, np.int64), np.ascontiguousarray(right, np.int64))
         leaf_values = np.zeros((internal + n, 1))
         leaf_values[internal:, 0] = values
         read.append(Tree(feature, left, right, flags, threshold, leaf_values, index % per_iteration, depth))
     bits = np.concatenate(cat_words) if cat_words else np.zeros(0, np.uint32)
     return joined(read, cat_bounds, bits, np.full(width, -1))
-
-
-def _depth(left: np.ndarray, right: np.ndarray) -> int:
-    """The steps from node 0 to the deepest leaf."""
-    deepest, reached = 0, [(0, 0)]
-    while reached:
-        node, depth = reached.pop()
-        if left[node] == LEAF:
-            deepest = max(deepest, depth)
-        else:
-            reached += [(left[node], depth + 1), (right[node], depth + 1)]
-    return deepest
 
 
 _LIGHTGBM_CATEGORICAL, _LIGHTGBM_DEFAULT_LEFT = 1, 2  # decision_type bits; the missing type: (d >> 2) & 3
