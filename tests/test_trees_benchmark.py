@@ -41,7 +41,8 @@ def test_every_way_of_answering_the_model_gives_lightgbms_bits(tiny_run):
     assert json.loads((out / "trees.json").read_text())["records"] == document["records"]
     assert document["models"]["credit"]["trees"] == 100
     here = {r["method"]: r for r in document["records"] if r["part"] == "model" and r["environment"] == "main"}
-    assert set(here) == {"lightgbm-booster", "sklearn-api", "sklearn-api-array", "willump", "willump-array"}
+    assert set(here) == {"lightgbm-booster", "sklearn-api", "sklearn-api-array", "willump", "willump-array",
+                         "willump-kernel"}
     for method, record in here.items():
         assert record["exact"], (method, record["difference"])
         assert 0 < record["single_p50_us"] <= record["single_p90_us"] and record["batch_rows_per_s"] > 0
