@@ -206,7 +206,7 @@ def measure_model(name: str, model, features: pd.DataFrame, settings: TreeSettin
         record = _timing_record(single[method], batch[method], settings.batch_rows)
         record |= {"part": "model", "model": name, "method": method, "input": kind, "environment": "main",
                    "compile_seconds": None, "exact": exactness[method] is None, "difference": exactness[method]}
-        if method.startswith("willump"):
+        if method in ("willump", "willump-array"):  # (the decorated functions)
             record |= {"first_call_seconds": first_calls[kind], "status": _model_call_status(decorated[kind])}
         records.append(record)
     return _with_ratios(records)

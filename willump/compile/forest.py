@@ -22,9 +22,9 @@ a fitted model into one ``Forest``: every node of every tree, trees one after th
 
 ``trees`` (int64, one row per tree in the order their values are summed): the root, the steps
 rows walk it in step (its depth; 0 when it has categorical or zero-missing nodes, which rows walk
-one by one), the first output column its values add to, the index of its word in a row's bit
-vector (-1: it is walked) and its first leaf. ``split_*``: the splits of trees scored by bits
-(see ``_bit_splits``).
+one by one), the first output column its values add to, the index of its first word in a row's
+bit vector (-1: it is walked), its first leaf and its words. ``split_*`` and ``category_*``: the
+splits of trees scored by bits (see ``_bit_splits``).
 
 The kernels read a row as the library reads it (``Reading``: converted to float32 and checked
 as scikit-learn's ``check_array`` does, or as float64; categories of some columns encoded as
@@ -102,14 +102,13 @@ class Forest(NamedTuple):
 
 def joined(trees: list, cat_bounds, cat_bits, known) -> Forest:
     """The forest of ``trees`` in order: each tree's nodes renumbered (its splits in preorder, then
-    its leaves left to right) and made absolute; the splits of trees scored by bits (``_word_counts``) in
-    the bit-vector tables, by feature."""
+    its leaves left to right) and made absolute; the splits of trees scored by bits
+    (``_word_counts``) in the bit-vector tables."""
     trees = [_in_order(tree) for tree in trees]
     sizes = [len(tree.left) for tree in trees]
     if sum(sizes) >= 2 ** 31:
         raise Unsupported("more nodes than 32-bit indices hold")
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-
     cat_bounds = np.ascontiguousarray(cat_bounds, np.int64)
     counts = _word_counts(trees, cat_bounds)  # (0: walked)
     words = np.cumsum([0] + counts)[:-1]  # each tree's first word
@@ -499,7 +498,8 @@ def _leaf_bits(rows, r, bits, split_threshold, split_word, split_mask, split_bou
 
 @njit(inline="always")
 def _below(thresholds, first, stop, value):
-    """The end of the run of ``thresholds[first:stop]`` (ascending) below ``value`` (a binary search)."""
+    """The end of the run of ``thresholds[first:stop]`` (ascending) below ``value`` (a binary search;
+    counting them instead measured 10% slower on the music, credit and tracking models)."""
     low, high = first, stop
     while low < high:
         middle = (low + high) >> 1
