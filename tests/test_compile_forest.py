@@ -220,7 +220,7 @@ def test_an_array_warns_as_scikit_learn_does_when_the_model_has_feature_names():
                 assert_same(kernel(values), expected)
             assert [(w.category, str(w.message), w.filename) for w in ours] == \
                 [(w.category, str(w.message), w.filename) for w in theirs]
-            assert len(theirs) == (model is named)
+            assert model is named or not theirs  # (a model fitted on an array never warns; nor does older LightGBM)
 
 
 def test_a_model_the_tree_kernel_does_not_take_is_answered_by_its_booster():

@@ -1,7 +1,8 @@
 """Tree ensembles as flat arrays, scored by numba kernels with each library's arithmetic.
 
-A reader per library (``trees.lightgbm_forest`` for LightGBM, ``sktrees`` for scikit-learn) turns
-a fitted model into one ``Forest``: every node of every tree, trees one after the other:
+A reader per library (``trees.lightgbm_forest`` for LightGBM, ``sktrees`` for scikit-learn,
+``xgbtrees`` for XGBoost) turns a fitted model into one ``Forest``: every node of every tree,
+trees one after the other:
 
 - ``nodes`` (int64, a row of ``NODE_WORDS`` per node, so a turn reads one cache line): word 0
   holds ``threshold``'s bits (``thresholds`` is the same memory as float64), word 1 its left child
@@ -52,9 +53,11 @@ LOW_HALF = (1 << 32) - 1
 MISSING_LEFT, CATEGORICAL, ZERO_MISSING = 1, 2, 4  # flags
 SPECIAL = CATEGORICAL | ZERO_MISSING  # nodes walked one row at a time
 ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold (a float literal widened to double)
+FLOAT64, CHECKED_FLOAT32, FLOAT32 = 0, 1, 2  # how a row is read (``Reading.float32``)
 # links: outputs as they are, LightGBM's sigmoid of each output (binary, multiclassova,
 # cross_entropy), softmax, exp (poisson, gamma, tweedie), sign(x) * x * x (reg_sqrt), log1p(exp(x))
 IDENTITY, SIGMOID, SOFTMAX, EXP, SIGNED_SQUARE, LOG1P_EXP = range(6)
+SIGMOID32 = 6  # XGBoost's common::Sigmoid, in float32 (its sums are float32 too: ``single``)
 ROWS_PER_BLOCK = 256  # rows every tree walks in turn
 BLOCK_BYTES = 1 << 16  # (fewer rows per block when they are wide)
 WORDS_BYTES = 1 << 14  # (and when their words would not stay in the first-level cache)
@@ -320,20 +323,21 @@ def _joined(parts: list, dtype) -> np.ndarray:
 
 
 class Reading(NamedTuple):
-    """How the kernels read an input row: ``float32``: values converted to float32, as
-    ``check_array(dtype=float32)`` makes them (NaN refused unless ``allow_nan``; infinity refused);
-    otherwise as float64, anything allowed. ``encoding``: rows (column, first, stop): the column
+    """How the kernels read an input row: ``float32`` ``CHECKED_FLOAT32``: values converted to
+    float32, as ``check_array(dtype=float32)`` makes them (NaN refused unless ``allow_nan``;
+    infinity refused); ``FLOAT32``: converted to float32, anything allowed (XGBoost's DMatrix);
+    ``FLOAT64``: as float64, anything allowed. ``encoding``: rows (column, first, stop): the column
     holds a category, read as its position among ``categories[first:stop]`` (sorted), NaN when
     it is not there (infinity refused)."""
 
-    float32: bool
+    float32: int
     allow_nan: bool
     encoding: np.ndarray
     categories: np.ndarray
 
 
-def plain_reading(float32: bool = False, allow_nan: bool = True) -> Reading:
-    return Reading(float32, bool(allow_nan), np.zeros((0, 3), np.int64), np.zeros(0))
+def plain_reading(float32: int = FLOAT64, allow_nan: bool = True) -> Reading:
+    return Reading(int(float32), bool(allow_nan), np.zeros((0, 3), np.int64), np.zeros(0))
 
 
 @njit
@@ -343,14 +347,15 @@ def _read(X, first, stop, rows, float32, allow_nan, encoding, categories):
     width = X.shape[1]
     for i in range(first, stop):
         r = i - first
-        if float32:
+        if float32 != FLOAT64:
             for j in range(width):
                 rows[r, j] = np.float64(np.float32(X[i, j]))
+        if float32 == CHECKED_FLOAT32:
             for j in range(width):
                 value = rows[r, j]
                 if value - value != 0.0 and (np.isinf(value) or not allow_nan):  # (NaN or infinity)
                     return i
-        else:
+        if float32 == FLOAT64:
             for j in range(width):
                 rows[r, j] = np.float64(X[i, j])
         for e in range(len(encoding)):  # a category: its position among the sorted known ones, or NaN
@@ -426,6 +431,24 @@ def _finish(out, first, stop, divisor, link, sigmoid):
         elif link == LOG1P_EXP:
             for k in range(n):
                 out[i, k] = math.log1p(math.exp(out[i, k]))
+        elif link == SIGMOID32:
+            for k in range(n):
+                out[i, k] = _sigmoid32(np.float32(out[i, k]))
+
+
+@njit(inline="always")
+def _sigmoid32(x):
+    """XGBoost's ``common::Sigmoid(float)``: every step in float32 (``expf``)."""
+    x = min(-x, np.float32(88.7))
+    denom = np.float32(np.float32(math.exp(x)) + np.float32(1.0)) + np.float32(1e-16)
+    return np.float64(np.float32(np.float32(1.0) / np.float32(denom)))
+
+
+@njit(inline="always")
+def _add(out, i, column, value, single):
+    """``out[i, column] += value``, rounded to float32 when ``single`` (a library summing in float32)."""
+    total = out[i, column] + value
+    out[i, column] = np.float64(np.float32(total)) if single else total
 
 
 @njit(inline="always")
@@ -513,7 +536,7 @@ def _below(thresholds, first, stop, value):
 @njit
 def score_rows(X, start, stop, float32, allow_nan, encoding, categories, nodes, thresholds, values, trees,
                cat_bounds, cat_bits, known, split_threshold, split_word, split_mask, split_bounds, category_lists,
-               category_bounds, initial, scale, divisor, link, sigmoid, out):
+               category_bounds, initial, scale, single, divisor, link, sigmoid, out):
     """The outputs of rows ``start:stop`` of ``X`` into the same rows of ``out``; -1, or the first
     row holding a value the library refuses.
 
@@ -555,7 +578,7 @@ def score_rows(X, start, stop, float32, allow_nan, encoding, categories, nodes, 
                         w += 1
                     node = trees[t, 4] + (w - word) * WORD + trailing_zeros(words[i - block, w])
                     for k in range(n_values):
-                        out[i, column + k] += scale * values[node, k]
+                        _add(out, i, column + k, scale * values[node, k], single)
                 continue
             steps = trees[t, 1] if in_step else 0
             for first in range(block, end, LANES):
@@ -577,7 +600,7 @@ def score_rows(X, start, stop, float32, allow_nan, encoding, categories, nodes, 
                             to_left = np.isnan(value) and (kind & MISSING_LEFT) != 0
                         node = _child(nodes, node, np.int64(not to_left))
                     for k in range(n_values):
-                        out[i, column + k] += scale * values[node, k]
+                        _add(out, i, column + k, scale * values[node, k], single)
         _finish(out, block, end, divisor, link, sigmoid)
     return -1
 
@@ -587,13 +610,13 @@ class Ensemble:
     (float64, shape (rows, outputs)) of a matrix's rows, the library's to the bit."""
 
     def __init__(self, forest: Forest, reading: Reading, n_features: int, initial, scale: float = 1.0,
-                 divisor: float = 0.0, link: int = IDENTITY, sigmoid: float = 1.0):
+                 divisor: float = 0.0, link: int = IDENTITY, sigmoid: float = 1.0, single: bool = False):
         initial = np.ascontiguousarray(initial, np.float64)
         self.forest, self.n_features, self.n_outputs = forest, n_features, len(initial)
         self.minimum_rows = max(1, NODE_WORK_PER_TASK // max(len(forest.trees), 1))  # rows per part of a batch
         # the kernels' arguments after the rows: the sums alone (raw), or finished
-        self._raw = (*reading, *forest, initial, float(scale), 0.0, IDENTITY, 1.0)
-        self._finished = (*reading, *forest, initial, float(scale), float(divisor), link, float(sigmoid))
+        self._raw = (*reading, *forest, initial, float(scale), bool(single), 0.0, IDENTITY, 1.0)
+        self._finished = (*reading, *forest, initial, float(scale), bool(single), float(divisor), link, float(sigmoid))
 
     def _check(self, X: np.ndarray) -> None:
         if not (isinstance(X, np.ndarray) and X.ndim == 2 and X.shape[1] == self.n_features and X.dtype.kind in "iuf"):

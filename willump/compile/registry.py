@@ -5,6 +5,7 @@ identity. A subclass is not assumed to behave as its parent, so it runs as
 written.
 """
 
+import importlib
 import operator
 from types import FunctionType, MethodType
 
@@ -55,6 +56,23 @@ for _kind, _methods in sktrees.METHODS.items():
         METHOD_KERNELS[(_kind, _method)] = lambda model, workers, method=_method: sktrees.CompiledTrees(
             model, method, workers
         )
+# Libraries willump does not require: the module of their kernels is imported, and its METHODS
+# registered, when one of their models is first called (importing the library costs every user).
+OPTIONAL_MODULES = {"xgboost": "willump.compile.xgbtrees"}
+
+
+def _optional_factory(kind, name: str):
+    """The kernel factory of an optional library's ``kind.name``, registering the library's kernels once."""
+    module_name = OPTIONAL_MODULES.pop(kind.__module__.partition(".")[0], None)
+    if module_name is not None:
+        module = importlib.import_module(module_name)
+        for model_kind, methods in module.METHODS.items():
+            for method in methods:
+                METHOD_KERNELS[(model_kind, method)] = lambda model, workers, method=method: module.KERNEL(
+                    model, method, workers)
+    return METHOD_KERNELS.get((kind, name))
+
+
 # Kernels for methods of short-lived objects (each call's frame, accessor or Series): built once,
 # they get the object as their first argument.
 RECEIVER_KERNELS = {
@@ -99,7 +117,7 @@ def kernel_for(callee, workers=SERIAL):
     owner = getattr(callee, "__self__", None)
     if isinstance(callee, DeferredMethod) or (owner is not None and hasattr(callee, "__func__")):
         kind, name = _owner_type(callee), callee.__name__
-        factory = METHOD_KERNELS.get((kind, name))
+        factory = METHOD_KERNELS.get((kind, name)) or _optional_factory(kind, name)
         if factory is None and (kind, name) not in RECEIVER_KERNELS:
             return None, _not_compiled(kind, name)
         if not isinstance(callee, DeferredMethod) and getattr(kind, name, None) is not callee.__func__:

@@ -43,7 +43,9 @@ from sklearn.ensemble import _gb
 from sklearn.preprocessing import OrdinalEncoder
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
-from willump.compile.forest import CATEGORICAL, LEAF, MISSING_LEFT, Ensemble, Forest, Reading, Tree, joined, plain_reading
+from willump.compile.forest import (
+    CATEGORICAL, CHECKED_FLOAT32, FLOAT64, LEAF, MISSING_LEFT, Ensemble, Forest, Reading, Tree, joined, plain_reading,
+)
 from willump.compile.forms import Deferred, Unsupported
 from willump.compile.linear import frame_values, named_columns
 from willump.compile.parallel import SERIAL
@@ -191,7 +193,7 @@ def forest_ensemble(model, width: int) -> Ensemble:
     single = not isinstance(model, FORESTS)
     estimators = [model] if single else model.estimators_
     trees = tree_forest([e.tree_ for e in estimators], [0] * len(estimators))
-    reading = plain_reading(float32=True, allow_nan=estimators[0]._support_missing_values(np.empty((1, 1))))
+    reading = plain_reading(float32=CHECKED_FLOAT32, allow_nan=estimators[0]._support_missing_values(np.empty((1, 1))))
     initial = np.full(trees.values.shape[1], -0.0 if single else 0.0)
     return Ensemble(trees, reading, width, initial, divisor=0.0 if single else float(len(estimators)))
 
@@ -200,7 +202,7 @@ def boosting_ensemble(model, width: int) -> Ensemble:
     """A GradientBoosting model's: float32 values, ``init_``'s prediction plus ``learning_rate * value``."""
     stages = model.estimators_
     trees = tree_forest([e.tree_ for e in stages.ravel()], list(range(stages.shape[1])) * stages.shape[0])
-    return Ensemble(trees, plain_reading(float32=True, allow_nan=False), width,
+    return Ensemble(trees, plain_reading(float32=CHECKED_FLOAT32, allow_nan=False), width,
                     _boosting_start(model, width, stages.shape[1]), scale=float(model.learning_rate))
 
 
@@ -208,7 +210,7 @@ def histogram_ensemble(model, width: int) -> Ensemble:
     """A HistGradientBoosting model's: float64 values (categories encoded), its baseline plus leaf values."""
     preprocessor = model._preprocessor
     if preprocessor is None:
-        reading, source = plain_reading(float32=False, allow_nan=True), None
+        reading, source = plain_reading(FLOAT64, allow_nan=True), None
     else:  # the trees read the preprocessor's outputs: read the input columns they come from instead
         reading, source = _encoded_reading(preprocessor, width)
     trees = histogram_forest(model, source)
@@ -273,7 +275,7 @@ def _encoded_reading(preprocessor, width: int) -> tuple[Reading, np.ndarray]:
         start = sum(len(k) for k in known)
         bounds.append((source[len(known)], start, start + len(values)))
         known.append(values)
-    reading = Reading(False, True, np.array(bounds, np.int64).reshape(-1, 3),
+    reading = Reading(FLOAT64, True, np.array(bounds, np.int64).reshape(-1, 3),
                       np.concatenate(known) if known else np.zeros(0))
     return reading, source
 

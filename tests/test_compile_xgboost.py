@@ -1,0 +1,130 @@
+"""XGBoost models through the tree kernels give XGBoost's answers to the bit (values, dtype, shape):
+random models (objectives, depths, missing values, single-leaf trees, extreme scales) against its
+own ``predict_proba`` / ``predict`` on rows with NaN, infinities and values float32 cannot hold."""
+
+import os
+import warnings
+from unittest import mock
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+
+import willump
+from willump.compile import forest as forest_kernel
+from willump.compile.parallel import Workers
+
+try:
+    import xgboost
+except ImportError:  # an optional dependency: pip install willump[xgboost]
+    if os.environ.get("CI") == "true":
+        raise
+    pytest.skip("xgboost is not installed (pip install willump[xgboost])", allow_module_level=True)
+from willump.compile.forms import Unsupported  # noqa: E402
+from willump.compile.xgbtrees import CompiledXGBoost  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
+SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+N_FEATURES, ROWS = 4, 300
+SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e300, -1e300, 1e-300, 5e-324, 3.4e38, 1.0, -1.0, 0.5]
+LAYOUTS = [{"WORDS_A_TREE": forest_kernel.WORDS_A_TREE}, {"WORDS_A_TREE": 0}, {"SPLITS_A_STEP": np.inf}]
+
+
+@st.composite
+def models(draw):
+    """(fitted model, its method, rows to answer) of a random XGBoost model."""
+    seed = draw(st.integers(0, 2**16))
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(ROWS, N_FEATURES)) * draw(st.sampled_from([1.0, 1e-30, 1e30]))
+    X[rng.random(X.shape) < draw(st.sampled_from([0.0, 0.1, 0.4]))] = np.nan
+    X[rng.random(X.shape) < 0.1] = 0.0
+    signal = np.nan_to_num(X[:, 0]) + (np.nan_to_num(X[:, 1]) > 0) + rng.normal(size=ROWS)
+    params = {"n_estimators": draw(st.integers(1, 20)), "max_depth": draw(st.sampled_from([1, 3, 6, 10])),
+              "learning_rate": draw(st.sampled_from([0.05, 0.3, 1.0])), "random_state": seed, "n_jobs": 1,
+              "min_child_weight": draw(st.sampled_from([0.0, 1.0, 1000.0]))}  # (1000: trees of one leaf)
+    if draw(st.booleans()):
+        params["base_score"] = draw(st.sampled_from([0.1, 0.5, 0.73]))
+    if draw(st.booleans()):
+        model, method = xgboost.XGBClassifier(**params).fit(X, signal > 0.5), "predict_proba"
+    else:
+        model, method = xgboost.XGBRegressor(**params).fit(X, signal * 7), "predict"
+    extremes = rng.choice(np.array(SPECIAL), size=(40, N_FEATURES))
+    rows = np.vstack([X, extremes, np.where(rng.random((40, N_FEATURES)) < 0.5, extremes, X[:40])])
+    note(f"{type(model).__name__} {params}")
+    return model, method, rows
+
+
+def assert_same(ours: np.ndarray, theirs: np.ndarray) -> None:
+    np.testing.assert_array_equal(ours, theirs, strict=True)
+    assert ours.tobytes() == np.ascontiguousarray(theirs).tobytes()
+
+
+@SETTINGS
+@given(models())
+def test_the_kernels_give_xgboosts_answers(model):
+    model, method, rows = model
+    expected = getattr(model, method)(rows)
+    for layout in LAYOUTS:  # (as the kernel chooses, every tree walked, every tree by bits)
+        with mock.patch.multiple(forest_kernel, **layout):
+            kernel = CompiledXGBoost(model, method, Workers(2))
+        kernel.ensemble.minimum_rows = 64  # (so that two workers split the rows)
+        assert_same(kernel(rows), expected)
+        for r in (0, ROWS + 1, len(rows) - 1):
+            assert_same(kernel(rows[r : r + 1]), getattr(model, method)(rows[r : r + 1]))
+
+
+FRAME = pd.DataFrame(np.random.default_rng(4).normal(size=(400, 3)), columns=["a", "b", "c"])
+MODEL = xgboost.XGBClassifier(n_estimators=25, max_depth=4, random_state=0).fit(FRAME, FRAME["a"] + FRAME["b"] > 0)
+
+
+def scores(df):
+    features = df[["a", "b", "c"]]
+    return MODEL.predict_proba(features)[:, 1]
+
+
+def test_early_stopping_scores_as_its_best_iteration():
+    y = FRAME["a"] - FRAME["b"] ** 2 > 0
+    model = xgboost.XGBClassifier(n_estimators=200, learning_rate=0.5, early_stopping_rounds=3, random_state=0)
+    model.fit(FRAME.iloc[:300], y[:300], eval_set=[(FRAME.iloc[300:], y[300:])], verbose=False)
+    assert model.best_iteration + 1 < model.get_booster().num_boosted_rounds()
+    assert_same(CompiledXGBoost(model, "predict_proba")(FRAME), model.predict_proba(FRAME))
+
+
+def test_a_function_as_written_runs_the_kernel():
+    optimized = willump.optimize(scores)
+    for X in (FRAME, FRAME.iloc[[3]], FRAME.iloc[::-1]):
+        assert_same(optimized(X), scores(X))
+    table = optimized.explain_compilation()
+    row = table[table["operator"] == "XGBClassifier.predict_proba"]
+    assert len(row) == 1 and row["status"].iloc[0] == "compiled" and row["compiled_calls"].iloc[0] == 3, table
+
+
+def test_models_the_kernels_do_not_reproduce_run_as_xgboost_and_say_why():
+    y = np.arange(len(FRAME)) % 3
+    multiclass = xgboost.XGBClassifier(n_estimators=3).fit(FRAME, y)
+    with pytest.raises(Unsupported, match="multi:softprob"):
+        CompiledXGBoost(multiclass, "predict_proba")
+    poisson = xgboost.XGBRegressor(n_estimators=3, objective="count:poisson").fit(FRAME, y)
+    with pytest.raises(Unsupported, match="objective"):
+        CompiledXGBoost(poisson, "predict")
+
+    def three_classes(df):
+        return multiclass.predict_proba(df)
+
+    optimized = willump.optimize(three_classes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert_same(optimized(FRAME), three_classes(FRAME))
+    status = optimized.explain_compilation()["status"].iloc[0]
+    assert "multi:softprob" in status, status
+
+
+def test_arrays_given_to_a_model_fitted_on_names_and_wrong_widths_run_as_xgboost():
+    kernel = CompiledXGBoost(MODEL, "predict_proba")
+    with pytest.raises(Unsupported):
+        kernel(FRAME[["b", "a", "c"]])  # (XGBoost raises: feature names mismatch)
+    with pytest.raises(Unsupported):
+        kernel(FRAME.to_numpy()[:, :2])

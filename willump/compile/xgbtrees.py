@@ -1,0 +1,119 @@
+"""XGBoost models (an optional dependency): scored by the shared tree kernels (``forest``) with
+XGBoost's float32 arithmetic, to the bit what ``predict_proba`` / ``predict`` return.
+
+The booster's JSON gives each tree's nodes; a row goes left when ``value < split_condition``
+(stored as the largest double below it, the kernels comparing ``<=``), a NaN the node's
+``default_left`` way, and a leaf's value is its ``split_condition``. The row is read as XGBoost's
+DMatrix reads it (float32; NaN and infinities kept), the trees' values are summed in float32 from
+the base margin in tree order (XGBoost's CPU predictor), and ``binary:logistic`` maps the sum by
+its float32 ``common::Sigmoid``. Other objectives, categorical splits, several outputs, other
+boosters and ``base_margin`` or ``iteration_range`` arguments run as XGBoost's call.
+"""
+
+import json
+import math
+from operator import is_
+
+import numpy as np
+import pandas as pd
+import xgboost
+from numba import njit
+
+from willump.compile.forest import (
+    FLOAT32, IDENTITY, LEAF, MISSING_LEFT, SIGMOID32, Ensemble, Tree, joined, plain_reading, tree_depth,
+)
+from willump.compile.forms import Unsupported
+from willump.compile.linear import frame_values, named_columns
+from willump.compile.parallel import SERIAL
+
+METHODS = {xgboost.XGBClassifier: ("predict_proba",), xgboost.XGBRegressor: ("predict",)}
+LINKS = {"binary:logistic": SIGMOID32, "reg:squarederror": IDENTITY}
+
+
+class CompiledXGBoost:
+    """One method of a fitted XGBoost scikit-learn model."""
+
+    def __init__(self, model, method: str, workers=SERIAL):
+        kind = type(model)
+        if method not in METHODS.get(kind, ()):
+            raise Unsupported(f"{kind.__name__}.{method} is not compiled")
+        if not model.__sklearn_is_fitted__():
+            raise Unsupported("the model is not fitted")
+        self.model, self.method, self.workers = model, method, workers
+        self.state = tuple(vars(model).values())
+        self.width = model.n_features_in_
+        names = getattr(model, "feature_names_in_", None)
+        self.names = None if names is None else names.tolist()
+        self._named = None
+        try:  # (XGBModel.predict uses the best iteration of early stopping, when there is one)
+            iterations = model.best_iteration + 1
+        except AttributeError:
+            iterations = None
+        self.ensemble = xgboost_ensemble(model.get_booster(), self.width, iterations)
+
+    def still_valid(self) -> bool:
+        """False once the model is refitted or a parameter is set."""
+        now = vars(self.model)
+        return len(now) == len(self.state) and all(map(is_, now.values(), self.state))
+
+    def __call__(self, *args, **kwargs):
+        if len(args) != 1 or kwargs:
+            raise Unsupported("arguments other than X")
+        X = args[0]
+        if type(X) is pd.DataFrame:
+            self._named = named_columns(X.columns, self.names, self._named)
+            matrix = frame_values(X)
+        elif type(X) is np.ndarray and X.ndim == 2 and X.dtype.kind in "iuf":
+            matrix = X
+        else:
+            raise Unsupported(f"input of type {type(X).__name__}")
+        if matrix.shape[0] == 0 or matrix.shape[1] != self.width:
+            raise Unsupported("no rows, or not the model's number of features (XGBoost raises)")
+        out = self.ensemble.predict(matrix, self.workers)[:, 0].astype(np.float32)
+        if self.method == "predict_proba":  # (xgboost's _cls_predict_proba for two classes)
+            return np.vstack((1.0 - out, out)).transpose()
+        return out
+
+
+KERNEL = CompiledXGBoost  # (what the registry builds for each of METHODS)
+
+
+def xgboost_ensemble(booster, width: int, iterations: int | None = None) -> Ensemble:
+    """The kernels' ensemble of an XGBoost booster's first ``iterations`` (None: all), or Unsupported
+    for what they do not reproduce."""
+    learner = json.loads(booster.save_raw("json"))["learner"]
+    objective = learner["objective"]["name"]
+    if objective not in LINKS:
+        raise Unsupported(f"the objective {objective!r}")
+    if learner["gradient_booster"]["name"] != "gbtree":
+        raise Unsupported(f"the booster {learner['gradient_booster']['name']!r}")
+    parameters = learner["learner_model_param"]
+    if int(parameters.get("num_class", "0")) > 1 or int(parameters.get("num_target", "1")) != 1:
+        raise Unsupported("several outputs")
+    base = np.float32(float(parameters["base_score"].strip("[]")))
+    model = learner["gradient_booster"]["model"]
+    used = model["trees"][: model["iteration_indptr"][iterations]] if iterations is not None else model["trees"]
+    trees = [_tree(tree) for tree in used]
+    initial = _logit32(base) if objective == "binary:logistic" else base
+    return Ensemble(joined(trees, [0], np.zeros(0, np.uint32), np.full(width, -1)), plain_reading(FLOAT32), width,
+                    [np.float64(initial)], link=LINKS[objective], single=True)
+
+
+def _tree(tree: dict) -> Tree:
+    """One tree of the booster's JSON, as the kernels read it."""
+    if any(tree["split_type"]):
+        raise Unsupported("categorical splits")
+    left, right = np.array(tree["left_children"], np.int64), np.array(tree["right_children"], np.int64)
+    leaf = left == -1
+    condition = np.array(tree["split_conditions"], np.float32).astype(np.float64)
+    threshold = np.where(leaf, 0.0, np.nextafter(condition, -np.inf))  # (value < c  is  value <= the double below c)
+    flags = np.where(np.array(tree["default_left"], bool) & ~leaf, MISSING_LEFT, 0).astype(np.uint8)
+    left, right = np.where(leaf, LEAF, left), np.where(leaf, LEAF, right)
+    return Tree(np.where(leaf, 0, np.array(tree["split_indices"], np.int64)), left, right, flags, threshold,
+                np.where(leaf, condition, 0.0).reshape(-1, 1), 0, tree_depth(left, right))
+
+
+@njit
+def _logit32(x):
+    """XGBoost's ``common::Logit(float)``, ``-logf(1.0f / x - 1.0f)``: the base margin of ``binary:logistic``."""
+    return -math.log(np.float32(np.float32(1.0) / x) - np.float32(1.0))
