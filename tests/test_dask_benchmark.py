@@ -7,6 +7,7 @@ import json
 import pytest
 
 from benchmarks import report
+from report_sections import filled_section
 
 
 @pytest.fixture(scope="module")
@@ -61,13 +62,7 @@ def test_the_fitted_configuration_is_told_it_scores_batches(tiny_run):
 
 def test_report_fills_the_dask_section_and_refuses_a_quick_run(tiny_run, tmp_path):
     out, _ = tiny_run
-    readme = tmp_path / "README.md"
-    readme.write_text(f"{report.START}\n{report.END}\ndask:\n{report.DASK_START}\nstale\n{report.DASK_END}\nend\n")
-    (out / "toxic.json").write_text((report.ROOT / "benchmarks" / "results" / "toxic.json").read_text())
-    assert report.main(["--results", str(out), "--readme", str(readme)]) == 2  # quick: refused
-    assert report.main(["--results", str(out), "--readme", str(readme), "--allow-quick"]) == 0
-    text = readme.read_text()
-    assert "stale" not in text and text.endswith(f"{report.DASK_END}\nend\n")
+    text = filled_section(out, tmp_path, report.DASK_START, report.DASK_END)
     assert "| toxic | 1 | python |" in text and "| toxic | 2 | willump-fit |" in text
     assert "From 1 to 2 workers: toxic python" in text
     assert '`willump-fit` is fitted with `fit(calls="batches")` (a batch job): toxic: cascades ' in text

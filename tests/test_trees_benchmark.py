@@ -13,6 +13,7 @@ from benchmarks import report
 from benchmarks.__main__ import main
 from benchmarks.on_trees import PIPELINES, QUICK, run_trees
 from benchmarks.trees_elsewhere import TOOLS
+from report_sections import filled_section
 
 
 @pytest.fixture(scope="module")
@@ -71,13 +72,7 @@ def test_decorated_pipelines_answer_as_the_undecorated_ones(tiny_run):
 
 def test_report_fills_the_trees_section_and_refuses_a_quick_run(tiny_run, tmp_path):
     out, _ = tiny_run
-    readme = tmp_path / "README.md"
-    readme.write_text(f"{report.START}\n{report.END}\ntrees:\n{report.TREES_START}\nstale\n{report.TREES_END}\nend\n")
-    (out / "toxic.json").write_text((report.ROOT / "benchmarks" / "results" / "toxic.json").read_text())
-    assert report.main(["--results", str(out), "--readme", str(readme)]) == 2  # quick: refused
-    assert report.main(["--results", str(out), "--readme", str(readme), "--allow-quick"]) == 0
-    text = readme.read_text()
-    assert "stale" not in text and text.endswith(f"{report.TREES_END}\nend\n")
+    text = filled_section(out, tmp_path, report.TREES_START, report.TREES_END)
     assert "| credit | willump | frame | main |" in text and "| credit | lightgbm | array | venv |" in text
     assert all(f"| {name} |" in text for name in PIPELINES)
 
