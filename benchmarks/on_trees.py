@@ -47,7 +47,6 @@ from sklearn.base import is_classifier
 from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.impute import SimpleImputer
-from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OrdinalEncoder
 from threadpoolctl import threadpool_limits
 
@@ -348,17 +347,11 @@ def forest_pipeline(data, fitted) -> Entry:
         ("cat", OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1, encoded_missing_value=-1),
          tabular.CATEGORICAL),
     ])
-    clf = fitted("credit_forest_pipeline", lambda: Pipeline(steps=[
-        ("preprocessor", preprocessor),
-        ("classifier", RandomForestClassifier(n_estimators=100, min_samples_leaf=5, random_state=0, n_jobs=1)),
-    ]).fit(data.train_inputs, data.y_train))
-
-    def predict(df):
-        return clf.predict_proba(df)[:, 1]
-
-    return Entry("credit_forest_pipeline", "credit", "tree-ensemble", "binary",
-                 "Pipeline(ColumnTransformer(SimpleImputer numbers, OrdinalEncoder categories), "
-                 "RandomForestClassifier).predict_proba(df)[:, 1]", predict, data)
+    forest = RandomForestClassifier(n_estimators=100, min_samples_leaf=5, random_state=0, n_jobs=1)
+    return tabular.positive_class_pipeline(
+        "credit_forest_pipeline", "tree-ensemble", [("preprocessor", preprocessor), ("classifier", forest)],
+        "Pipeline(ColumnTransformer(SimpleImputer numbers, OrdinalEncoder categories), "
+        "RandomForestClassifier).predict_proba(df)[:, 1]", data, fitted)
 
 
 def measure_pipeline(entry: Entry, settings: TreeSettings) -> list[dict]:

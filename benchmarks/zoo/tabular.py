@@ -51,16 +51,21 @@ def mixed_types_logistic(data, fitted) -> Entry:
     preprocessor = ColumnTransformer(transformers=[
         ("num", numeric_transformer, NUMERIC), ("cat", categorical_transformer, CATEGORICAL),
     ])
-    clf = fitted("credit_mixed_types_lr", lambda: Pipeline(steps=[
-        ("preprocessor", preprocessor), ("classifier", LogisticRegression(max_iter=1000)),
-    ]).fit(data.train_inputs, data.y_train))
+    return positive_class_pipeline(
+        "credit_mixed_types_lr", "linear", [("preprocessor", preprocessor), ("classifier", LogisticRegression(max_iter=1000))],
+        "Pipeline(ColumnTransformer(imputer+scaler numbers, OneHotEncoder categories), "
+        "LogisticRegression).predict_proba(df)[:, 1]", data, fitted)
+
+
+def positive_class_pipeline(name: str, model: str, steps: list, style: str, data, fitted) -> Entry:
+    """An entry on credit applications whose function is ``clf.predict_proba(df)[:, 1]`` of a
+    ``Pipeline`` of ``steps`` fitted on the training rows."""
+    clf = fitted(name, lambda: Pipeline(steps=steps).fit(data.train_inputs, data.y_train))
 
     def predict(df):
         return clf.predict_proba(df)[:, 1]
 
-    return Entry("credit_mixed_types_lr", "credit", "linear", "binary",
-                 "Pipeline(ColumnTransformer(imputer+scaler numbers, OneHotEncoder categories), "
-                 "LogisticRegression).predict_proba(df)[:, 1]", predict, data)
+    return Entry(name, "credit", model, "binary", style, predict, data)
 
 
 def categorical_gradient_boosting(data, fitted) -> Entry:
