@@ -112,21 +112,22 @@ def joined(trees: list, cat_bounds, cat_bits, known) -> Forest:
     if sum(sizes) >= 2 ** 31:
         raise Unsupported("more nodes than 32-bit indices hold")
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    cat_bounds = np.ascontiguousarray(cat_bounds, np.int64)
-    counts = _word_counts(trees, cat_bounds)  # (0: walked)
+    cat_bounds, cat_bits = np.ascontiguousarray(cat_bounds, np.int64), np.ascontiguousarray(cat_bits, np.uint32)
+    known = np.ascontiguousarray(known, np.int64)
+    counts = _word_counts(trees, cat_bounds, known)  # (0: walked)
     words = np.cumsum([0] + counts)[:-1]  # each tree's first word
     table = [(offset, 0 if (tree.flags & SPECIAL).any() else tree.depth, tree.column,
               word if count else -1, offset + _splits(tree), count)
              for tree, offset, word, count in zip(trees, offsets, words, counts)]
     read = max((int(tree.feature.max(initial=0)) for tree in trees), default=0) + 1  # (the columns splits read)
     splits = _bit_splits([(tree, word) for tree, word, count in zip(trees, words, counts) if count], read,
-                         cat_bounds, np.ascontiguousarray(cat_bits, np.uint32), np.ascontiguousarray(known, np.int64))
+                         cat_bounds, cat_bits, known)
     nodes = np.concatenate([_node_words(tree, offset) for tree, offset in zip(trees, offsets)])
     return Forest(
         nodes, nodes.view(np.float64),
         _joined([tree.values for tree in trees], np.float64),
         np.array(table, np.int64).reshape(-1, 6),
-        cat_bounds, np.ascontiguousarray(cat_bits, np.uint32), np.ascontiguousarray(known, np.int64), *splits,
+        cat_bounds, cat_bits, known, *splits,
     )
 
 
@@ -145,25 +146,28 @@ def _splits(tree: Tree) -> int:
     return int(np.count_nonzero(tree.left != LEAF))
 
 
-def _word_counts(trees: list, cat_bounds: np.ndarray) -> list:
+def _word_counts(trees: list, cat_bounds: np.ndarray, known: np.ndarray) -> list:
     """The words of each tree's bit vector (a bit per leaf), 0 for a tree walked instead: one with
     a ``ZERO_MISSING`` node, a bitset of more than ``CODES_A_BITSET`` categories or more leaves than
     ``WORDS_A_TREE`` words hold, or every tree when the others' splits outnumber ``SPLITS_A_STEP``
     times their depths (a row clears about half of a tree's splits, and walks its depth)."""
     leaves = [len(tree.left) - _splits(tree) for tree in trees]
-    eligible = [n <= WORDS_A_TREE * WORD and _bits_take(tree, cat_bounds) for tree, n in zip(trees, leaves)]
+    eligible = [n <= WORDS_A_TREE * WORD and _bits_take(tree, cat_bounds, known) for tree, n in zip(trees, leaves)]
     splits = sum(_splits(tree) for tree, ok in zip(trees, eligible) if ok)
     if splits > SPLITS_A_STEP * sum(tree.depth for tree, ok in zip(trees, eligible) if ok):
         return [0] * len(trees)
     return [-(-n // WORD) if ok else 0 for n, ok in zip(leaves, eligible)]
 
 
-def _bits_take(tree: Tree, cat_bounds: np.ndarray) -> bool:
+def _bits_take(tree: Tree, cat_bounds: np.ndarray, known: np.ndarray) -> bool:
     """Whether the tree's nodes have bit-vector tables: no ``ZERO_MISSING`` node, categorical
-    nodes' bitsets of at most ``CODES_A_BITSET`` codes (a list of nodes per code)."""
+    nodes' bitsets and their features' known categories of at most ``CODES_A_BITSET`` codes (a
+    list of nodes per code)."""
     if (tree.flags & ZERO_MISSING).any():
         return False
-    bitsets = tree.threshold[(tree.flags & CATEGORICAL) != 0].astype(np.int64)
+    categorical = (tree.flags & CATEGORICAL) != 0
+    bitsets = np.concatenate([tree.threshold[categorical].astype(np.int64), known[tree.feature[categorical]]])
+    bitsets = bitsets[bitsets >= 0]
     return bool(((cat_bounds[bitsets + 1] - cat_bounds[bitsets]) * 32 <= CODES_A_BITSET).all())
 
 
