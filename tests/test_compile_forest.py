@@ -89,7 +89,7 @@ def models(draw):
 
 
 # how the kernel scores a forest's trees: as it chooses; every tree walked; every tree it can by bits
-LAYOUTS = [{"WORDS_A_TREE": forest_kernel.WORDS_A_TREE}, {"WORDS_A_TREE": 0}, {"SPLITS_A_STEP": np.inf}]
+LAYOUTS = [{"WORDS_A_TREE": forest_kernel.WORDS_A_TREE}, {"WORDS_A_TREE": 0}, {"LEVEL_NS": np.inf}]
 
 
 def assert_same(ours: np.ndarray, theirs: np.ndarray) -> None:
@@ -145,6 +145,20 @@ def test_trees_scored_by_bits_beside_trees_walked():
     assert_same(forest.predict(rows, Workers(2))[:, 0], expected)
     for r in (0, 1, len(rows) - 1):
         assert_same(forest.predict_row(rows[r : r + 1]), expected[r : r + 1])
+
+
+def test_layout_counts_the_searches_of_features():
+    """Bits cost a row a binary search per feature read: the same kind of trees split over 200
+    features are walked, over 5 features scored by bits."""
+    rng = np.random.default_rng(5)
+    layouts = {}
+    for width in (5, 200):
+        X = rng.normal(size=(3000, width))
+        booster = lgb.train({"objective": "regression", "num_leaves": 15, "verbose": -1, "num_threads": 1},
+                            lgb.Dataset(X, X.sum(axis=1) + rng.normal(size=3000)), num_boost_round=100)
+        layouts[width] = trees_kernel.lightgbm_forest(booster).forest.trees[:, 3]  # (first words; -1: walked)
+        assert_same(trees_kernel.lightgbm_forest(booster).predict(X[:500])[:, 0], booster.predict(X[:500]))
+    assert (layouts[5] >= 0).all() and (layouts[200] < 0).all()
 
 
 def fitted(kind, task: str, categorical_frame: bool = False, **params):
