@@ -389,6 +389,16 @@ def _read(X, first, stop, rows, float32, allow_nan, encoding, categories):
     return -1
 
 
+@njit
+def _has_nan(rows, n):
+    """Whether the first ``n`` of ``rows`` hold a NaN (if not, walks skip the missing-value turns)."""
+    for r in range(n):
+        for j in range(rows.shape[1]):
+            if np.isnan(rows[r, j]):
+                return True
+    return False
+
+
 @njit(inline="always")
 def _in_bitset(cat_bounds, cat_bits, bitset, code):
     first, stop = cat_bounds[bitset], cat_bounds[bitset + 1]
@@ -473,33 +483,37 @@ def _child(nodes, node, right):
 
 
 @njit(inline="always")
-def _turn(rows, r, node, nodes, thresholds):
-    """The node row ``r`` of ``rows`` goes to from a plain ``node`` (from a leaf: the leaf), without a branch."""
+def _turn(rows, r, node, nodes, thresholds, nan):
+    """The node row ``r`` of ``rows`` goes to from a plain ``node`` (from a leaf: the leaf), without a
+    branch (``nan``: whether the row may hold a NaN, which goes the node's missing way)."""
     word = nodes[node, 2]
     value = rows[r, word & LOW_HALF]
-    to_left = (value <= thresholds[node, 0]) | (np.isnan(value) & (((word >> 32) & MISSING_LEFT) != 0))
+    to_left = value <= thresholds[node, 0]
+    if nan:
+        to_left |= np.isnan(value) & (((word >> 32) & MISSING_LEFT) != 0)
     return _child(nodes, node, np.int64(not to_left))
 
 
 @njit(inline="always")
-def _walk_lanes(rows, first, stop, root, steps, nodes, thresholds, at):
+def _walk_lanes(rows, first, stop, root, steps, nodes, thresholds, at, nan):
     """Into ``at``, the nodes rows ``first:first + LANES`` of ``rows`` reach in ``steps`` turns
-    from ``root`` (lanes past ``stop`` walk its last row again). Written out lane by lane so that
-    each lane's node stays in a register and the lanes' turns overlap in the processor (a loop
-    over an array of lanes stores and reloads them every turn: 1.7x slower)."""
+    from ``root`` (lanes past ``stop`` walk its last row again; ``nan``: whether the rows may hold a
+    NaN, a constant at each call so that rows without one skip its test: 20% faster). Written out
+    lane by lane so that each lane's node stays in a register and the lanes' turns overlap in the
+    processor (a loop over an array of lanes stores and reloads them every turn: 1.7x slower)."""
     last = stop - 1
     r0, r1, r2, r3 = first, min(first + 1, last), min(first + 2, last), min(first + 3, last)
     r4, r5, r6, r7 = min(first + 4, last), min(first + 5, last), min(first + 6, last), min(first + 7, last)
     n0 = n1 = n2 = n3 = n4 = n5 = n6 = n7 = root
     for _ in range(steps):
-        n0 = _turn(rows, r0, n0, nodes, thresholds)
-        n1 = _turn(rows, r1, n1, nodes, thresholds)
-        n2 = _turn(rows, r2, n2, nodes, thresholds)
-        n3 = _turn(rows, r3, n3, nodes, thresholds)
-        n4 = _turn(rows, r4, n4, nodes, thresholds)
-        n5 = _turn(rows, r5, n5, nodes, thresholds)
-        n6 = _turn(rows, r6, n6, nodes, thresholds)
-        n7 = _turn(rows, r7, n7, nodes, thresholds)
+        n0 = _turn(rows, r0, n0, nodes, thresholds, nan)
+        n1 = _turn(rows, r1, n1, nodes, thresholds, nan)
+        n2 = _turn(rows, r2, n2, nodes, thresholds, nan)
+        n3 = _turn(rows, r3, n3, nodes, thresholds, nan)
+        n4 = _turn(rows, r4, n4, nodes, thresholds, nan)
+        n5 = _turn(rows, r5, n5, nodes, thresholds, nan)
+        n6 = _turn(rows, r6, n6, nodes, thresholds, nan)
+        n7 = _turn(rows, r7, n7, nodes, thresholds, nan)
     at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7] = n0, n1, n2, n3, n4, n5, n6, n7
 
 
@@ -578,6 +592,7 @@ def score_rows(X, start, stop, float32, allow_nan, encoding, categories, nodes, 
         refused = _read(X, block, end, rows, float32, allow_nan, encoding, categories)
         if refused >= 0:
             return refused
+        nan = _has_nan(rows, end - block)
         for i in range(block, end):
             for k in range(len(initial)):
                 out[i, k] = initial[k]
@@ -597,8 +612,10 @@ def score_rows(X, start, stop, float32, allow_nan, encoding, categories, nodes, 
                 continue
             steps = trees[t, 1] if in_step else 0
             for first in range(block, end, LANES):
-                if steps:
-                    _walk_lanes(rows, first - block, end - block, root, steps, nodes, thresholds, at)
+                if steps and nan:
+                    _walk_lanes(rows, first - block, end - block, root, steps, nodes, thresholds, at, True)
+                elif steps:
+                    _walk_lanes(rows, first - block, end - block, root, steps, nodes, thresholds, at, False)
                 else:
                     at[:] = root
                 for lane in range(min(LANES, end - first)):
