@@ -1,5 +1,5 @@
 """XGBoost models through the tree kernels give XGBoost's answers to the bit (values, dtype, shape):
-random models (objectives, depths, missing values, single-leaf trees, extreme scales) against its
+random models (objectives, classes, depths, missing values, single-leaf trees, extreme scales) against its
 own ``predict_proba`` / ``predict`` on rows with NaN, infinities and values float32 cannot hold."""
 
 import os
@@ -31,6 +31,8 @@ SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=N
 N_FEATURES, ROWS = 4, 300
 SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e300, -1e300, 1e-300, 5e-324, 3.4e38, 1.0, -1.0, 0.5]
 LAYOUTS = [{"WORDS_A_TREE": forest_kernel.WORDS_A_TREE}, {"WORDS_A_TREE": 0}, {"LEVEL_NS": np.inf}]
+REGRESSION = ["reg:squarederror", "reg:squaredlogerror", "reg:pseudohubererror", "reg:absoluteerror", "reg:logistic",
+              "count:poisson", "reg:gamma", "reg:tweedie"]
 
 
 @st.composite
@@ -47,10 +49,15 @@ def models(draw):
               "min_child_weight": draw(st.sampled_from([0.0, 1.0, 1000.0]))}  # (1000: trees of one leaf)
     if draw(st.booleans()):
         params["base_score"] = draw(st.sampled_from([0.1, 0.5, 0.73]))
-    if draw(st.booleans()):
+    objective = draw(st.sampled_from(["binary:logistic", "multi:softprob", *REGRESSION]))
+    if objective == "binary:logistic":
         model, method = xgboost.XGBClassifier(**params).fit(X, signal > 0.5), "predict_proba"
+    elif objective == "multi:softprob":
+        classes = np.digitize(signal, np.quantile(signal, np.linspace(0, 1, draw(st.integers(3, 5)))[1:-1]))
+        model, method = xgboost.XGBClassifier(**params).fit(X, classes), "predict_proba"
     else:
-        model, method = xgboost.XGBRegressor(**params).fit(X, signal * 7), "predict"
+        positive = (np.argsort(np.argsort(signal)) + 1) / (ROWS + 1)  # (in (0, 1): every objective's targets)
+        model, method = xgboost.XGBRegressor(objective=objective, **params).fit(X, positive), "predict"
     extremes = rng.choice(np.array(SPECIAL), size=(40, N_FEATURES))
     rows = np.vstack([X, extremes, np.where(rng.random((40, N_FEATURES)) < 0.5, extremes, X[:40])])
     note(f"{type(model).__name__} {params}")
@@ -103,23 +110,27 @@ def test_a_function_as_written_runs_the_kernel():
 
 
 def test_models_the_kernels_do_not_reproduce_run_as_xgboost_and_say_why():
-    y = np.arange(len(FRAME)) % 3
-    multiclass = xgboost.XGBClassifier(n_estimators=3).fit(FRAME, y)
-    with pytest.raises(Unsupported, match="multi:softprob"):
-        CompiledXGBoost(multiclass, "predict_proba")
-    poisson = xgboost.XGBRegressor(n_estimators=3, objective="count:poisson").fit(FRAME, y)
-    with pytest.raises(Unsupported, match="objective"):
-        CompiledXGBoost(poisson, "predict")
+    y = np.arange(len(FRAME)) % 2
+    hinge = xgboost.XGBClassifier(n_estimators=3, objective="binary:hinge").fit(FRAME, y)
+    with pytest.raises(Unsupported, match="binary:hinge"):
+        CompiledXGBoost(hinge, "predict_proba")
+    quantiles = xgboost.XGBRegressor(n_estimators=3, objective="reg:quantileerror", quantile_alpha=[0.1, 0.9])
+    with pytest.raises(Unsupported, match="reg:quantileerror"):
+        CompiledXGBoost(quantiles.fit(FRAME, y), "predict")
+    for strategy in ("one_output_per_tree", "multi_output_tree"):
+        two_targets = xgboost.XGBRegressor(n_estimators=3, multi_strategy=strategy).fit(FRAME, np.column_stack([y, 1 - y]))
+        with pytest.raises(Unsupported, match="several targets"):
+            CompiledXGBoost(two_targets, "predict")
 
-    def three_classes(df):
-        return multiclass.predict_proba(df)
+    def hinge_scores(df):
+        return hinge.predict_proba(df)
 
-    optimized = willump.optimize(three_classes)
+    optimized = willump.optimize(hinge_scores)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        assert_same(optimized(FRAME), three_classes(FRAME))
+        assert_same(optimized(FRAME), hinge_scores(FRAME))
     status = optimized.explain_compilation()["status"].iloc[0]
-    assert "multi:softprob" in status, status
+    assert "binary:hinge" in status, status
 
 
 def test_arrays_given_to_a_model_fitted_on_names_and_wrong_widths_run_as_xgboost():

@@ -57,7 +57,9 @@ FLOAT64, CHECKED_FLOAT32, FLOAT32 = 0, 1, 2  # how a row is read (``Reading.floa
 # links: outputs as they are, LightGBM's sigmoid of each output (binary, multiclassova,
 # cross_entropy), softmax, exp (poisson, gamma, tweedie), sign(x) * x * x (reg_sqrt), log1p(exp(x))
 IDENTITY, SIGMOID, SOFTMAX, EXP, SIGNED_SQUARE, LOG1P_EXP = range(6)
-SIGMOID32 = 6  # XGBoost's common::Sigmoid, in float32 (its sums are float32 too: ``single``)
+# XGBoost's links, in float32 (its sums are float32 too: ``single``): common::Sigmoid, common::Softmax
+# (a double sum of float32 terms), expf (count:poisson, reg:gamma, reg:tweedie)
+SIGMOID32, SOFTMAX32, EXP32 = 6, 7, 8
 ROWS_PER_BLOCK = 256  # rows every tree walks in turn
 BLOCK_BYTES = 1 << 16  # (fewer rows per block when they are wide)
 WORDS_BYTES = 1 << 14  # (and when their words would not stay in the first-level cache)
@@ -459,6 +461,11 @@ def _finish(out, first, stop, divisor, link, sigmoid):
         elif link == SIGMOID32:
             for k in range(n):
                 out[i, k] = _sigmoid32(np.float32(out[i, k]))
+        elif link == SOFTMAX32:
+            _softmax32(out[i])
+        elif link == EXP32:
+            for k in range(n):
+                out[i, k] = np.float64(np.float32(math.exp(np.float32(out[i, k]))))
 
 
 @njit(inline="always")
@@ -467,6 +474,21 @@ def _sigmoid32(x):
     x = min(-x, np.float32(88.7))
     denom = np.float32(np.float32(math.exp(x)) + np.float32(1.0)) + np.float32(1e-16)
     return np.float64(np.float32(np.float32(1.0) / np.float32(denom)))
+
+
+@njit(inline="always")
+def _softmax32(outputs):
+    """XGBoost's ``common::Softmax`` of float32 outputs, in place: ``expf`` of each less the largest,
+    divided by their sum taken in double and rounded to float32."""
+    largest = np.float32(outputs[0])
+    for k in range(1, len(outputs)):
+        largest = max(np.float32(outputs[k]), largest)
+    total = 0.0
+    for k in range(len(outputs)):
+        outputs[k] = np.float64(np.float32(math.exp(np.float32(np.float32(outputs[k]) - largest))))
+        total += outputs[k]
+    for k in range(len(outputs)):
+        outputs[k] = np.float64(np.float32(np.float32(outputs[k]) / np.float32(total)))
 
 
 @njit(inline="always")

@@ -5,8 +5,9 @@ The booster's JSON gives each tree's nodes; a row goes left when ``value < split
 (stored as the largest double below it, the kernels comparing ``<=``), a NaN the node's
 ``default_left`` way, and a leaf's value is its ``split_condition``. The row is read as XGBoost's
 DMatrix reads it (float32; NaN and infinities kept), the trees' values are summed in float32 from
-the base margin in tree order (XGBoost's CPU predictor), and ``binary:logistic`` maps the sum by
-its float32 ``common::Sigmoid``. Other objectives, categorical splits, several outputs, other
+the base margin in tree order (XGBoost's CPU predictor), each tree into its class's output, and
+the sums are mapped by the objective's float32 link (``common::Sigmoid``, ``common::Softmax``,
+``expf``; ``OBJECTIVES``). Other objectives, categorical splits, several targets, other
 boosters and ``base_margin`` or ``iteration_range`` arguments run as XGBoost's call.
 """
 
@@ -20,14 +21,14 @@ import xgboost
 from numba import njit
 
 from willump.compile.forest import (
-    FLOAT32, IDENTITY, LEAF, MISSING_LEFT, SIGMOID32, Ensemble, Tree, joined, plain_reading, tree_depth,
+    EXP32, FLOAT32, IDENTITY, LEAF, MISSING_LEFT, SIGMOID32, SOFTMAX32, Ensemble, Tree, joined, plain_reading,
+    tree_depth,
 )
 from willump.compile.forms import Unsupported
 from willump.compile.linear import frame_values, named_columns
 from willump.compile.parallel import SERIAL
 
 METHODS = {xgboost.XGBClassifier: ("predict_proba",), xgboost.XGBRegressor: ("predict",)}
-LINKS = {"binary:logistic": SIGMOID32, "reg:squarederror": IDENTITY}
 
 
 class CompiledXGBoost:
@@ -49,7 +50,8 @@ class CompiledXGBoost:
             iterations = model.best_iteration + 1
         except AttributeError:
             iterations = None
-        self.ensemble = xgboost_ensemble(model.get_booster(), self.width, iterations)
+        objectives = CLASSIFIER_OBJECTIVES if method == "predict_proba" else set(OBJECTIVES) - set(CLASSIFIER_OBJECTIVES)
+        self.ensemble = xgboost_ensemble(model.get_booster(), self.width, iterations, objectives)
 
     def still_valid(self) -> bool:
         """False once the model is refitted or a parameter is set."""
@@ -69,38 +71,42 @@ class CompiledXGBoost:
             raise Unsupported(f"input of type {type(X).__name__}")
         if matrix.shape[0] == 0 or matrix.shape[1] != self.width:
             raise Unsupported("no rows, or not the model's number of features (XGBoost raises)")
-        out = self.ensemble.predict(matrix, self.workers)[:, 0].astype(np.float32)
+        out = self.ensemble.predict(matrix, self.workers).astype(np.float32)
+        if self.ensemble.n_outputs > 1:
+            return out
         if self.method == "predict_proba":  # (xgboost's _cls_predict_proba for two classes)
-            return np.vstack((1.0 - out, out)).transpose()
-        return out
+            return np.vstack((1.0 - out[:, 0], out[:, 0])).transpose()
+        return out[:, 0]
 
 
 KERNEL = CompiledXGBoost  # (what the registry builds for each of METHODS)
 
 
-def xgboost_ensemble(booster, width: int, iterations: int | None = None) -> Ensemble:
+def xgboost_ensemble(booster, width: int, iterations: int | None = None, objectives=None) -> Ensemble:
     """The kernels' ensemble of an XGBoost booster's first ``iterations`` (None: all), or Unsupported
-    for what they do not reproduce."""
+    for what they do not reproduce (an objective not among ``objectives`` included)."""
     learner = json.loads(booster.save_raw("json"))["learner"]
     objective = learner["objective"]["name"]
-    if objective not in LINKS:
+    if objective not in (objectives or OBJECTIVES):
         raise Unsupported(f"the objective {objective!r}")
     if learner["gradient_booster"]["name"] != "gbtree":
         raise Unsupported(f"the booster {learner['gradient_booster']['name']!r}")
     parameters = learner["learner_model_param"]
-    if int(parameters.get("num_class", "0")) > 1 or int(parameters.get("num_target", "1")) != 1:
-        raise Unsupported("several outputs")
-    base = np.float32(float(parameters["base_score"].strip("[]")))
+    if int(parameters.get("num_target", "1")) != 1:
+        raise Unsupported("several targets")
+    outputs = max(1, int(parameters.get("num_class", "0")))
+    bases = np.array(parameters["base_score"].strip("[]").split(","), np.float32)  # (one, or one per class)
+    margin, link = OBJECTIVES[objective]
     model = learner["gradient_booster"]["model"]
-    used = model["trees"][: model["iteration_indptr"][iterations]] if iterations is not None else model["trees"]
-    trees = [_tree(tree) for tree in used]
-    initial = _logit32(base) if objective == "binary:logistic" else base
+    stop = model["iteration_indptr"][iterations] if iterations is not None else len(model["trees"])
+    trees = [_tree(tree, column) for tree, column in zip(model["trees"][:stop], model["tree_info"])]
+    initial = np.broadcast_to([np.float64(margin(base)) for base in bases], outputs)
     return Ensemble(joined(trees, [0], np.zeros(0, np.uint32), np.full(width, -1)), plain_reading(FLOAT32), width,
-                    [np.float64(initial)], link=LINKS[objective], single=True)
+                    initial, link=link, single=True)
 
 
-def _tree(tree: dict) -> Tree:
-    """One tree of the booster's JSON, as the kernels read it."""
+def _tree(tree: dict, column: int) -> Tree:
+    """One tree of the booster's JSON, as the kernels read it, adding to output ``column``."""
     if any(tree["split_type"]):
         raise Unsupported("categorical splits")
     left, right = np.array(tree["left_children"], np.int64), np.array(tree["right_children"], np.int64)
@@ -110,10 +116,36 @@ def _tree(tree: dict) -> Tree:
     flags = np.where(np.array(tree["default_left"], bool) & ~leaf, MISSING_LEFT, 0).astype(np.uint8)
     left, right = np.where(leaf, LEAF, left), np.where(leaf, LEAF, right)
     return Tree(np.where(leaf, 0, np.array(tree["split_indices"], np.int64)), left, right, flags, threshold,
-                np.where(leaf, condition, 0.0).reshape(-1, 1), 0, tree_depth(left, right))
+                np.where(leaf, condition, 0.0).reshape(-1, 1), int(column), tree_depth(left, right))
 
 
 @njit
 def _logit32(x):
     """XGBoost's ``common::Logit(float)``, ``-logf(1.0f / x - 1.0f)``: the base margin of ``binary:logistic``."""
     return -math.log(np.float32(np.float32(1.0) / x) - np.float32(1.0))
+
+
+@njit
+def _log32(x):
+    """``logf(x)``: the base margin of the objectives whose link is ``expf``."""
+    return math.log(x)
+
+
+def _as_is(x):
+    return x
+
+
+# objective: (its base margin from base_score, its link), for which method of which model
+OBJECTIVES = {
+    "binary:logistic": (_logit32, SIGMOID32),
+    "multi:softprob": (_as_is, SOFTMAX32),
+    "reg:squarederror": (_as_is, IDENTITY),
+    "reg:squaredlogerror": (_as_is, IDENTITY),
+    "reg:pseudohubererror": (_as_is, IDENTITY),
+    "reg:absoluteerror": (_as_is, IDENTITY),
+    "reg:logistic": (_logit32, SIGMOID32),
+    "count:poisson": (_log32, EXP32),
+    "reg:gamma": (_log32, EXP32),
+    "reg:tweedie": (_log32, EXP32),
+}
+CLASSIFIER_OBJECTIVES = ("binary:logistic", "multi:softprob")
