@@ -89,7 +89,7 @@ def models(draw):
 
 
 # how the kernel scores a forest's trees: as it chooses; every tree walked; every tree it can by bits
-LAYOUTS = [{"WORDS_A_TREE": forest_kernel.WORDS_A_TREE}, {"WORDS_A_TREE": 0}, {"LEVEL_NS": np.inf}]
+LAYOUTS = [{"WORDS_A_TREE": forest_kernel.WORDS_A_TREE}, {"WORDS_A_TREE": 0}, {"LEVEL_NS": np.finfo(float).max}]
 
 
 def assert_same(ours: np.ndarray, theirs: np.ndarray) -> None:

@@ -154,7 +154,7 @@ def check_answers(model, X, workers_list=(SERIAL, TWO)):
     refuses: its trees scored as the kernel chooses, every tree walked, and every tree it can by bits."""
     for method in METHODS[type(model)]:
         layouts = [(w, {"WORDS_A_TREE": forest.WORDS_A_TREE}) for w in workers_list]  # (as the kernel chooses)
-        layouts += [(SERIAL, {"WORDS_A_TREE": 0}), (SERIAL, {"LEVEL_NS": np.inf})]  # (walked; by bits)
+        layouts += [(SERIAL, {"WORDS_A_TREE": 0}), (SERIAL, {"LEVEL_NS": np.finfo(float).max})]  # (walked; by bits)
         for workers, layout in layouts:
             with mock.patch.multiple(forest, **layout):
                 kernel = CompiledTrees(model, method, workers)

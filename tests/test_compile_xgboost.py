@@ -30,7 +30,7 @@ SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=N
                     suppress_health_check=[HealthCheck.too_slow])
 N_FEATURES, ROWS = 4, 300
 SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e300, -1e300, 1e-300, 5e-324, 3.4e38, 1.0, -1.0, 0.5]
-LAYOUTS = [{"WORDS_A_TREE": forest_kernel.WORDS_A_TREE}, {"WORDS_A_TREE": 0}, {"LEVEL_NS": np.inf}]
+LAYOUTS = [{"WORDS_A_TREE": forest_kernel.WORDS_A_TREE}, {"WORDS_A_TREE": 0}, {"LEVEL_NS": np.finfo(float).max}]
 REGRESSION = ["reg:squarederror", "reg:squaredlogerror", "reg:pseudohubererror", "reg:absoluteerror", "reg:logistic",
               "count:poisson", "reg:gamma", "reg:tweedie"]
 

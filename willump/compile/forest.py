@@ -86,7 +86,27 @@ class Tree(NamedTuple):
     threshold: np.ndarray
     values: np.ndarray  # (nodes, width)
     column: int  # the output its first value adds to
-    depth: int  # the steps from its root to its deepest leaf
+
+
+class Trees(NamedTuple):
+    """Trees one after the other, as ``Tree``'s arrays joined (children still indexed within their
+    tree): tree ``t``'s nodes are ``starts[t]:starts[t + 1]``, its first value adds to ``columns[t]``."""
+
+    feature: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    flags: np.ndarray
+    threshold: np.ndarray
+    values: np.ndarray
+    starts: np.ndarray
+    columns: np.ndarray
+
+
+def stacked(trees: list) -> Trees:
+    """The ``Trees`` of a list of ``Tree``."""
+    starts = np.cumsum([0] + [len(tree.left) for tree in trees])
+    return Trees(*(np.concatenate([getattr(tree, name) for tree in trees]) if trees else np.zeros((0, 1))
+                   for name in Tree._fields[:-1]), starts, np.array([tree.column for tree in trees], np.int64))
 
 
 class Forest(NamedTuple):
@@ -107,223 +127,234 @@ class Forest(NamedTuple):
     category_bounds: np.ndarray
 
 
-def joined(trees: list, cat_bounds, cat_bits, known) -> Forest:
-    """The forest of ``trees`` in order: each tree's nodes renumbered (its splits in preorder, then
-    its leaves left to right) and made absolute; the splits of trees scored by bits
-    (``_word_counts``) in the bit-vector tables."""
-    trees = [_in_order(tree) for tree in trees]
-    sizes = [len(tree.left) for tree in trees]
-    if sum(sizes) >= 2 ** 31:
+class _Ordered(NamedTuple):
+    """Trees renumbered (``_in_order``): nodes absolute, each tree's splits in preorder then its leaves
+    left to right, a leaf's children itself."""
+
+    feature: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    flags: np.ndarray
+    threshold: np.ndarray
+    values: np.ndarray
+    starts: np.ndarray
+    splits: np.ndarray  # per tree
+    depths: np.ndarray  # per tree
+    tree_of: np.ndarray  # per node
+
+
+def joined(trees: Trees, cat_bounds, cat_bits, known) -> Forest:
+    """The forest of ``trees`` in order (renumbered by ``_in_order``); the splits of trees scored by
+    bits (``_word_counts``) in the bit-vector tables. (Whole-forest array passes: a 10,000-tree model
+    builds in a fraction of a second.)"""
+    if trees.starts[-1] >= 2 ** 31:
         raise Unsupported("more nodes than 32-bit indices hold")
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     cat_bounds, cat_bits = np.ascontiguousarray(cat_bounds, np.int64), np.ascontiguousarray(cat_bits, np.uint32)
     known = np.ascontiguousarray(known, np.int64)
-    counts = _word_counts(trees, cat_bounds, known)  # (0: walked)
-    words = np.cumsum([0] + counts)[:-1]  # each tree's first word
-    table = [(offset, 0 if (tree.flags & SPECIAL).any() else tree.depth, tree.column,
-              word if count else -1, offset + _splits(tree), count)
-             for tree, offset, word, count in zip(trees, offsets, words, counts)]
-    read = max((int(tree.feature.max(initial=0)) for tree in trees), default=0) + 1  # (the columns splits read)
-    splits = _bit_splits([(tree, word) for tree, word, count in zip(trees, words, counts) if count], read,
-                         cat_bounds, cat_bits, known)
-    nodes = np.concatenate([_node_words(tree, offset) for tree, offset in zip(trees, offsets)])
-    return Forest(
-        nodes, nodes.view(np.float64),
-        _joined([tree.values for tree in trees], np.float64),
-        np.array(table, np.int64).reshape(-1, 6),
-        cat_bounds, cat_bits, known, *splits,
-    )
+    ordered = _in_order(trees)
+    counts = _word_counts(ordered, cat_bounds, known)  # (0: walked)
+    words = np.cumsum(counts) - counts  # each tree's first word
+    special = np.bincount(ordered.tree_of, (ordered.flags & SPECIAL) != 0, len(counts)) > 0
+    table = np.column_stack([ordered.starts[:-1], np.where(special, 0, ordered.depths), trees.columns,
+                             np.where(counts > 0, words, -1), ordered.starts[:-1] + ordered.splits, counts])
+    read = int(ordered.feature.max(initial=0)) + 1  # (the columns splits read)
+    splits = _bit_splits(ordered, words, counts, read, cat_bounds, cat_bits, known)
+    nodes = _node_words(ordered)
+    return Forest(nodes, nodes.view(np.float64), np.ascontiguousarray(ordered.values, np.float64),
+                  np.ascontiguousarray(table, np.int64).reshape(-1, 6), cat_bounds, cat_bits, known, *splits)
 
 
-def _node_words(tree: Tree, offset: int) -> np.ndarray:
-    """The tree's nodes as rows of ``NODE_WORDS`` int64 words (see the module's docstring)."""
-    leaf = tree.left == LEAF
-    itself = np.arange(len(leaf), dtype=np.int64) + offset
-    words = np.zeros((len(leaf), NODE_WORDS), np.int64)
-    words[:, 0] = np.ascontiguousarray(tree.threshold, np.float64).view(np.int64)
-    words[:, 1] = np.where(leaf, itself, tree.left + offset) | (np.where(leaf, itself, tree.right + offset) << 32)
-    words[:, 2] = tree.feature.astype(np.int64) | (tree.flags.astype(np.int64) << 32)
+def _node_words(ordered: _Ordered) -> np.ndarray:
+    """The nodes as rows of ``NODE_WORDS`` int64 words (see the module's docstring)."""
+    words = np.zeros((len(ordered.left), NODE_WORDS), np.int64)
+    words[:, 0] = np.ascontiguousarray(ordered.threshold, np.float64).view(np.int64)
+    words[:, 1] = ordered.left | (ordered.right << 32)
+    words[:, 2] = ordered.feature | (ordered.flags.astype(np.int64) << 32)
     return words
 
 
-def _splits(tree: Tree) -> int:
-    return int(np.count_nonzero(tree.left != LEAF))
-
-
-def _word_counts(trees: list, cat_bounds: np.ndarray, known: np.ndarray) -> list:
+def _word_counts(ordered: _Ordered, cat_bounds: np.ndarray, known: np.ndarray) -> np.ndarray:
     """The words of each tree's bit vector (a bit per leaf), 0 for a tree walked instead: one with
     a ``ZERO_MISSING`` node, a bitset of more than ``CODES_A_BITSET`` categories or more leaves than
     ``WORDS_A_TREE`` words hold, or every tree when the others would cost a row more by bits than
     walked (``_bits_cost``)."""
-    leaves = [len(tree.left) - _splits(tree) for tree in trees]
-    eligible = [n <= WORDS_A_TREE * WORD and _bits_take(tree, cat_bounds, known) for tree, n in zip(trees, leaves)]
-    chosen = [tree for tree, ok in zip(trees, eligible) if ok]
-    if _bits_cost(chosen) > LEVEL_NS * sum(tree.depth for tree in chosen):
-        return [0] * len(trees)
-    return [-(-n // WORD) if ok else 0 for n, ok in zip(leaves, eligible)]
+    leaves = np.diff(ordered.starts) - ordered.splits
+    eligible = (leaves <= WORDS_A_TREE * WORD) & _bits_take(ordered, cat_bounds, known)
+    if _bits_cost(ordered, eligible) > LEVEL_NS * ordered.depths[eligible].sum():
+        return np.zeros(len(leaves), np.int64)
+    return np.where(eligible, -(-leaves // WORD), 0)
 
 
-def _bits_cost(trees: list) -> float:
-    """What scoring ``trees`` by bits costs a row (ns): every split cleared or not, and for each
-    feature a binary search among its numerical splits' thresholds."""
-    splits = [tree.feature[:_splits(tree)][(tree.flags[:_splits(tree)] & CATEGORICAL) == 0] for tree in trees]
-    per_feature = np.bincount(np.concatenate(splits).astype(np.int64)) if splits else np.zeros(0)
+def _is_split(ordered: _Ordered) -> np.ndarray:
+    return ordered.left != np.arange(len(ordered.left))
+
+
+def _bits_cost(ordered: _Ordered, chosen: np.ndarray) -> float:
+    """What scoring the ``chosen`` trees by bits costs a row (ns): every split cleared or not, and
+    for each feature a binary search among its numerical splits' thresholds."""
+    splits = _is_split(ordered) & chosen[ordered.tree_of]
+    per_feature = np.bincount(ordered.feature[splits & ((ordered.flags & CATEGORICAL) == 0)])
     searched = np.log2(per_feature[per_feature > 0] + 1.0).sum()
-    return SPLIT_NS * sum(_splits(tree) for tree in trees) + SEARCH_STEP_NS * searched
+    return SPLIT_NS * np.count_nonzero(splits) + SEARCH_STEP_NS * searched
 
 
-def _bits_take(tree: Tree, cat_bounds: np.ndarray, known: np.ndarray) -> bool:
-    """Whether the tree's nodes have bit-vector tables: no ``ZERO_MISSING`` node, categorical
+def _bits_take(ordered: _Ordered, cat_bounds: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """Per tree, whether its nodes have bit-vector tables: no ``ZERO_MISSING`` node, categorical
     nodes' bitsets and their features' known categories of at most ``CODES_A_BITSET`` codes (a
     list of nodes per code)."""
-    if (tree.flags & ZERO_MISSING).any():
-        return False
-    categorical = (tree.flags & CATEGORICAL) != 0
-    bitsets = np.concatenate([tree.threshold[categorical].astype(np.int64), known[tree.feature[categorical]]])
-    bitsets = bitsets[bitsets >= 0]
-    return bool(((cat_bounds[bitsets + 1] - cat_bounds[bitsets]) * 32 <= CODES_A_BITSET).all())
+    categorical = np.flatnonzero((ordered.flags & CATEGORICAL) != 0)
+    own, of_feature = ordered.threshold[categorical].astype(np.int64), known[ordered.feature[categorical]]
+    too_many = np.zeros(len(categorical), bool)
+    for bitsets in (own, of_feature):
+        present = bitsets >= 0
+        too_many[present] |= (cat_bounds[bitsets[present] + 1] - cat_bounds[bitsets[present]]) * 32 > CODES_A_BITSET
+    refused = ((ordered.flags & ZERO_MISSING) != 0).astype(np.int64)
+    refused[categorical] += too_many
+    return np.bincount(ordered.tree_of, refused, len(ordered.splits)) == 0
 
 
-def _in_order(tree: Tree) -> Tree:
-    """The tree renumbered: its splits in preorder from node 0, then its leaves left to right."""
-    order = _preorder(np.ascontiguousarray(tree.left, np.int64), np.ascontiguousarray(tree.right, np.int64))
+def _in_order(trees: Trees) -> _Ordered:
+    """The trees renumbered: each one's splits in preorder, then its leaves left to right, nodes absolute."""
+    left, right = np.ascontiguousarray(trees.left, np.int64), np.ascontiguousarray(trees.right, np.int64)
+    starts = np.ascontiguousarray(trees.starts, np.int64)
+    order, splits, depths = _preorders(left, right, starts)
     if (order < 0).any():
         raise Unsupported("a tree with nodes its root does not reach")
     new = np.empty(len(order), np.int64)
     new[order] = np.arange(len(order))
+    tree_of = np.repeat(np.arange(len(splits)), np.diff(starts))
 
     def renumbered(children):
         children = children[order]
-        return np.where(children == LEAF, LEAF, new[np.maximum(children, 0)])
+        return np.where(children == LEAF, np.arange(len(order)), new[np.maximum(children, 0) + starts[tree_of]])
 
-    return tree._replace(feature=tree.feature[order], left=renumbered(tree.left), right=renumbered(tree.right),
-                         flags=tree.flags[order], threshold=tree.threshold[order], values=tree.values[order])
-
-
-@njit
-def _preorder(left, right):
-    """The nodes reached from node 0: its splits in preorder, then its leaves left to right (-1
-    past the end for nodes never reached)."""
-    n = len(left)
-    order = np.full(n, -1, np.int64)
-    leaves = np.empty(n, np.int64)
-    stack = np.empty(n + 1, np.int64)
-    stack[0], top, splits, found = 0, 1, 0, 0
-    while top and splits + found < n:
-        top -= 1
-        node = stack[top]
-        if left[node] == LEAF:
-            leaves[found] = node
-            found += 1
-        else:
-            order[splits] = node
-            splits += 1
-            stack[top], stack[top + 1] = right[node], left[node]  # (left first)
-            top += 2
-    order[splits: splits + found] = leaves[:found]
-    return order
+    return _Ordered(np.ascontiguousarray(trees.feature[order], np.int64), renumbered(left), renumbered(right),
+                    trees.flags[order], trees.threshold[order], trees.values[order], starts, splits, depths, tree_of)
 
 
 @njit
-def tree_depth(left, right):
-    """The steps from node 0 to its deepest leaf."""
-    deepest = 0
-    stack, steps = np.empty(len(left) + 1, np.int64), np.empty(len(left) + 1, np.int64)
-    stack[0], steps[0], top = 0, 0, 1
-    while top:
-        top -= 1
-        node, step = stack[top], steps[top]
-        if left[node] == LEAF:
-            deepest = max(deepest, step)
-        else:
-            stack[top], steps[top], stack[top + 1], steps[top + 1] = left[node], step + 1, right[node], step + 1
-            top += 2
-    return deepest
+def _preorders(left, right, starts):
+    """Per tree: its nodes reached from its first, as absolute indices (its splits in preorder,
+    then its leaves left to right; -1 past the end for nodes never reached), its number of splits
+    and its depth (the steps to its deepest leaf)."""
+    order = np.full(len(left), -1, np.int64)
+    splits, depths = np.zeros(len(starts) - 1, np.int64), np.zeros(len(starts) - 1, np.int64)
+    most = 0
+    for t in range(len(starts) - 1):
+        most = max(most, starts[t + 1] - starts[t])
+    leaves = np.empty(most, np.int64)
+    stack, steps = np.empty(most + 1, np.int64), np.empty(most + 1, np.int64)
+    for t in range(len(starts) - 1):
+        first, n = starts[t], starts[t + 1] - starts[t]
+        stack[0], steps[0], top, split, found = 0, 0, 1, 0, 0
+        while top and split + found < n:
+            top -= 1
+            node, step = stack[top], steps[top]
+            if left[first + node] == LEAF:
+                leaves[found] = first + node
+                found += 1
+                depths[t] = max(depths[t], step)
+            else:
+                order[first + split] = first + node
+                split += 1
+                stack[top], stack[top + 1] = right[first + node], left[first + node]  # (left first)
+                steps[top], steps[top + 1] = step + 1, step + 1
+                top += 2
+        order[first + split: first + split + found] = leaves[:found]
+        splits[t] = split
+    return order, splits, depths
 
 
 @njit
-def _split_entries(left, right, splits, word):
-    """(split, word, mask) of each word a split of a renumbered tree clears leaves in: the leaves
-    left of it (its left child's subtree, a run of leaf positions)."""
-    first, stop = np.empty(splits, np.int64), np.empty(splits, np.int64)
+def _split_entries(left, right, starts, splits, first_words, counts):
+    """(split, word, mask) of each word a split of a tree scored by bits (``counts`` > 0) clears
+    leaves in: the leaves left of it (its left child's subtree, a run of leaf positions)."""
+    low_leaf, stop_leaf = np.empty(len(left), np.int64), np.empty(len(left), np.int64)
     count = 0
-    for node in range(splits):
-        low, high = left[node], left[node]
-        while left[low] != LEAF:
-            low = left[low]
-        while left[high] != LEAF:
-            high = right[high]
-        first[node], stop[node] = low - splits, high - splits + 1
-        count += (stop[node] - 1) // WORD - first[node] // WORD + 1
+    for t in range(len(splits)):
+        if counts[t] == 0:
+            continue
+        leaves = starts[t] + splits[t]  # (its first leaf: nodes before it are splits)
+        for node in range(starts[t], leaves):
+            low, high = left[node], left[node]
+            while low < leaves:
+                low = left[low]
+            while high < leaves:
+                high = right[high]
+            low_leaf[node], stop_leaf[node] = low - leaves, high - leaves + 1
+            count += (stop_leaf[node] - 1) // WORD - low_leaf[node] // WORD + 1
     entries, words, masks = np.empty(count, np.int64), np.empty(count, np.int64), np.empty(count, np.uint64)
     e = 0
-    for node in range(splits):
-        for w in range(first[node] // WORD, (stop[node] - 1) // WORD + 1):
-            low, high = max(first[node], w * WORD) - w * WORD, min(stop[node], (w + 1) * WORD) - w * WORD
-            cleared = ALL_LEAVES if high - low == WORD else ((np.uint64(1) << np.uint64(high - low)) - np.uint64(1)) << np.uint64(low)
-            entries[e], words[e], masks[e] = node, word + w, ~cleared
-            e += 1
+    for t in range(len(splits)):
+        if counts[t] == 0:
+            continue
+        for node in range(starts[t], starts[t] + splits[t]):
+            first, stop = low_leaf[node], stop_leaf[node]
+            for w in range(first // WORD, (stop - 1) // WORD + 1):
+                low, high = max(first, w * WORD) - w * WORD, min(stop, (w + 1) * WORD) - w * WORD
+                cleared = ALL_LEAVES if high - low == WORD else ((np.uint64(1) << np.uint64(high - low)) - np.uint64(1)) << np.uint64(low)
+                entries[e], words[e], masks[e] = node, first_words[t] + w, ~cleared
+                e += 1
     return entries, words, masks
 
 
-def _bit_splits(trees: list, width: int, cat_bounds, cat_bits, known) -> tuple:
-    """The splits of ``(tree, first word)`` pairs (numbered by ``_in_order``) as ``split_*`` and
-    ``category_*`` tables, each split once for every word of its tree holding leaves left of it,
-    with the word and the mask clearing their bits. Numerical splits by feature, in order of
+def _bit_splits(ordered: _Ordered, first_words, counts, width: int, cat_bounds, cat_bits, known) -> tuple:
+    """The splits of the trees scored by bits (``counts`` words from ``first_words``) as ``split_*``
+    and ``category_*`` tables, each split once for every word of its tree holding leaves left of
+    it, with the word and the mask clearing their bits. Numerical splits by feature, in order of
     threshold (ties in order of tree), then the ones a NaN takes right (``split_bounds``: a
     feature's three bounds); after them, categorical splits listed by feature and category: for
     each of a feature's ``codes`` categories (row ``k`` of ``category_lists``: its first list and
     ``codes``), then for any other category, then for a value that is no category (NaN, negative,
     from 2**31), the splits it goes right at (``category_bounds``: a list's entries)."""
-    numeric, categorical = [], {}  # (feature, threshold, nan list?, word, mask) arrays; feature: [(node, tree, entries)]
-    for tree, word in trees:
-        nodes, words, masks = _split_entries(np.ascontiguousarray(tree.left, np.int64),
-                                             np.ascontiguousarray(tree.right, np.int64), _splits(tree), word)
-        kinds = tree.flags[nodes]
-        for node in np.unique(nodes[(kinds & CATEGORICAL) != 0]):
-            at = nodes == node
-            categorical.setdefault(int(tree.feature[node]), []).append(
-                (node, tree, list(zip(words[at].tolist(), masks[at].tolist()))))
-        plain = (kinds & CATEGORICAL) == 0
-        nan_right = plain & ((kinds & MISSING_LEFT) == 0)
-        for chosen, listed in ((plain, 0), (nan_right, 1)):
-            numeric.append((tree.feature[nodes[chosen]].astype(np.int64) * 2 + listed, tree.threshold[nodes[chosen]],
-                            words[chosen], masks[chosen]))
-    keys, thresholds, words, masks = (np.concatenate([part[i] for part in numeric]) if numeric else np.zeros(0)
-                                      for i in range(4))
+    nodes, words, masks = _split_entries(ordered.left, ordered.right, ordered.starts, ordered.splits,
+                                         np.asarray(first_words, np.int64), np.asarray(counts, np.int64))
+    kinds = ordered.flags[nodes]
+    plain = (kinds & CATEGORICAL) == 0
+    nan_right = plain & ((kinds & MISSING_LEFT) == 0)
+    keys = np.concatenate([ordered.feature[nodes[plain]] * 2, ordered.feature[nodes[nan_right]] * 2 + 1])
+    thresholds = np.concatenate([ordered.threshold[nodes[plain]], ordered.threshold[nodes[nan_right]]])
     order = np.lexsort((thresholds, keys))  # (stable: ties in order of tree)
-    keys = keys[order].astype(np.int64)
-    bounds = np.searchsorted(keys, np.arange(2 * width + 1)).reshape(-1)
+    bounds = np.searchsorted(keys[order], np.arange(2 * width + 1))
     listed_words, listed_masks = [], []  # the categorical lists' entries, after the numerical splits'
     lists, list_bounds = np.full((width, 2), -1, np.int64), [len(keys)]
-    for feature, nodes in sorted(categorical.items()):
-        codes = _codes(nodes, feature, cat_bounds, known)
+    for feature, listed in _categorical_entries(ordered, nodes[~plain], words[~plain], masks[~plain]):
+        codes = _codes(ordered, listed, feature, cat_bounds, known)
         lists[feature] = len(list_bounds) - 1, codes
         for code in [*range(codes), codes, -1]:  # (its categories, any other, no category)
-            for node, tree, entries in nodes:
-                if _goes_right(tree, node, feature, code, codes, cat_bounds, cat_bits, known):
-                    listed_words += [entry[0] for entry in entries]
-                    listed_masks += [entry[1] for entry in entries]
+            for node, node_words, node_masks in listed:
+                if _goes_right(ordered, node, feature, code, codes, cat_bounds, cat_bits, known):
+                    listed_words += node_words
+                    listed_masks += node_masks
             list_bounds.append(len(keys) + len(listed_words))
     return (np.concatenate([thresholds[order].astype(np.float64), np.full(len(listed_words), np.nan)]),
-            np.concatenate([words[order], listed_words]).astype(np.uint32),
-            np.concatenate([masks[order].astype(np.uint64), np.array(listed_masks, np.uint64)]),
+            np.concatenate([np.concatenate([words[plain], words[nan_right]])[order], listed_words]).astype(np.uint32),
+            np.concatenate([np.concatenate([masks[plain], masks[nan_right]])[order], np.array(listed_masks, np.uint64)]),
             np.ascontiguousarray(bounds, np.int64), lists, np.array(list_bounds, np.int64))
 
 
-def _codes(nodes: list, feature: int, cat_bounds, known) -> int:
-    """The categories the bitsets of a feature's categorical ``nodes`` (and its known ones) hold bits for."""
-    bitsets = [int(tree.threshold[node]) for node, tree, _ in nodes] + ([int(known[feature])] if known[feature] >= 0 else [])
+def _categorical_entries(ordered: _Ordered, nodes, words, masks) -> list:
+    """[(feature, [(node, its words, its masks)...])...] of the categorical splits' entries, by feature."""
+    by_feature = {}
+    for node in np.unique(nodes):
+        at = nodes == node
+        by_feature.setdefault(int(ordered.feature[node]), []).append((int(node), words[at].tolist(), masks[at].tolist()))
+    return sorted(by_feature.items())
+
+
+def _codes(ordered: _Ordered, listed: list, feature: int, cat_bounds, known) -> int:
+    """The categories the bitsets of a feature's categorical nodes (and its known ones) hold bits for."""
+    bitsets = [int(ordered.threshold[node]) for node, _, _ in listed] + ([int(known[feature])] if known[feature] >= 0 else [])
     return max(int(cat_bounds[b + 1] - cat_bounds[b]) * 32 for b in bitsets)
 
 
-def _goes_right(tree: Tree, node: int, feature: int, code: int, codes: int, cat_bounds, cat_bits, known) -> bool:
+def _goes_right(ordered: _Ordered, node: int, feature: int, code: int, codes: int, cat_bounds, cat_bits, known) -> bool:
     """Whether category ``code`` (``codes``: any category past the bitsets; -1: no category) goes
     right at a categorical node, as ``_special_left`` decides."""
-    missing_right = not tree.flags[node] & MISSING_LEFT
+    missing_right = not ordered.flags[node] & MISSING_LEFT
     if code < 0:
         return missing_right
-    if code < codes and _bit_set(cat_bounds, cat_bits, int(tree.threshold[node]), code):
+    if code < codes and _bit_set(cat_bounds, cat_bits, int(ordered.threshold[node]), code):
         return False
     if known[feature] < 0 or (code < codes and _bit_set(cat_bounds, cat_bits, int(known[feature]), code)):
         return True
@@ -333,10 +364,6 @@ def _goes_right(tree: Tree, node: int, feature: int, code: int, codes: int, cat_
 def _bit_set(cat_bounds, cat_bits, bitset: int, code: int) -> bool:
     first, stop = int(cat_bounds[bitset]), int(cat_bounds[bitset + 1])
     return code // 32 < stop - first and bool((int(cat_bits[first + code // 32]) >> (code % 32)) & 1)
-
-
-def _joined(parts: list, dtype) -> np.ndarray:
-    return np.ascontiguousarray(np.concatenate(parts), dtype)
 
 
 class Reading(NamedTuple):

@@ -45,6 +45,7 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from willump.compile.forest import (
     CATEGORICAL, CHECKED_FLOAT32, FLOAT64, LEAF, MISSING_LEFT, Ensemble, Forest, Reading, Tree, joined, plain_reading,
+    stacked,
 )
 from willump.compile.forms import Deferred, Unsupported
 from willump.compile.linear import frame_values, named_columns
@@ -69,10 +70,10 @@ METHODS = {
 
 def tree_forest(trees: list, columns: list) -> Forest:
     """The forest of scikit-learn ``Tree`` objects (``tree_``), in order."""
-    return joined([Tree(
+    return joined(stacked([Tree(
         np.where(tree.children_left == LEAF, 0, tree.feature), tree.children_left, tree.children_right,
-        _missing_left(tree) * MISSING_LEFT, tree.threshold, tree.value.reshape(tree.node_count, -1), column,
-        tree.max_depth) for tree, column in zip(trees, columns)], [0], np.zeros(0, np.uint32), np.zeros(0, np.int64))
+        _missing_left(tree) * MISSING_LEFT, tree.threshold, tree.value.reshape(tree.node_count, -1), column)
+        for tree, column in zip(trees, columns)]), [0], np.zeros(0, np.uint32), np.zeros(0, np.int64))
 
 
 def _missing_left(tree) -> np.ndarray:
@@ -101,10 +102,10 @@ def histogram_forest(model, source=None) -> Forest:
         children = [np.where(leaf, LEAF, nodes[side].astype(np.int64)) for side in ("left", "right")]
         threshold = np.where(categorical, nodes["bitset_idx"].astype(np.int64) + offset, nodes["num_threshold"])
         trees.append(Tree(np.where(leaf, 0, source[nodes["feature_idx"]]), *children, flags.astype(np.uint8), threshold,
-                          nodes["value"].reshape(-1, 1), k, int(nodes["depth"].max())))
+                          nodes["value"].reshape(-1, 1), k))
     words = np.concatenate(raw + [np.asarray(known, np.uint32).reshape(-1, 8)]).reshape(-1)
     bounds = np.arange(0, len(words) + 1, 8)
-    return joined(trees, bounds, words, bitset_offsets[-1] + np.asarray(known_rows, np.int64)[inputs])
+    return joined(stacked(trees), bounds, words, bitset_offsets[-1] + np.asarray(known_rows, np.int64)[inputs])
 
 
 class CompiledTrees:

@@ -41,7 +41,7 @@ from lightgbm.basic import (
 from willump.compile.dense import ConcatenatedColumns
 from willump.compile.forest import (
     CATEGORICAL, EXP, IDENTITY, LEAF, LOG1P_EXP, MISSING_LEFT, SIGMOID, SIGNED_SQUARE, SOFTMAX, ZERO, ZERO_MISSING,
-    Ensemble, Tree, joined, plain_reading, tree_depth,
+    Ensemble, Trees, joined, plain_reading,
 )
 from willump.compile.forms import Unsupported
 
@@ -180,69 +180,87 @@ def lightgbm_forest(booster, iterations: int | None = None) -> Ensemble:
     (``None``: its best iteration, else all); Unsupported for what the kernels do not reproduce."""
     if iterations is None:
         iterations = booster.best_iteration
-    header, trees = _model_sections(booster.model_to_string(num_iteration=-1))
+    header, fields = _model_sections(booster.model_to_string(num_iteration=-1))
     per_iteration = int(header["num_tree_per_iteration"])
-    available = len(trees) // per_iteration
+    available = len(fields["Tree"]) // per_iteration
     used = min(iterations, available) if iterations > 0 else available
     link, sigmoid = _link(header.get("objective"), booster.params)
     width = int(header["max_feature_idx"]) + 1
     divisor = float(used) if "average_output" in header else 0.0
-    return Ensemble(_lightgbm_trees(trees[: used * per_iteration], per_iteration, width), plain_reading(), width,
+    return Ensemble(_lightgbm_trees(fields, used * per_iteration, per_iteration, width), plain_reading(), width,
                     np.zeros(per_iteration), divisor=divisor, link=link, sigmoid=sigmoid)
 
 
 def _model_sections(text: str) -> tuple:
-    """(header, trees) of a LightGBM model string: ``key=value`` dicts (a line without ``=`` maps to "")."""
+    """(header, trees) of a LightGBM model string: the header's ``key=value`` dict (a line without
+    ``=`` maps to ""), and for each key of the trees' lines its values, tree by tree."""
     body = text.split("\nend of trees", 1)[0]
-    blocks = body.split("\n\n")
-    header = _fields(blocks[0])
-    trees = [_fields(block) for block in blocks[1:] if block.strip().startswith("Tree=")]
-    return header, trees
+    head, _, trees = body.partition("\n\nTree=")
+    header = dict(line.split("=", 1) if "=" in line else (line, "") for line in head.strip().splitlines())
+    fields = {"Tree": []}
+    for line in ("Tree=" + trees).split("\n") if trees else ():
+        key, _, value = line.partition("=")
+        fields.setdefault(key, []).append(value)
+    return header, fields
 
 
-def _fields(block: str) -> dict:
-    pairs = (line.split("=", 1) if "=" in line else (line, "") for line in block.strip().splitlines())
-    return {key: value for key, value in pairs}
+def _numbers(lines: list, dtype, count: int) -> np.ndarray:
+    """The ``count`` numbers of some lines, in order (doubles as strtod reads them: exact for
+    LightGBM's 17 digits, inf and nan)."""
+    numbers = np.fromstring(" ".join(lines), dtype=dtype, sep=" ") if count else np.zeros(0, dtype)
+    if len(numbers) != count:
+        raise Unsupported("a model string whose trees do not match their sizes")
+    return numbers
 
 
-def _numbers(text: str, dtype) -> np.ndarray:
-    """The numbers of a line (doubles parsed by Python: exact for LightGBM's 17 digits, inf and nan)."""
-    return np.array([float(x) for x in text.split()] if dtype is np.float64 else [int(x) for x in text.split()], dtype)
+def _lightgbm_trees(fields: dict, n: int, per_iteration: int, width: int):
+    """The ``forest.Forest`` of LightGBM's first ``n`` trees, in order: a tree's internal nodes, then its leaves."""
+    if any(flag != "0" for flag in fields.get("is_linear", [])[:n]):
+        raise Unsupported("linear trees (linear_tree=True)")
+    leaves = _numbers(fields["num_leaves"][:n], np.int64, n)
+    internal = leaves - 1
+    starts = np.concatenate([[0], np.cumsum(2 * leaves - 1)])
+    splits_at = np.repeat(starts[:-1], internal) + _positions(internal)  # (each tree's internal nodes, in order)
+    leaves_at = np.repeat(starts[:-1] + internal, leaves) + _positions(leaves)
+    total, n_splits = int(starts[-1]), int(internal.sum())
+    feature, left, right = np.zeros(total, np.int64), np.full(total, LEAF), np.full(total, LEAF)
+    flags, threshold, values = np.zeros(total, np.uint8), np.zeros(total), np.zeros((total, 1))
+    values[leaves_at, 0] = _numbers(fields["leaf_value"][:n], np.float64, int(leaves.sum()))
+    feature[splits_at] = _numbers(fields["split_feature"][:n], np.int64, n_splits)
+    inner = np.repeat(internal, internal)  # (each internal node's tree's internal nodes)
+    for side, into in (("left", left), ("right", right)):
+        children = _numbers(fields[f"{side}_child"][:n], np.int64, n_splits)
+        into[splits_at] = np.where(children >= 0, children, inner + ~children)
+    decision = _numbers(fields["decision_type"][:n], np.int64, n_splits)
+    threshold[splits_at], flags[splits_at] = _lightgbm_flags(_numbers(fields["threshold"][:n], np.float64, n_splits),
+                                                             decision)
+    cat_bounds, cat_bits = _lightgbm_bitsets(fields, n, threshold, splits_at, decision, internal)
+    return joined(Trees(feature, left, right, flags, threshold, values, starts, np.arange(n) % per_iteration),
+                  cat_bounds, cat_bits, np.full(width, -1))
 
 
-def _lightgbm_trees(trees: list, per_iteration: int, width: int):
-    """The ``forest.Forest`` of LightGBM's trees, in order: a tree's internal nodes, then its leaves."""
-    read, cat_words = [], []
-    cat_bounds = [0]
-    for index, tree in enumerate(trees):
-        if tree.get("is_linear", "0") != "0":
-            raise Unsupported("linear trees (linear_tree=True)")
-        n = int(tree["num_leaves"])
-        values = _numbers(tree["leaf_value"], np.float64)
-        if len(values) != n:
-            raise Unsupported("a tree whose leaves do not match its size")
-        internal = n - 1
-        feature, left, right = np.zeros(internal + n, np.int32), np.full(internal + n, LEAF), np.full(internal + n, LEAF)
-        flags, threshold = np.zeros(internal + n, np.uint8), np.zeros(internal + n)
-        depth = 0
-        if internal:
-            feature[:internal] = _numbers(tree["split_feature"], np.int32)
-            children = [_numbers(tree[f"{side}_child"], np.int64) for side in ("left", "right")]
-            left[:internal], right[:internal] = (np.where(c >= 0, c, internal + ~c) for c in children)
-            decision = _numbers(tree["decision_type"], np.int32)
-            threshold[:internal], flags[:internal] = _lightgbm_flags(_numbers(tree["threshold"], np.float64), decision)
-            categorical = (decision & _LIGHTGBM_CATEGORICAL) != 0
-            if categorical.any():  # (the threshold: the tree's own index of the bitset)
-                threshold[:internal][categorical] += len(cat_bounds) - 1
-                bounds = _numbers(tree["cat_boundaries"], np.int64)
-                cat_bounds.extend((bounds[1:] + cat_bounds[-1]).tolist())
-                cat_words.append(_numbers(tree["cat_threshold"], np.uint32))
-            depth = tree_depth(np.ascontiguousarray(left, np.int64), np.ascontiguousarray(right, np.int64))
-        leaf_values = np.zeros((internal + n, 1))
-        leaf_values[internal:, 0] = values
-        read.append(Tree(feature, left, right, flags, threshold, leaf_values, index % per_iteration, depth))
-    bits = np.concatenate(cat_words) if cat_words else np.zeros(0, np.uint32)
-    return joined(read, cat_bounds, bits, np.full(width, -1))
+def _positions(sizes: np.ndarray) -> np.ndarray:
+    """``0 .. size - 1`` for each of ``sizes``, one after the other."""
+    return np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+
+
+def _lightgbm_bitsets(fields: dict, n: int, threshold, splits_at, decision, internal) -> tuple:
+    """(cat_bounds, cat_bits) of the first ``n`` trees' categorical splits, their thresholds made the
+    index of their bitset in the whole forest (a tree's own index, plus the bitsets before it)."""
+    counts = _numbers(fields["num_cat"][:n], np.int64, n)
+    with_categories = counts > 0
+    if not with_categories.any():
+        return [0], np.zeros(0, np.uint32)
+    listed = int(with_categories.sum())
+    own_bounds = [_numbers([line], np.int64, int(k) + 1) for line, k in zip(fields["cat_boundaries"], counts[with_categories])]
+    words = np.cumsum([0] + [int(b[-1]) for b in own_bounds])  # (the words before each tree's bitsets)
+    cat_bounds = np.concatenate([[0]] + [b[1:] + before for b, before in zip(own_bounds, words)])
+    categorical = (decision & _LIGHTGBM_CATEGORICAL) != 0
+    before = np.cumsum(counts) - counts  # (the bitsets before each tree's)
+    threshold[splits_at[categorical]] += np.repeat(before, internal)[categorical]
+    cat_bits = np.concatenate([_numbers([line], np.uint32, int(b[-1])) for line, b in
+                               zip(fields["cat_threshold"][:listed], own_bounds)])
+    return cat_bounds, cat_bits
 
 
 _LIGHTGBM_CATEGORICAL, _LIGHTGBM_DEFAULT_LEFT = 1, 2  # decision_type bits; the missing type: (d >> 2) & 3

@@ -22,7 +22,7 @@ from numba import njit
 
 from willump.compile.forest import (
     EXP32, FLOAT32, IDENTITY, LEAF, MISSING_LEFT, SIGMOID32, SOFTMAX32, Ensemble, Tree, joined, plain_reading,
-    tree_depth,
+    stacked,
 )
 from willump.compile.forms import Unsupported
 from willump.compile.linear import frame_values, named_columns
@@ -101,7 +101,7 @@ def xgboost_ensemble(booster, width: int, iterations: int | None = None, objecti
     stop = model["iteration_indptr"][iterations] if iterations is not None else len(model["trees"])
     trees = [_tree(tree, column) for tree, column in zip(model["trees"][:stop], model["tree_info"])]
     initial = np.broadcast_to([np.float64(margin(base)) for base in bases], outputs)
-    return Ensemble(joined(trees, [0], np.zeros(0, np.uint32), np.full(width, -1)), plain_reading(FLOAT32), width,
+    return Ensemble(joined(stacked(trees), [0], np.zeros(0, np.uint32), np.full(width, -1)), plain_reading(FLOAT32), width,
                     initial, link=link, single=True)
 
 
@@ -116,7 +116,7 @@ def _tree(tree: dict, column: int) -> Tree:
     flags = np.where(np.array(tree["default_left"], bool) & ~leaf, MISSING_LEFT, 0).astype(np.uint8)
     left, right = np.where(leaf, LEAF, left), np.where(leaf, LEAF, right)
     return Tree(np.where(leaf, 0, np.array(tree["split_indices"], np.int64)), left, right, flags, threshold,
-                np.where(leaf, condition, 0.0).reshape(-1, 1), int(column), tree_depth(left, right))
+                np.where(leaf, condition, 0.0).reshape(-1, 1), int(column))
 
 
 @njit
