@@ -7,6 +7,8 @@ written.
 
 import importlib
 import operator
+import threading
+from functools import partial
 from types import FunctionType, MethodType
 
 import numpy as np
@@ -36,40 +38,37 @@ METHOD_KERNELS = {
 }
 for _kind, _kernel in {**preprocessing.KERNELS, **encoders.KERNELS}.items():
     METHOD_KERNELS[(_kind, "transform")] = _kernel
-for _kind, _methods in linear.METHODS.items():
-    for _method in _methods:
-        METHOD_KERNELS[(_kind, _method)] = lambda model, workers, method=_method: linear.CompiledLinearModel(
-            model, method, workers
-        )
-for _kind, _methods in bayes.METHODS.items():
-    for _method in _methods:
-        METHOD_KERNELS[(_kind, _method)] = lambda model, workers, method=_method: bayes.CompiledNaiveBayes(
-            model, method, workers
-        )
-for _kind, _methods in trees.METHODS.items():
-    for _method in _methods:
-        METHOD_KERNELS[(_kind, _method)] = lambda model, workers, method=_method: trees.CompiledBooster(
-            model, method, workers
-        )
-for _kind, _methods in sktrees.METHODS.items():
-    for _method in _methods:
-        METHOD_KERNELS[(_kind, _method)] = lambda model, workers, method=_method: sktrees.CompiledTrees(
-            model, method, workers
-        )
+
+
+def _method_kernels(methods: dict, kernel) -> dict:
+    """{(kind, method): factory(model, workers)} building ``kernel(model, method, workers)`` for each
+    of a module's ``METHODS``."""
+    return {(kind, method): partial(_built, kernel, method) for kind, names in methods.items() for method in names}
+
+
+def _built(kernel, method: str, model, workers):
+    return kernel(model, method, workers)
+
+
+METHOD_KERNELS.update(_method_kernels(linear.METHODS, linear.CompiledLinearModel))
+METHOD_KERNELS.update(_method_kernels(bayes.METHODS, bayes.CompiledNaiveBayes))
+METHOD_KERNELS.update(_method_kernels(trees.METHODS, trees.CompiledBooster))
+METHOD_KERNELS.update(_method_kernels(sktrees.METHODS, sktrees.CompiledTrees))
 # Libraries willump does not require: the module of their kernels is imported, and its METHODS
 # registered, when one of their models is first called (importing the library costs every user).
 OPTIONAL_MODULES = {"xgboost": "willump.compile.xgbtrees"}
+_OPTIONAL_IMPORT = threading.Lock()  # (a thread meeting the library while another imports it waits)
 
 
 def _optional_factory(kind, name: str):
     """The kernel factory of an optional library's ``kind.name``, registering the library's kernels once."""
-    module_name = OPTIONAL_MODULES.pop(kind.__module__.partition(".")[0], None)
-    if module_name is not None:
-        module = importlib.import_module(module_name)
-        for model_kind, methods in module.METHODS.items():
-            for method in methods:
-                METHOD_KERNELS[(model_kind, method)] = lambda model, workers, method=method: module.KERNEL(
-                    model, method, workers)
+    library = kind.__module__.partition(".")[0]
+    if library in OPTIONAL_MODULES:
+        with _OPTIONAL_IMPORT:
+            if library in OPTIONAL_MODULES:
+                module = importlib.import_module(OPTIONAL_MODULES[library])
+                METHOD_KERNELS.update(_method_kernels(module.METHODS, module.KERNEL))
+                del OPTIONAL_MODULES[library]
     return METHOD_KERNELS.get((kind, name))
 
 
