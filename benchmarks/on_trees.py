@@ -52,7 +52,7 @@ from threadpoolctl import threadpool_limits
 
 import willump
 from willump.compile.parallel import Workers
-from willump.compile.trees import lightgbm_forest
+from willump.compile.trees import lightgbm_ensemble
 from benchmarks.measure import _rounds, blocked_rounds, timed
 from benchmarks.run import machine_facts, write_document
 from benchmarks.workloads import WORKLOADS
@@ -212,10 +212,10 @@ def measure_model(name: str, model, features: pd.DataFrame, settings: TreeSettin
 
 
 def kernel_function(model):
-    """willump's tree kernel alone (``lightgbm_forest``'s ``Ensemble`` of the booster, batches split over
+    """willump's tree kernel alone (``lightgbm_ensemble``'s ``Ensemble`` of the booster, batches split over
     every core), as lleaves' and treelite's predictors are measured: the float64 array in, the
     booster's predictions out."""
-    ensemble, workers = lightgbm_forest(model.booster_), Workers(os.cpu_count() or 1)
+    ensemble, workers = lightgbm_ensemble(model.booster_), Workers(os.cpu_count() or 1)
 
     def predict(X):
         out = ensemble.predict(X, workers)

@@ -89,7 +89,7 @@ def models(draw):
 
 
 # how the kernel scores a forest's trees: as it chooses; every tree walked; every tree it can by bits
-LAYOUTS = [{"WORDS_A_TREE": forest_kernel.WORDS_A_TREE}, {"WORDS_A_TREE": 0}, {"LEVEL_NS": np.finfo(float).max}]
+LAYOUTS = [{"WORDS_A_TREE": forest_kernel.WORDS_A_TREE}, {"WORDS_A_TREE": 0}, {"LEVEL_NS": 1e200}]
 
 
 def assert_same(ours: np.ndarray, theirs: np.ndarray) -> None:
@@ -102,20 +102,20 @@ def test_forest_gives_lightgbms_predictions(model, iterations):
     booster, rows = model
     for layout in LAYOUTS:
         with mock.patch.multiple(forest_kernel, **layout):
-            forest = trees_kernel.lightgbm_forest(booster, iterations)
+            forest = trees_kernel.lightgbm_ensemble(booster, iterations)
         for raw in (False, True):
             expected = booster.predict(rows, num_iteration=iterations, raw_score=raw)
             batch = forest.predict(rows, raw=raw)
             assert_same(batch.reshape(expected.shape), expected)
             for r in (0, len(rows) - 1, ROWS + 3):
-                assert_same(forest.predict_row(rows[r : r + 1], raw=raw).reshape(expected[r].shape), expected[r])
+                assert_same(forest.predict(rows[r : r + 1], raw=raw).reshape(expected[r].shape), expected[r])
 
 
 @settings(SETTINGS, max_examples=15)
 @given(models())
 def test_batches_split_over_workers_give_the_same_bits(model):
     booster, rows = model
-    forest = trees_kernel.lightgbm_forest(booster)
+    forest = trees_kernel.lightgbm_ensemble(booster)
     many = np.tile(rows, (6, 1))
     forest.minimum_rows = 512  # (enough rows for two parts)
     assert len(Workers(2).split(len(many), forest.minimum_rows)) == 2
@@ -136,7 +136,7 @@ def test_trees_scored_by_bits_beside_trees_walked():
     sizes = [tree["num_leaves"] for tree in booster.dump_model()["tree_info"]]
     assert min(sizes) <= forest_kernel.WORD < 90 <= forest_kernel.WORDS_A_TREE * forest_kernel.WORD < max(sizes)
     with mock.patch.multiple(forest_kernel, **LAYOUTS[2]):
-        forest = trees_kernel.lightgbm_forest(booster)
+        forest = trees_kernel.lightgbm_ensemble(booster)
     words = forest.forest.trees[:, 3]  # (a tree's first word; -1: walked)
     assert (words >= 0).any() and (words < 0).any()
     rows = np.vstack([X, rng.choice(np.array(SPECIAL), size=(200, N_FEATURES))])
@@ -144,7 +144,7 @@ def test_trees_scored_by_bits_beside_trees_walked():
     assert_same(forest.predict(rows)[:, 0], expected)
     assert_same(forest.predict(rows, Workers(2))[:, 0], expected)
     for r in (0, 1, len(rows) - 1):
-        assert_same(forest.predict_row(rows[r : r + 1]), expected[r : r + 1])
+        assert_same(forest.predict(rows[r : r + 1])[:, 0], expected[r : r + 1])
 
 
 def test_layout_counts_the_searches_of_features():
@@ -156,8 +156,8 @@ def test_layout_counts_the_searches_of_features():
         X = rng.normal(size=(3000, width))
         booster = lgb.train({"objective": "regression", "num_leaves": 15, "verbose": -1, "num_threads": 1},
                             lgb.Dataset(X, X.sum(axis=1) + rng.normal(size=3000)), num_boost_round=100)
-        layouts[width] = trees_kernel.lightgbm_forest(booster).forest.trees[:, 3]  # (first words; -1: walked)
-        assert_same(trees_kernel.lightgbm_forest(booster).predict(X[:500])[:, 0], booster.predict(X[:500]))
+        layouts[width] = trees_kernel.lightgbm_ensemble(booster).forest.trees[:, 3]  # (first words; -1: walked)
+        assert_same(trees_kernel.lightgbm_ensemble(booster).predict(X[:500])[:, 0], booster.predict(X[:500]))
     assert (layouts[5] >= 0).all() and (layouts[200] < 0).all()
 
 
@@ -202,7 +202,9 @@ def test_compiled_scikit_learn_models_use_the_tree_kernel(kind, method, objectiv
     model, frame = fitted(kind, objective, categorical_frame,
                           **({} if kind is lgb.LGBMClassifier else {"objective": objective}))
     kernel = CompiledBooster(model, method, Workers(workers))
-    assert kernel.forest is not None and kernel.how is None
+    assert kernel.ensemble is not None and kernel.how is None
+    kernel.ensemble.minimum_rows = 64  # (so that two workers split the frame's rows)
+    assert len(Workers(workers).split(len(frame), kernel.ensemble.minimum_rows)) == workers
     for X in inputs(frame):
         if categorical_frame and not isinstance(X, pd.DataFrame):
             with pytest.raises(Unsupported):
@@ -211,12 +213,16 @@ def test_compiled_scikit_learn_models_use_the_tree_kernel(kind, method, objectiv
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             assert_same(kernel(X), getattr(model, method)(X))
+            assert_same(kernel(X, raw_score=True), getattr(model, method)(X, raw_score=True))
 
 
 def test_many_rows_of_a_large_batch_over_two_workers():
     model, frame = fitted(lgb.LGBMClassifier, "multiclass")
     big = pd.concat([frame] * 10, ignore_index=True)
-    assert_same(CompiledBooster(model, "predict_proba", Workers(2))(big), model.predict_proba(big))
+    kernel = CompiledBooster(model, "predict_proba", Workers(2))
+    kernel.ensemble.minimum_rows = 512
+    assert len(Workers(2).split(len(big), kernel.ensemble.minimum_rows)) == 2
+    assert_same(kernel(big), model.predict_proba(big))
 
 
 def test_an_array_warns_as_scikit_learn_does_when_the_model_has_feature_names():
@@ -240,9 +246,11 @@ def test_an_array_warns_as_scikit_learn_does_when_the_model_has_feature_names():
 def test_a_model_the_tree_kernel_does_not_take_is_answered_by_its_booster():
     model, frame = fitted(lgb.LGBMRegressor, "regression", linear_tree=True)
     kernel = CompiledBooster(model, "predict")
-    assert kernel.forest is None and "linear trees" in kernel.how
+    assert kernel.ensemble is None and "linear trees" in kernel.how
     for X in (frame, frame.iloc[[2]]):
         assert_same(kernel(X), model.predict(X))
+    with pytest.raises(Unsupported, match="raw_score"):  # (LightGBM's own call answers)
+        kernel(frame, raw_score=True)
 
 
 def test_pandas_categories_unknown_to_the_model_and_missing_ones_are_missing():
@@ -278,12 +286,11 @@ def test_a_pipeline_as_written_runs_the_tree_kernel():
 
 def test_the_kernels_read_matrices_as_lightgbm_and_refuse_other_shapes():
     model, frame = fitted(lgb.LGBMRegressor, "regression")
-    forest = trees_kernel.lightgbm_forest(model.booster_)
+    forest = trees_kernel.lightgbm_ensemble(model.booster_)
     values = np.ascontiguousarray(frame.to_numpy())
     for other in (values.astype(np.float32), np.asfortranarray(values), values[::2]):  # (float32 widened)
         assert_same(forest.predict(other)[:, 0], model.booster_.predict(other))
     for wrong in (values[:, :3].copy(), values[0]):
         with pytest.raises(ValueError, match="matrix of numbers with 4 columns"):
             forest.predict(wrong)
-    with pytest.raises(ValueError, match="one row"):
-        forest.predict_row(values[:2])
+

@@ -154,7 +154,7 @@ def check_answers(model, X, workers_list=(SERIAL, TWO)):
     refuses: its trees scored as the kernel chooses, every tree walked, and every tree it can by bits."""
     for method in METHODS[type(model)]:
         layouts = [(w, {"WORDS_A_TREE": forest.WORDS_A_TREE}) for w in workers_list]  # (as the kernel chooses)
-        layouts += [(SERIAL, {"WORDS_A_TREE": 0}), (SERIAL, {"LEVEL_NS": np.finfo(float).max})]  # (walked; by bits)
+        layouts += [(SERIAL, {"WORDS_A_TREE": 0}), (SERIAL, {"LEVEL_NS": 1e200})]  # (walked; by bits)
         for workers, layout in layouts:
             with mock.patch.multiple(forest, **layout):
                 kernel = CompiledTrees(model, method, workers)
@@ -223,7 +223,10 @@ def test_large_batches_span_blocks_lanes_and_workers(make):
     for method in METHODS[type(model)]:
         expected = getattr(model, method)(batch)
         for workers in (SERIAL, TWO):
-            assert_same(CompiledTrees(model, method, workers)(batch), expected, method)
+            kernel = CompiledTrees(model, method, workers)
+            kernel.ensemble.minimum_rows = 1000
+            assert len(workers.split(len(batch), kernel.ensemble.minimum_rows)) == workers.count
+            assert_same(kernel(batch), expected, method)
 
 
 NAMED = pd.DataFrame({

@@ -264,5 +264,5 @@ def test_lightgbm_single_rows_match_lightgbm_in_several_threads():
         for result, wanted in zip(results, expected * 3):
             assert type(result) is type(wanted) and result.dtype == wanted.dtype and result.shape == wanted.shape
             np.testing.assert_array_equal(result, wanted)
-        if kernel.forest is None:
+        if kernel.ensemble is None:
             assert len(kernel._single_row._configs) >= 1  # the single-row API answered

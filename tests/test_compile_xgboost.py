@@ -2,7 +2,11 @@
 random models (objectives, classes, depths, missing values, single-leaf trees, extreme scales) against its
 own ``predict_proba`` / ``predict`` on rows with NaN, infinities and values float32 cannot hold."""
 
+import importlib
+import json
 import os
+import threading
+import time
 import warnings
 from unittest import mock
 
@@ -14,6 +18,7 @@ from hypothesis import strategies as st
 
 import willump
 from willump.compile import forest as forest_kernel
+from willump.compile import registry
 from willump.compile.parallel import Workers
 
 try:
@@ -30,7 +35,7 @@ SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=N
                     suppress_health_check=[HealthCheck.too_slow])
 N_FEATURES, ROWS = 4, 300
 SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e300, -1e300, 1e-300, 5e-324, 3.4e38, 1.0, -1.0, 0.5]
-LAYOUTS = [{"WORDS_A_TREE": forest_kernel.WORDS_A_TREE}, {"WORDS_A_TREE": 0}, {"LEVEL_NS": np.finfo(float).max}]
+LAYOUTS = [{"WORDS_A_TREE": forest_kernel.WORDS_A_TREE}, {"WORDS_A_TREE": 0}, {"LEVEL_NS": 1e200}]
 REGRESSION = ["reg:squarederror", "reg:squaredlogerror", "reg:pseudohubererror", "reg:absoluteerror", "reg:logistic",
               "count:poisson", "reg:gamma", "reg:tweedie"]
 
@@ -133,9 +138,68 @@ def test_models_the_kernels_do_not_reproduce_run_as_xgboost_and_say_why():
     assert "binary:hinge" in status, status
 
 
-def test_arrays_given_to_a_model_fitted_on_names_and_wrong_widths_run_as_xgboost():
+def test_other_names_or_order_and_wrong_widths_run_as_xgboost():
     kernel = CompiledXGBoost(MODEL, "predict_proba")
     with pytest.raises(Unsupported):
         kernel(FRAME[["b", "a", "c"]])  # (XGBoost raises: feature names mismatch)
     with pytest.raises(Unsupported):
         kernel(FRAME.to_numpy()[:, :2])
+
+
+def test_arrays_and_frames_whatever_the_names_seen_in_fit_are_compiled():
+    """XGBoost reads an array given to a model fitted on names, and a frame given to one fitted
+    without, by position and without a warning."""
+    unnamed = xgboost.XGBClassifier(n_estimators=5, random_state=0).fit(FRAME.to_numpy(), FRAME["a"] > 0)
+    for model, X in ((MODEL, FRAME.to_numpy()), (unnamed, FRAME), (unnamed, FRAME.iloc[[4]])):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert_same(CompiledXGBoost(model, "predict_proba")(X), model.predict_proba(X))
+
+
+def test_half_precision_rows_are_read_as_xgboost_reads_them():
+    rows = np.vstack([FRAME.to_numpy(), [[np.nan, np.inf, 65504.0]]]).astype(np.float16)
+    assert_same(CompiledXGBoost(MODEL, "predict_proba")(rows), MODEL.predict_proba(rows))
+
+
+def test_a_missing_value_other_than_nan_runs_as_xgboost():
+    zero_missing = xgboost.XGBClassifier(n_estimators=5, missing=0.0).fit(FRAME.round(1), FRAME["a"] > 0)
+    with pytest.raises(Unsupported, match="missing=0.0"):
+        CompiledXGBoost(zero_missing, "predict_proba")
+
+
+def test_pruned_trees_are_scored_without_their_unreached_nodes():
+    """The exact method with a large gamma prunes splits back; the JSON keeps their nodes."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 5))
+    model = xgboost.XGBRegressor(n_estimators=20, tree_method="exact", gamma=5.0, max_depth=6)
+    model.fit(X, X[:, 0] + 0.1 * rng.normal(size=2000))
+    trees = json.loads(model.get_booster().save_raw("json"))["learner"]["gradient_booster"]["model"]["trees"]
+    assert sum(int(tree["tree_param"]["num_deleted"]) for tree in trees) > 0
+    rows = np.vstack([X[:300], np.full((1, 5), np.nan)])
+    assert_same(CompiledXGBoost(model, "predict")(rows), model.predict(rows))
+
+
+def test_threads_meeting_xgboost_first_together_all_get_its_kernel(monkeypatch):
+    """The optional library's kernels are registered once; a thread arriving while another imports
+    them waits instead of being told the model is not compiled."""
+    for key in [key for key in registry.METHOD_KERNELS if key[0].__module__.startswith("xgboost")]:
+        monkeypatch.delitem(registry.METHOD_KERNELS, key)
+    monkeypatch.setitem(registry.OPTIONAL_MODULES, "xgboost", "willump.compile.xgbtrees")
+    slow_import = importlib.import_module
+
+    def import_module(name):
+        time.sleep(0.2)
+        return slow_import(name)
+
+    monkeypatch.setattr(registry.importlib, "import_module", import_module)
+    found = [None, None]
+
+    def find(k):
+        found[k] = registry.kernel_for(MODEL.predict_proba)
+
+    threads = [threading.Thread(target=find, args=(k,)) for k in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(isinstance(kernel, CompiledXGBoost) and why is None for kernel, why in found), found

@@ -1,8 +1,8 @@
 """Tree ensembles as flat arrays, scored by numba kernels with each library's arithmetic.
 
-A reader per library (``trees.lightgbm_forest`` for LightGBM, ``sktrees`` for scikit-learn,
-``xgbtrees`` for XGBoost) turns a fitted model into one ``Forest``: every node of every tree,
-trees one after the other:
+A reader per library (``trees`` for LightGBM, ``sktrees`` for scikit-learn, ``xgbtrees`` for
+XGBoost) turns a fitted model's trees into ``Trees``, which ``joined`` makes one ``Forest``: every
+node of every tree, trees one after the other:
 
 - ``nodes`` (int64, a row of ``NODE_WORDS`` per node, so a turn reads one cache line): word 0
   holds ``threshold``'s bits (``thresholds`` is the same memory as float64), word 1 its left child
@@ -53,7 +53,7 @@ LOW_HALF = (1 << 32) - 1
 MISSING_LEFT, CATEGORICAL, ZERO_MISSING = 1, 2, 4  # flags
 SPECIAL = CATEGORICAL | ZERO_MISSING  # nodes walked one row at a time
 ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold (a float literal widened to double)
-FLOAT64, CHECKED_FLOAT32, FLOAT32 = 0, 1, 2  # how a row is read (``Reading.float32``)
+FLOAT64, CHECKED_FLOAT32, FLOAT32 = 0, 1, 2  # how a row is read (``Reading.mode``)
 # links: outputs as they are, LightGBM's sigmoid of each output (binary, multiclassova,
 # cross_entropy), softmax, exp (poisson, gamma, tweedie), sign(x) * x * x (reg_sqrt), log1p(exp(x))
 IDENTITY, SIGMOID, SOFTMAX, EXP, SIGNED_SQUARE, LOG1P_EXP = range(6)
@@ -214,22 +214,26 @@ def _bits_take(ordered: _Ordered, cat_bounds: np.ndarray, known: np.ndarray) -> 
 
 
 def _in_order(trees: Trees) -> _Ordered:
-    """The trees renumbered: each one's splits in preorder, then its leaves left to right, nodes absolute."""
+    """The trees renumbered: each one's splits in preorder, then its leaves left to right, nodes
+    absolute (nodes its root does not reach, as pruned trees keep them, dropped)."""
     left, right = np.ascontiguousarray(trees.left, np.int64), np.ascontiguousarray(trees.right, np.int64)
     starts = np.ascontiguousarray(trees.starts, np.int64)
     order, splits, depths = _preorders(left, right, starts)
-    if (order < 0).any():
-        raise Unsupported("a tree with nodes its root does not reach")
-    new = np.empty(len(order), np.int64)
+    reached = order >= 0  # (each tree's nodes reached come first in its slots)
+    sizes = np.bincount(np.repeat(np.arange(len(splits)), np.diff(starts)), reached, len(splits)).astype(np.int64)
+    order = order[reached]
+    new = np.empty(len(left), np.int64)
     new[order] = np.arange(len(order))
-    tree_of = np.repeat(np.arange(len(splits)), np.diff(starts))
+    tree_of = np.repeat(np.arange(len(splits)), sizes)
+    old_starts = starts[tree_of]
 
     def renumbered(children):
         children = children[order]
-        return np.where(children == LEAF, np.arange(len(order)), new[np.maximum(children, 0) + starts[tree_of]])
+        return np.where(children == LEAF, np.arange(len(order)), new[np.maximum(children, 0) + old_starts])
 
     return _Ordered(np.ascontiguousarray(trees.feature[order], np.int64), renumbered(left), renumbered(right),
-                    trees.flags[order], trees.threshold[order], trees.values[order], starts, splits, depths, tree_of)
+                    trees.flags[order], trees.threshold[order], trees.values[order],
+                    np.concatenate([[0], np.cumsum(sizes)]), splits, depths, tree_of)
 
 
 @njit
@@ -367,39 +371,39 @@ def _bit_set(cat_bounds, cat_bits, bitset: int, code: int) -> bool:
 
 
 class Reading(NamedTuple):
-    """How the kernels read an input row: ``float32`` ``CHECKED_FLOAT32``: values converted to
+    """How the kernels read an input row: ``mode`` ``CHECKED_FLOAT32``: values converted to
     float32, as ``check_array(dtype=float32)`` makes them (NaN refused unless ``allow_nan``;
     infinity refused); ``FLOAT32``: converted to float32, anything allowed (XGBoost's DMatrix);
     ``FLOAT64``: as float64, anything allowed. ``encoding``: rows (column, first, stop): the column
     holds a category, read as its position among ``categories[first:stop]`` (sorted), NaN when
     it is not there (infinity refused)."""
 
-    float32: int
+    mode: int
     allow_nan: bool
     encoding: np.ndarray
     categories: np.ndarray
 
 
-def plain_reading(float32: int = FLOAT64, allow_nan: bool = True) -> Reading:
-    return Reading(int(float32), bool(allow_nan), np.zeros((0, 3), np.int64), np.zeros(0))
+def plain_reading(mode: int = FLOAT64, allow_nan: bool = True) -> Reading:
+    return Reading(int(mode), bool(allow_nan), np.zeros((0, 3), np.int64), np.zeros(0))
 
 
 @njit
-def _read(X, first, stop, rows, float32, allow_nan, encoding, categories):
+def _read(X, first, stop, rows, mode, allow_nan, encoding, categories):
     """Rows ``first:stop`` of ``X`` into ``rows`` as the library reads them; -1, or the first row
     holding a value it refuses. (A block at a time: arrays passed to a call cost reference counting.)"""
     width = X.shape[1]
     for i in range(first, stop):
         r = i - first
-        if float32 != FLOAT64:
+        if mode != FLOAT64:
             for j in range(width):
                 rows[r, j] = np.float64(np.float32(X[i, j]))
-        if float32 == CHECKED_FLOAT32:
+        if mode == CHECKED_FLOAT32:
             for j in range(width):
                 value = rows[r, j]
                 if value - value != 0.0 and (np.isinf(value) or not allow_nan):  # (NaN or infinity)
                     return i
-        if float32 == FLOAT64:
+        if mode == FLOAT64:
             for j in range(width):
                 rows[r, j] = np.float64(X[i, j])
         for e in range(len(encoding)):  # a category: its position among the sorted known ones, or NaN
@@ -612,7 +616,7 @@ def _below(thresholds, first, stop, value):
 
 
 @njit
-def score_rows(X, start, stop, float32, allow_nan, encoding, categories, nodes, thresholds, values, trees,
+def score_rows(X, start, stop, mode, allow_nan, encoding, categories, nodes, thresholds, values, trees,
                cat_bounds, cat_bits, known, split_threshold, split_word, split_mask, split_bounds, category_lists,
                category_bounds, initial, scale, single, divisor, link, sigmoid, out):
     """The outputs of rows ``start:stop`` of ``X`` into the same rows of ``out``; -1, or the first
@@ -638,7 +642,7 @@ def score_rows(X, start, stop, float32, allow_nan, encoding, categories, nodes, 
     n_values = values.shape[1]
     for block in range(start, stop, per_block):
         end = min(block + per_block, stop)
-        refused = _read(X, block, end, rows, float32, allow_nan, encoding, categories)
+        refused = _read(X, block, end, rows, mode, allow_nan, encoding, categories)
         if refused >= 0:
             return refused
         nan = _has_nan(rows, end - block)
@@ -704,16 +708,12 @@ class Ensemble:
             raise ValueError(f"expected a matrix of numbers with {self.n_features} columns; got "
                              f"{getattr(X, 'dtype', type(X).__name__)} of shape {getattr(X, 'shape', None)}")
 
-    def predict_row(self, X: np.ndarray, raw: bool = False) -> np.ndarray:
-        """The outputs of a matrix of one row, shape (outputs,) (``raw``: the sums, not divided or linked)."""
-        if len(X) != 1:
-            raise ValueError(f"expected one row; got {len(X)}")
-        return self.predict(X, raw=raw)[0]
-
     def predict(self, X: np.ndarray, workers=None, raw: bool = False) -> np.ndarray:
         """The outputs of the rows of a matrix, shape (rows, outputs), a batch in parts over ``workers``
-        when it is large enough."""
+        when it is large enough (``raw``: the sums, not divided or linked)."""
         self._check(X)
+        if X.dtype == np.float16:  # (each library reads these as float32 or float64: exactly)
+            X = X.astype(np.float32)
         n = len(X)
         out = np.empty((n, self.n_outputs))
         settings = self._raw if raw else self._finished

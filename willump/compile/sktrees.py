@@ -194,7 +194,7 @@ def forest_ensemble(model, width: int) -> Ensemble:
     single = not isinstance(model, FORESTS)
     estimators = [model] if single else model.estimators_
     trees = tree_forest([e.tree_ for e in estimators], [0] * len(estimators))
-    reading = plain_reading(float32=CHECKED_FLOAT32, allow_nan=estimators[0]._support_missing_values(np.empty((1, 1))))
+    reading = plain_reading(mode=CHECKED_FLOAT32, allow_nan=estimators[0]._support_missing_values(np.empty((1, 1))))
     initial = np.full(trees.values.shape[1], -0.0 if single else 0.0)
     return Ensemble(trees, reading, width, initial, divisor=0.0 if single else float(len(estimators)))
 
@@ -203,7 +203,7 @@ def boosting_ensemble(model, width: int) -> Ensemble:
     """A GradientBoosting model's: float32 values, ``init_``'s prediction plus ``learning_rate * value``."""
     stages = model.estimators_
     trees = tree_forest([e.tree_ for e in stages.ravel()], list(range(stages.shape[1])) * stages.shape[0])
-    return Ensemble(trees, plain_reading(float32=CHECKED_FLOAT32, allow_nan=False), width,
+    return Ensemble(trees, plain_reading(mode=CHECKED_FLOAT32, allow_nan=False), width,
                     _boosting_start(model, width, stages.shape[1]), scale=float(model.learning_rate))
 
 

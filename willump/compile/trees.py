@@ -2,7 +2,7 @@
 
 A model whose trees and link the kernels reproduce (numerical and categorical splits,
 missing values, every built-in objective but linear trees) is read from its model string
-(``lightgbm_forest``) and scored by ``forest``'s kernels, to the bit what ``Booster.predict``
+(``lightgbm_ensemble``) and scored by ``forest``'s kernels, to the bit what ``Booster.predict``
 returns: a single row with no thread and no LightGBM call, a batch split over the decorator's
 ``workers``. The input matrix is the one LightGBM itself would build (same dtype, same values;
 pandas categorical columns as their codes in the training categories).
@@ -83,10 +83,10 @@ class CompiledBooster:
         self.workers = workers if parallel else None
         self._array_warnings = _array_warnings(model, self.width)
         self._iterations = booster.best_iteration
-        forest = _forest(booster, params, self._iterations)
-        self.forest, self.how = forest, None  # how: how it runs, when not by the tree kernels
-        if isinstance(forest, Unsupported):  # the Booster answers
-            self.forest, self.how = None, f"through LightGBM's Booster: the tree kernel does not take {forest}"
+        ensemble = _ensemble(booster, params, self._iterations)
+        self.ensemble, self.how = ensemble, None  # how: how it runs, when not by the tree kernels
+        if isinstance(ensemble, Unsupported):  # the Booster answers
+            self.ensemble, self.how = None, f"through LightGBM's Booster: the tree kernel does not take {ensemble}"
             self._single_row = _SingleRow(booster, _param_dict_to_str({**params, "num_threads": 1}), self._iterations,
                                           self.width)
         # Booster.predict builds this predictor on every call; it depends only on the parameters
@@ -104,10 +104,11 @@ class CompiledBooster:
         return len(now) == len(self.state) and all(map(is_, now, self.state))
 
     def __call__(self, *args, **kwargs):
-        if len(args) != 1 or kwargs:
-            raise Unsupported("arguments other than X")
+        raw = kwargs.pop("raw_score", False)
+        if len(args) != 1 or kwargs or type(raw) is not bool or (raw and self.ensemble is None):
+            raise Unsupported("arguments other than X and raw_score (to the tree kernels)")
         matrix = None
-        if self.forest is not None and type(args[0]) is pd.DataFrame and not self.booster.pandas_categorical:
+        if self.ensemble is not None and type(args[0]) is pd.DataFrame and not self.booster.pandas_categorical:
             matrix = _float64_values(args[0], self.width)
         if matrix is None:
             matrix = _matrix(args[0], self.width, self.booster.pandas_categorical)
@@ -117,8 +118,10 @@ class CompiledBooster:
             for warning in self._array_warnings:  # scikit-learn's, for a model fitted on named features
                 warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno,
                                        module=_VALIDATION, registry=_validation_registry())
-        if self.forest is not None:
-            result = _forest_predict(self.forest, matrix, self.workers)
+        if self.ensemble is not None:
+            result = _ensemble_predict(self.ensemble, matrix, self.workers, raw)
+            if raw:  # (the sums as they are, from every method)
+                return result
         elif len(matrix) == 1:
             result = self._single_row.predict(matrix)
         else:
@@ -159,23 +162,23 @@ def _validation_registry() -> dict:
     return vars(sys.modules[_VALIDATION]).setdefault("__warningregistry__", {})
 
 
-def _forest(booster, params: dict, iterations: int):
-    """The booster's ``Forest``, or the Unsupported saying why the kernels do not reproduce it."""
+def _ensemble(booster, params: dict, iterations: int):
+    """The booster's ``Ensemble``, or the Unsupported saying why the kernels do not reproduce it."""
     try:
         if any(params.get(alias) for alias in _ConfigAliases.get("pred_early_stop")):
             raise Unsupported("pred_early_stop")
-        return lightgbm_forest(booster, iterations)
+        return lightgbm_ensemble(booster, iterations)
     except Unsupported as problem:
         return problem
 
 
-def _forest_predict(forest: Ensemble, matrix: np.ndarray, workers) -> np.ndarray:
+def _ensemble_predict(ensemble: Ensemble, matrix: np.ndarray, workers, raw: bool = False) -> np.ndarray:
     """What ``_InnerPredictor.predict`` returns for ``matrix``: a vector for one output, else rows."""
-    out = forest.predict(np.ascontiguousarray(matrix, dtype=np.float64), workers)  # (one kind of matrix compiled)
-    return out.reshape(-1) if forest.n_outputs == 1 else out
+    out = ensemble.predict(np.ascontiguousarray(matrix, dtype=np.float64), workers, raw)  # (one kind of matrix compiled)
+    return out.reshape(-1) if ensemble.n_outputs == 1 else out
 
 
-def lightgbm_forest(booster, iterations: int | None = None) -> Ensemble:
+def lightgbm_ensemble(booster, iterations: int | None = None) -> Ensemble:
     """The kernels' ensemble of a LightGBM ``Booster`` scoring as ``booster.predict(X, num_iteration=iterations)``
     (``None``: its best iteration, else all); Unsupported for what the kernels do not reproduce."""
     if iterations is None:

@@ -18,13 +18,13 @@ from operator import is_
 import numpy as np
 import pandas as pd
 import xgboost
-from numba import njit
 
 from willump.compile.forest import (
     EXP32, FLOAT32, IDENTITY, LEAF, MISSING_LEFT, SIGMOID32, SOFTMAX32, Ensemble, Tree, joined, plain_reading,
     stacked,
 )
 from willump.compile.forms import Unsupported
+from willump.compile.jit import njit
 from willump.compile.linear import frame_values, named_columns
 from willump.compile.parallel import SERIAL
 
@@ -38,8 +38,12 @@ class CompiledXGBoost:
         kind = type(model)
         if method not in METHODS.get(kind, ()):
             raise Unsupported(f"{kind.__name__}.{method} is not compiled")
+        if _version(xgboost.__version__) < OLDEST:
+            raise Unsupported(f"XGBoost {xgboost.__version__} (the kernels follow XGBoost >= 3.0)")
         if not model.__sklearn_is_fitted__():
             raise Unsupported("the model is not fitted")
+        if not (isinstance(model.missing, float) and math.isnan(model.missing)):
+            raise Unsupported(f"missing={model.missing!r} (values other than NaN read as missing)")
         self.model, self.method, self.workers = model, method, workers
         self.state = tuple(vars(model).values())
         self.width = model.n_features_in_
@@ -63,7 +67,8 @@ class CompiledXGBoost:
             raise Unsupported("arguments other than X")
         X = args[0]
         if type(X) is pd.DataFrame:
-            self._named = named_columns(X.columns, self.names, self._named)
+            if self.names is not None:  # (fitted without names, XGBoost reads any frame's columns in order)
+                self._named = named_columns(X.columns, self.names, self._named)
             matrix = frame_values(X)
         elif type(X) is np.ndarray and X.ndim == 2 and X.dtype.kind in "iuf":
             matrix = X
@@ -80,6 +85,13 @@ class CompiledXGBoost:
 
 
 KERNEL = CompiledXGBoost  # (what the registry builds for each of METHODS)
+OLDEST = (3, 0)  # the oldest XGBoost whose arithmetic the tests check
+
+
+def _version(text: str) -> tuple:
+    """(major, minor) of a version string such as ``3.1.0rc1``."""
+    major, minor = (text.split(".") + ["0"])[:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
 
 
 def xgboost_ensemble(booster, width: int, iterations: int | None = None, objectives=None) -> Ensemble:
