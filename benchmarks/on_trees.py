@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from lightgbm import LGBMClassifier
+from lightgbm import Booster, LGBMClassifier
 from sklearn.base import is_classifier
 from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import RandomForestClassifier
@@ -81,10 +81,13 @@ class TreeSettings:
     single_rows: int  # single-row calls per method
     batch_repeats: int  # timed batches per method (median)
     quick: bool
+    many_trees: int  # trees of the model whose build alone is measured (issue 31: 10,000)
 
 
-FULL = TreeSettings(build_rows=None, batch_rows=10_000, single_rows=1000, batch_repeats=7, quick=False)
-QUICK = TreeSettings(build_rows=4000, batch_rows=2000, single_rows=200, batch_repeats=3, quick=True)
+FULL = TreeSettings(build_rows=None, batch_rows=10_000, single_rows=1000, batch_repeats=7, quick=False,
+                    many_trees=10_000)
+QUICK = TreeSettings(build_rows=4000, batch_rows=2000, single_rows=200, batch_repeats=3, quick=True, many_trees=200)
+BUILD_REPEATS = 3  # builds and loads timed per model (the fastest kept)
 
 
 def run_trees(settings: TreeSettings, out: Path, models=MODELS, pipelines=PIPELINES,
@@ -92,17 +95,21 @@ def run_trees(settings: TreeSettings, out: Path, models=MODELS, pipelines=PIPELI
     """Measure the ``models`` and ``pipelines``; write ``out/trees.json``; return its document."""
     start = time.perf_counter()
     load_before = os.getloadavg()
-    described, records, elsewhere = {}, [], {}
+    described, records, elsewhere, builds = {}, [], {}, {}
     with tempfile.TemporaryDirectory(prefix="willump-trees-") as directory:
         for name in models:
             model, features = model_and_features(name, settings.build_rows)
             described[name] = describe_model(model, features)
+            builds[name] = measure_build(model.booster_)
             records += measure_model(name, model, features, settings)
             log(f"trees: {name}'s model measured ({described[name]['trees']} trees)")
             if compare_venv is not None:
                 elsewhere[name] = measure_elsewhere(compare_venv, model, features, settings, Path(directory))
                 records += elsewhere_records(name, elsewhere[name])
                 log(f"trees: {name}'s model measured in {compare_venv}")
+    many = many_trees_model(settings.build_rows, settings.many_trees)
+    builds[f"{settings.many_trees:,}-trees"] = measure_build(many.booster_)
+    log(f"trees: the build of {settings.many_trees:,} trees measured")
     with threadpool_limits(limits=PIPELINE_OPENMP_THREADS, user_api="openmp"):
         for entry in credit_pipelines(settings.build_rows, pipelines):
             records += measure_pipeline(entry, settings)
@@ -115,8 +122,30 @@ def run_trees(settings: TreeSettings, out: Path, models=MODELS, pipelines=PIPELI
         "models": described,
         "elsewhere": {name: {k: v for k, v in found.items() if k != "results"} for name, found in elsewhere.items()},
         "records": records,
+        "builds": builds,
     }
     return write_document(out, "trees", document, start)
+
+
+def measure_build(booster) -> dict:
+    """Seconds (the fastest of ``BUILD_REPEATS``) willump takes to build its arrays from the booster,
+    LightGBM's ``model_to_string`` alone (the reader's input) and LightGBM's own load of that string."""
+    text = booster.model_to_string()
+    willump_build = min(timed(lightgbm_ensemble, booster)[0] for _ in range(BUILD_REPEATS))
+    to_string = min(timed(booster.model_to_string)[0] for _ in range(BUILD_REPEATS))
+    load = min(timed(lambda: Booster(model_str=text))[0] for _ in range(BUILD_REPEATS))
+    return {"trees": booster.num_trees(), "willump_build_s": willump_build, "model_to_string_s": to_string,
+            "lightgbm_load_s": load}
+
+
+def many_trees_model(rows: int | None, trees: int, random_state: int = 0):
+    """A LightGBM ensemble of ``trees`` trees of up to 31 leaves on the credit applications' numbers
+    and category codes (its build alone is measured: issue 31 asks for 10,000 trees)."""
+    applications = tabular._applications(rows, random_state)
+    features = encode_categories(applications[tabular.NUMERIC + tabular.CATEGORICAL])
+    return FittedModels(__file__, rows, random_state)(f"credit-{trees}-trees", lambda: LGBMClassifier(
+        n_estimators=trees, learning_rate=0.01, min_child_samples=5, random_state=random_state, verbose=-1,
+        deterministic=True, force_row_wise=True).fit(features, applications["TARGET"]))
 
 
 def model_and_features(name: str, rows: int | None) -> tuple:

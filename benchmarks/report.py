@@ -334,6 +334,8 @@ def render_trees(document: dict) -> str:
         "",
         _trees_targets(document["records"]),
         "",
+        _trees_builds(document.get("builds", {})),
+        "",
         ("| model | method | input | environment | single-row p50 µs | p90 µs | × | batch ms | rows/s | × "
         "| load + compile s | exact |"),
         "|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|---|",
@@ -385,6 +387,14 @@ def _trees_targets(records: list) -> str:
             + figures("willump-array", "batch_speedup", "x") + " and the frame " + figures("willump", "batch_speedup", "x")
             + "; over the undecorated pipelines' batch (target ≥ 3x) "
             + ", ".join(f"{r['pipeline']} {_times(r['batch_speedup'])}x" for r in pipelines) + ".")
+
+
+def _trees_builds(builds: dict) -> str:
+    """Issue 31's build target (well under the library's own load time) beside the measurements."""
+    return ("Building (target: well under the library's load time; the fastest of three): " + "; ".join(
+        f"{name} ({b['trees']:,} trees) willump {b['willump_build_s']:.3f} s, of which LightGBM's `model_to_string` "
+        f"{b['model_to_string_s']:.3f} s; LightGBM's load of that string {b['lightgbm_load_s']:.3f} s"
+        for name, b in builds.items()) + ".")
 
 
 def _trees_elsewhere(elsewhere: dict) -> str:

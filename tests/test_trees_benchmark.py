@@ -50,6 +50,9 @@ def test_every_way_of_answering_the_model_gives_lightgbms_bits(tiny_run):
     assert here["lightgbm-booster"]["single_speedup"] == here["lightgbm-booster"]["batch_speedup"] == 1
     for method in ("willump", "willump-array"):
         assert here[method]["first_call_seconds"] > 0 and here[method]["status"]
+    assert set(document["builds"]) == {"credit", "200-trees"} and document["builds"]["200-trees"]["trees"] == 200
+    for build in document["builds"].values():
+        assert 0 < build["model_to_string_s"] and 0 < build["lightgbm_load_s"] and 0 < build["willump_build_s"]
 
 
 def test_the_other_environment_runs_each_tool_or_says_why_not(tiny_run):
@@ -75,6 +78,7 @@ def test_report_fills_the_trees_section_and_refuses_a_quick_run(tiny_run, tmp_pa
     text = filled_section(out, tmp_path, report.TREES_START, report.TREES_END)
     assert "| credit | willump | frame | main |" in text and "| credit | lightgbm | array | venv |" in text
     assert all(f"| {name} |" in text for name in PIPELINES)
+    assert "Building (target: well under the library's load time" in text and "200-trees (200 trees) willump" in text
 
 
 def test_a_compare_venv_that_is_not_one_is_refused(tmp_path, capsys):

@@ -105,8 +105,8 @@ class Trees(NamedTuple):
 def stacked(trees: list) -> Trees:
     """The ``Trees`` of a list of ``Tree``."""
     starts = np.cumsum([0] + [len(tree.left) for tree in trees])
-    return Trees(*(np.concatenate([getattr(tree, name) for tree in trees]) if trees else np.zeros((0, 1))
-                   for name in Tree._fields[:-1]), starts, np.array([tree.column for tree in trees], np.int64))
+    return Trees(*(np.concatenate([getattr(tree, name) for tree in trees]) for name in Tree._fields[:-1]), starts,
+                 np.array([tree.column for tree in trees], np.int64))
 
 
 class Forest(NamedTuple):
@@ -127,20 +127,9 @@ class Forest(NamedTuple):
     category_bounds: np.ndarray
 
 
-class _Ordered(NamedTuple):
-    """Trees renumbered (``_in_order``): nodes absolute, each tree's splits in preorder then its leaves
-    left to right, a leaf's children itself."""
-
-    feature: np.ndarray
-    left: np.ndarray
-    right: np.ndarray
-    flags: np.ndarray
-    threshold: np.ndarray
-    values: np.ndarray
-    starts: np.ndarray
-    splits: np.ndarray  # per tree
-    depths: np.ndarray  # per tree
-    tree_of: np.ndarray  # per node
+# Trees renumbered (``_in_order``): nodes absolute, each tree's splits in preorder then its leaves
+# left to right, a leaf's children itself; per tree its splits and depth, per node its tree.
+_Ordered = NamedTuple("_Ordered", [(name, np.ndarray) for name in (*Trees._fields, "splits", "depths", "tree_of")])
 
 
 def joined(trees: Trees, cat_bounds, cat_bits, known) -> Forest:
@@ -155,7 +144,7 @@ def joined(trees: Trees, cat_bounds, cat_bits, known) -> Forest:
     counts = _word_counts(ordered, cat_bounds, known)  # (0: walked)
     words = np.cumsum(counts) - counts  # each tree's first word
     special = np.bincount(ordered.tree_of, (ordered.flags & SPECIAL) != 0, len(counts)) > 0
-    table = np.column_stack([ordered.starts[:-1], np.where(special, 0, ordered.depths), trees.columns,
+    table = np.column_stack([ordered.starts[:-1], np.where(special, 0, ordered.depths), ordered.columns,
                              np.where(counts > 0, words, -1), ordered.starts[:-1] + ordered.splits, counts])
     read = int(ordered.feature.max(initial=0)) + 1  # (the columns splits read)
     splits = _bit_splits(ordered, words, counts, read, cat_bounds, cat_bits, known)
@@ -233,7 +222,7 @@ def _in_order(trees: Trees) -> _Ordered:
 
     return _Ordered(np.ascontiguousarray(trees.feature[order], np.int64), renumbered(left), renumbered(right),
                     trees.flags[order], trees.threshold[order], trees.values[order],
-                    np.concatenate([[0], np.cumsum(sizes)]), splits, depths, tree_of)
+                    np.concatenate([[0], np.cumsum(sizes)]), trees.columns, splits, depths, tree_of)
 
 
 @njit
