@@ -149,15 +149,19 @@ def test_trees_scored_by_bits_beside_trees_walked():
 
 def test_layout_counts_the_searches_of_features():
     """Bits cost a row a binary search per feature read: the same kind of trees split over 200
-    features are walked, over 5 features scored by bits."""
+    features are walked in batches, over 5 features scored by bits; single rows by bits either way."""
     rng = np.random.default_rng(5)
     layouts = {}
     for width in (5, 200):
         X = rng.normal(size=(3000, width))
         booster = lgb.train({"objective": "regression", "num_leaves": 15, "verbose": -1, "num_threads": 1},
                             lgb.Dataset(X, X.sum(axis=1) + rng.normal(size=3000)), num_boost_round=100)
-        layouts[width] = trees_kernel.lightgbm_ensemble(booster).forest.trees[:, 3]  # (first words; -1: walked)
-        assert_same(trees_kernel.lightgbm_ensemble(booster).predict(X[:500])[:, 0], booster.predict(X[:500]))
+        ensemble = trees_kernel.lightgbm_ensemble(booster)
+        layouts[width] = ensemble.forest.trees[:, 3]  # (first words in a batch; -1: walked)
+        assert (ensemble.forest.trees[:, 6] >= 0).all()  # (a single row: by bits)
+        assert_same(ensemble.predict(X[:500])[:, 0], booster.predict(X[:500]))
+        for r in range(3):
+            assert_same(ensemble.predict(X[r : r + 1])[:, 0], booster.predict(X[r : r + 1]))
     assert (layouts[5] >= 0).all() and (layouts[200] < 0).all()
 
 

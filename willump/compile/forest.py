@@ -24,7 +24,9 @@ node of every tree, trees one after the other:
 ``trees`` (int64, one row per tree in the order their values are summed): the root, the steps
 rows walk it in step (its depth; 0 when it has categorical or zero-missing nodes, which rows walk
 one by one), the first output column its values add to, the index of its first word in a row's
-bit vector (-1: it is walked), its first leaf and its words. ``split_*`` and ``category_*``: the
+bit vector when rows are scored in a batch (-1: it is walked), its first leaf, its words, and its
+first word when a single row is scored (every tree the tables take is scored by bits then: a
+single row's walk is a mispredicted branch a level). ``split_*`` and ``category_*``: the
 splits of trees scored by bits (see ``_bit_splits``).
 
 The kernels read a row as the library reads it (``Reading``: converted to float32 and checked
@@ -141,16 +143,18 @@ def joined(trees: Trees, cat_bounds, cat_bits, known) -> Forest:
     cat_bounds, cat_bits = np.ascontiguousarray(cat_bounds, np.int64), np.ascontiguousarray(cat_bits, np.uint32)
     known = np.ascontiguousarray(known, np.int64)
     ordered = _in_order(trees)
-    counts = _word_counts(ordered, cat_bounds, known)  # (0: walked)
+    counts, batch_bits = _word_counts(ordered, cat_bounds, known)  # (0: walked)
     words = np.cumsum(counts) - counts  # each tree's first word
+    row_words = np.where(counts > 0, words, -1)
     special = np.bincount(ordered.tree_of, (ordered.flags & SPECIAL) != 0, len(counts)) > 0
     table = np.column_stack([ordered.starts[:-1], np.where(special, 0, ordered.depths), ordered.columns,
-                             np.where(counts > 0, words, -1), ordered.starts[:-1] + ordered.splits, counts])
+                             row_words if batch_bits else np.full(len(counts), -1),
+                             ordered.starts[:-1] + ordered.splits, counts, row_words])
     read = int(ordered.feature.max(initial=0)) + 1  # (the columns splits read)
     splits = _bit_splits(ordered, words, counts, read, cat_bounds, cat_bits, known)
     nodes = _node_words(ordered)
     return Forest(nodes, nodes.view(np.float64), np.ascontiguousarray(ordered.values, np.float64),
-                  np.ascontiguousarray(table, np.int64).reshape(-1, 6), cat_bounds, cat_bits, known, *splits)
+                  np.ascontiguousarray(table, np.int64).reshape(-1, 7), cat_bounds, cat_bits, known, *splits)
 
 
 def _node_words(ordered: _Ordered) -> np.ndarray:
@@ -162,16 +166,15 @@ def _node_words(ordered: _Ordered) -> np.ndarray:
     return words
 
 
-def _word_counts(ordered: _Ordered, cat_bounds: np.ndarray, known: np.ndarray) -> np.ndarray:
-    """The words of each tree's bit vector (a bit per leaf), 0 for a tree walked instead: one with
+def _word_counts(ordered: _Ordered, cat_bounds: np.ndarray, known: np.ndarray) -> tuple:
+    """(The words of each tree's bit vector (a bit per leaf), 0 for a tree walked instead: one with
     a ``ZERO_MISSING`` node, a bitset of more than ``CODES_A_BITSET`` categories or more leaves than
-    ``WORDS_A_TREE`` words hold, or every tree when the others would cost a row more by bits than
-    walked (``_bits_cost``)."""
+    ``WORDS_A_TREE`` words hold; whether batches score these trees by bits too: not when they would
+    cost a row more than walked in step, ``_bits_cost``)."""
     leaves = np.diff(ordered.starts) - ordered.splits
     eligible = (leaves <= WORDS_A_TREE * WORD) & _bits_take(ordered, cat_bounds, known)
-    if _bits_cost(ordered, eligible) > LEVEL_NS * ordered.depths[eligible].sum():
-        return np.zeros(len(leaves), np.int64)
-    return np.where(eligible, -(-leaves // WORD), 0)
+    batch_bits = _bits_cost(ordered, eligible) <= LEVEL_NS * ordered.depths[eligible].sum()
+    return np.where(eligible, -(-leaves // WORD), 0), bool(batch_bits)
 
 
 def _is_split(ordered: _Ordered) -> np.ndarray:
@@ -620,14 +623,16 @@ def score_rows(X, start, stop, mode, allow_nan, encoding, categories, nodes, thr
     by one. Each row sums the trees in order. (The walk is written out here, not called: arrays
     passed to a call cost reference counting, per node.)"""
     width = X.shape[1]
+    in_step = stop - start > 1
+    layout = 3 if in_step else 6  # (the column of each tree's first word, -1 for a walk)
     n_words = 0
     for t in range(len(trees)):
-        n_words = max(n_words, trees[t, 3] + trees[t, 5])
+        if trees[t, layout] >= 0:
+            n_words = max(n_words, trees[t, layout] + trees[t, 5])
     per_block = max(1, min(ROWS_PER_BLOCK, BLOCK_BYTES // (8 * max(width, 1)), WORDS_BYTES // (8 * max(n_words, 1))))
     rows = np.empty((min(per_block, stop - start), width), np.float64)
     words = np.empty((len(rows), n_words), np.uint64)
     at = np.empty(LANES, np.int64)  # the lanes' nodes
-    in_step = stop - start > 1
     n_values = values.shape[1]
     for block in range(start, stop, per_block):
         end = min(block + per_block, stop)
@@ -642,7 +647,7 @@ def score_rows(X, start, stop, mode, allow_nan, encoding, categories, nodes, thr
                 _leaf_bits(rows, i - block, words[i - block], split_threshold, split_word, split_mask, split_bounds,
                            category_lists, category_bounds)
         for t in range(len(trees)):
-            root, column, word = trees[t, 0], trees[t, 2], trees[t, 3]
+            root, column, word = trees[t, 0], trees[t, 2], trees[t, layout]
             if word >= 0:
                 for i in range(block, end):
                     w = word
