@@ -625,10 +625,12 @@ def score_rows(X, start, stop, mode, allow_nan, encoding, categories, nodes, thr
     width = X.shape[1]
     in_step = stop - start > 1
     layout = 3 if in_step else 6  # (the column of each tree's first word, -1 for a walk)
-    n_words = 0
+    n_words, walked_in_step = 0, False
     for t in range(len(trees)):
         if trees[t, layout] >= 0:
             n_words = max(n_words, trees[t, layout] + trees[t, 5])
+        elif in_step and trees[t, 1]:
+            walked_in_step = True
     per_block = max(1, min(ROWS_PER_BLOCK, BLOCK_BYTES // (8 * max(width, 1)), WORDS_BYTES // (8 * max(n_words, 1))))
     rows = np.empty((min(per_block, stop - start), width), np.float64)
     words = np.empty((len(rows), n_words), np.uint64)
@@ -639,7 +641,7 @@ def score_rows(X, start, stop, mode, allow_nan, encoding, categories, nodes, thr
         refused = _read(X, block, end, rows, mode, allow_nan, encoding, categories)
         if refused >= 0:
             return refused
-        nan = _has_nan(rows, end - block)
+        nan = walked_in_step and _has_nan(rows, end - block)  # (only walks in step read it)
         for i in range(block, end):
             for k in range(len(initial)):
                 out[i, k] = initial[k]
