@@ -195,7 +195,7 @@ def lightgbm_ensemble(booster, iterations: int | None = None) -> Ensemble:
 
 
 def _model_sections(text: str) -> tuple:
-    """(header, trees) of a LightGBM model string: the header's ``key=value`` dict (a line without
+    """(header, fields) of a LightGBM model string: the header's ``key=value`` dict (a line without
     ``=`` maps to ""), and for each key of the trees' lines its values, tree by tree."""
     body = text.split("\nend of trees", 1)[0]
     head, _, trees = body.partition("\n\nTree=")

@@ -54,8 +54,7 @@ class CompiledXGBoost:
             iterations = model.best_iteration + 1
         except AttributeError:
             iterations = None
-        objectives = CLASSIFIER_OBJECTIVES if method == "predict_proba" else set(OBJECTIVES) - set(CLASSIFIER_OBJECTIVES)
-        self.ensemble = xgboost_ensemble(model.get_booster(), self.width, iterations, objectives)
+        self.ensemble = xgboost_ensemble(model.get_booster(), self.width, iterations, METHOD_OBJECTIVES[method])
 
     def still_valid(self) -> bool:
         """False once the model is refitted or a parameter is set."""
@@ -147,7 +146,7 @@ def _as_is(x):
     return x
 
 
-# objective: (its base margin from base_score, its link), for which method of which model
+# objective: (its base margin from base_score, its link)
 OBJECTIVES = {
     "binary:logistic": (_logit32, SIGMOID32),
     "multi:softprob": (_as_is, SOFTMAX32),
@@ -161,3 +160,7 @@ OBJECTIVES = {
     "reg:tweedie": (_log32, EXP32),
 }
 CLASSIFIER_OBJECTIVES = ("binary:logistic", "multi:softprob")
+METHOD_OBJECTIVES = {  # (XGBClassifier.predict_proba's, XGBRegressor.predict's)
+    "predict_proba": CLASSIFIER_OBJECTIVES,
+    "predict": tuple(name for name in OBJECTIVES if name not in CLASSIFIER_OBJECTIVES),
+}
