@@ -147,22 +147,24 @@ def test_trees_scored_by_bits_beside_trees_walked():
         assert_same(forest.predict(rows[r : r + 1])[:, 0], expected[r : r + 1])
 
 
-def test_layout_counts_the_searches_of_features():
-    """Bits cost a row a binary search per feature read: the same kind of trees split over 200
-    features are walked in batches, over 5 features scored by bits; single rows by bits either way."""
+def test_batches_score_small_trees_by_bits_and_walk_large_ones():
+    """A batch scores trees by bits when the fitted costs say it is cheaper (the splits and words of
+    trees of 15 leaves, over 5 features or 200) and walks them when not (trees of 255 leaves, each
+    row clearing about as many splits as the tables hold); single rows by bits either way."""
     rng = np.random.default_rng(5)
     layouts = {}
-    for width in (5, 200):
+    for width, leaves in ((5, 15), (200, 15), (20, 255)):
         X = rng.normal(size=(3000, width))
-        booster = lgb.train({"objective": "regression", "num_leaves": 15, "verbose": -1, "num_threads": 1},
-                            lgb.Dataset(X, X.sum(axis=1) + rng.normal(size=3000)), num_boost_round=100)
+        params = {"objective": "regression", "num_leaves": leaves, "min_data_in_leaf": 2, "verbose": -1,
+                  "num_threads": 1}
+        booster = lgb.train(params, lgb.Dataset(X, X.sum(axis=1) + rng.normal(size=3000)), num_boost_round=100)
         ensemble = trees_kernel.lightgbm_ensemble(booster)
-        layouts[width] = ensemble.forest.trees[:, 3]  # (first words in a batch; -1: walked)
+        layouts[width, leaves] = ensemble.forest.trees[:, 3]  # (first words in a batch; -1: walked)
         assert (ensemble.forest.trees[:, 6] >= 0).all()  # (a single row: by bits)
         assert_same(ensemble.predict(X[:500])[:, 0], booster.predict(X[:500]))
         for r in range(3):
             assert_same(ensemble.predict(X[r : r + 1])[:, 0], booster.predict(X[r : r + 1]))
-    assert (layouts[5] >= 0).all() and (layouts[200] < 0).all()
+    assert (layouts[5, 15] >= 0).all() and (layouts[200, 15] >= 0).all() and (layouts[20, 255] < 0).all()
 
 
 def fitted(kind, task: str, categorical_frame: bool = False, **params):
