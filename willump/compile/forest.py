@@ -505,10 +505,10 @@ def _softmax32(outputs):
 
 
 @njit(inline="always")
-def _add(out, i, column, value, single):
-    """``out[i, column] += value``, rounded to float32 when ``single`` (a library summing in float32)."""
-    total = out[i, column] + value
-    out[i, column] = np.float64(np.float32(total)) if single else total
+def _add(sums, column, r, value, single):
+    """``sums[column, r] += value``, rounded to float32 when ``single`` (a library summing in float32)."""
+    total = sums[column, r] + value
+    sums[column, r] = np.float64(np.float32(total)) if single else total
 
 
 @njit(inline="always")
@@ -588,14 +588,13 @@ def _category_list(category_lists, k, value):
 
 
 @njit
-def _leaf_bits_block(rows, bits, split_threshold, split_word, split_mask, split_bounds, category_lists, category_bounds):
-    """``_leaf_bits`` of the ``COLUMN_ROWS`` rows of ``rows`` into the rows of ``bits`` at once: the
-    words kept by column (a row's in a column) so that each split is applied to every row's word
-    of its tree in one loop without branches, which LLVM turns into vector instructions (reading
-    the rows' values by feature, ``columns``): 2-4x faster than row by row on the music, credit
-    and tracking models. A feature's splits are taken up to the block's largest value."""
+def _leaf_bits_block(rows, words, split_threshold, split_word, split_mask, split_bounds, category_lists, category_bounds):
+    """``_leaf_bits`` of the ``COLUMN_ROWS`` rows of ``rows`` at once into the columns of ``words``
+    (a row's words in its column) so that each split is applied to every row's word of its tree in
+    one loop without branches, which LLVM turns into vector instructions (reading the rows' values
+    by feature, ``columns``): 2-4x faster than row by row on the music, credit and tracking models.
+    A feature's splits are taken up to the block's largest value."""
     columns = np.empty(((len(split_bounds) - 1) // 2, COLUMN_ROWS), np.float64)
-    words = np.empty((bits.shape[1], COLUMN_ROWS), np.uint64)
     for k in range(len(columns)):
         for r in range(COLUMN_ROWS):
             columns[k, r] = rows[r, k]
@@ -624,9 +623,6 @@ def _leaf_bits_block(rows, bits, split_threshold, split_word, split_mask, split_
                 which = _category_list(category_lists, k, rows[r, k])
                 for j in range(category_bounds[which], category_bounds[which + 1]):
                     words[split_word[j], r] &= split_mask[j]
-    for r in range(COLUMN_ROWS):
-        for w in range(len(words)):
-            bits[r, w] = words[w, r]
 
 
 @njit(inline="always")
@@ -670,35 +666,44 @@ def score_rows(X, start, stop, mode, allow_nan, encoding, categories, nodes, thr
             walked_in_step = True
     per_block = COLUMN_ROWS if in_step and n_words else max(1, min(ROWS_PER_BLOCK, BLOCK_BYTES // (8 * max(width, 1))))
     rows = np.empty((min(per_block, stop - start), width), np.float64)
-    words = np.empty((len(rows), n_words), np.uint64)
+    words = np.empty((n_words, len(rows)), np.uint64)  # (by column: a row's words in its column)
+    row_bits = np.empty(n_words, np.uint64)  # (a row's words when it is scored alone)
+    sums = np.empty((len(initial), len(rows)), np.float64)  # (by column: a row's outputs in its column)
     at = np.empty(LANES, np.int64)  # the lanes' nodes
     n_values = values.shape[1]
     for block in range(start, stop, per_block):
         end = min(block + per_block, stop)
+        size = end - block
         refused = _read(X, block, end, rows, mode, allow_nan, encoding, categories)
         if refused >= 0:
             return refused
-        nan = walked_in_step and _has_nan(rows, end - block)  # (only walks in step read it)
-        for i in range(block, end):
-            for k in range(len(initial)):
-                out[i, k] = initial[k]
-        if n_words and end - block == COLUMN_ROWS:
+        nan = walked_in_step and _has_nan(rows, size)  # (only walks in step read it)
+        for k in range(len(initial)):
+            sums[k, :size] = initial[k]
+        if n_words and size == COLUMN_ROWS:
             _leaf_bits_block(rows, words, split_threshold, split_word, split_mask, split_bounds, category_lists,
                              category_bounds)
         elif n_words:
-            for i in range(block, end):
-                _leaf_bits(rows, i - block, words[i - block], split_threshold, split_word, split_mask, split_bounds,
-                           category_lists, category_bounds)
+            for r in range(size):
+                _leaf_bits(rows, r, row_bits, split_threshold, split_word, split_mask, split_bounds, category_lists,
+                           category_bounds)
+                words[:, r] = row_bits
         for t in range(len(trees)):
             root, column, word = trees[t, 0], trees[t, 2], trees[t, layout]
+            if word >= 0 and trees[t, 5] == 1:  # (the rows' leaves in a loop LLVM makes vector instructions of)
+                leaves, first_leaf = words[word], trees[t, 4]
+                for k in range(n_values):
+                    for r in range(size):
+                        _add(sums, column + k, r, scale * values[first_leaf + trailing_zeros(leaves[r]), k], single)
+                continue
             if word >= 0:
-                for i in range(block, end):
+                for r in range(size):
                     w = word
-                    while words[i - block, w] == 0:  # (the exit leaf's word: the first with a bit left)
+                    while words[w, r] == 0:  # (the exit leaf's word: the first with a bit left)
                         w += 1
-                    node = trees[t, 4] + (w - word) * WORD + trailing_zeros(words[i - block, w])
+                    node = trees[t, 4] + (w - word) * WORD + trailing_zeros(words[w, r])
                     for k in range(n_values):
-                        _add(out, i, column + k, scale * values[node, k], single)
+                        _add(sums, column + k, r, scale * values[node, k], single)
                 continue
             steps = trees[t, 1] if in_step else 0
             for first in range(block, end, LANES):
@@ -722,7 +727,10 @@ def score_rows(X, start, stop, mode, allow_nan, encoding, categories, nodes, thr
                             to_left = np.isnan(value) and (kind & MISSING_LEFT) != 0
                         node = _child(nodes, node, np.int64(not to_left))
                     for k in range(n_values):
-                        _add(out, i, column + k, scale * values[node, k], single)
+                        _add(sums, column + k, i - block, scale * values[node, k], single)
+        for r in range(size):
+            for k in range(len(initial)):
+                out[block + r, k] = sums[k, r]
         _finish(out, block, end, divisor, link, sigmoid)
     return -1
 
