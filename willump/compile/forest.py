@@ -72,7 +72,7 @@ WORDS_A_TREE = 4  # the most words of a tree scored by bits
 # a row's costs in a batch (ns, one core; fitted to 30 LightGBM and random forests of 4-255 leaves and
 # 8-120 features, 10,000 rows): by bits, each split and each word of leaves; walked, each level of a
 # tree's depth and each tree
-SPLIT_NS, WORD_NS, LEVEL_NS, TREE_NS = 0.205, 4.49, 2.19, 2.77
+SPLIT_NS, WORD_NS, LEVEL_NS, TREE_NS = 0.204, 4.23, 2.06, 3.64
 CODES_A_BITSET = 1024  # the most categories a categorical split scored by bits lists
 ALL_LEAVES = np.uint64(2 ** WORD - 1)
 NODE_WORK_PER_TASK = 50_000  # rows x trees below which a part of a batch is not worth a thread
