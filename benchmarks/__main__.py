@@ -7,13 +7,20 @@ and in held-out pipelines (``benchmarks/on_trees.py``; ``--compare-venv PATH`` a
 treelite from another virtualenv); ``--mode`` applies to none of them."""
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from benchmarks import report
-from benchmarks.run import FULL, MODES, QUICK, run_workload, table
-from benchmarks.workloads import WORKLOADS
-from benchmarks.zoo import run as zoo
+# Before LightGBM's OpenMP runtime starts: its threads otherwise spin for milliseconds after each
+# call, taking a core from whatever is measured next (a 10,000-row batch of willump's on 2 cores:
+# 10.5 ms right after a Booster.predict, 6.7 ms 20 ms later), while a passive wait leaves
+# LightGBM's own batch as it is (music, 10,000 rows: 22.1 ms spinning, 22.3 ms passive).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from benchmarks import report  # noqa: E402 (after the OpenMP setting)
+from benchmarks.run import FULL, MODES, QUICK, run_workload, table  # noqa: E402
+from benchmarks.workloads import WORKLOADS  # noqa: E402
+from benchmarks.zoo import run as zoo  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -187,6 +187,7 @@ def machine_facts() -> dict:
         "cpu": cpu,
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
         "versions": {
             module.__name__: module.__version__
             for module in (willump, numpy, pandas, scipy, sklearn, lightgbm, numba)
