@@ -130,6 +130,28 @@ def test_map_matches_pandas(case):
                 assert compiled == 1, status
 
 
+@settings(SETTINGS, max_examples=150)
+@given(st.sampled_from(["int", "float"]), st.data())
+def test_map_of_many_numbers_matches_pandas(kind, data):
+    """From ``BULK_ROWS`` numbers a Series' keys are found by its index's hash table, as pandas'
+    ``map_array`` finds them: the same answers, missing keys, NaN keys and value dtypes included."""
+    values = data.draw(st.lists(POOLS[kind], min_size=1, max_size=12))
+    rows = maps.BULK_ROWS + data.draw(st.integers(0, 40))
+    dtype = data.draw(st.sampled_from(DTYPES[kind]))
+    values = [abs(v) for v in values] if dtype == "uint8" else values
+    s = pd.Series(np.resize(np.array(values, dtype=dtype), rows), index=data.draw(st.none() | st.just(np.arange(rows) % 7)))
+    m, common = data.draw(mapping(kind))
+    if isinstance(m, dict):
+        m = pd.Series(list(m.values()), index=pd.Index(list(m.keys()), tupleize_cols=False))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for optimized in PIPELINES:
+            before = map_calls(optimized)
+            assert_same(optimized, s, m)
+            if maps._numbers_in_bulk(s, m):
+                assert [a - b for a, b in zip(map_calls(optimized), before)] == [1, 1]
+
+
 @settings(max_examples=300, deadline=None, derandomize=True, database=None)
 @given(st.lists(st.one_of(*VALUES.values(), st.floats()), min_size=1, max_size=6))
 def test_inferred_value_dtype_is_pandas(values):

@@ -44,6 +44,9 @@ except (ImportError, TypeError):  # older pandas: every call runs as written
     using_string_dtype, STR = bool, None
 ARROW_STR = None if pa is None or STR is None else pd.StringDtype(storage="pyarrow", na_value=np.nan)
 _EXACT = 2**53  # larger ints are not all exact floats, and pandas compares ints with floats as floats
+# numbers looked up in a Series from this many rows by its index's hash table (``get_indexer``: ~25 us a
+# call, 0.01 us a row) rather than by a dict, key by key (~10 us a call, 0.07-0.3 us a row)
+BULK_ROWS = 256
 _INT64 = 2**63
 _SOURCE_KINDS = {"i": "int", "u": "int", "f": "float", "b": "bool", "O": "str"}
 _KEY_KINDS = {"int": "number", "float": "number", "bool": "bool", "str": "str"}  # the source kind's keys
@@ -61,6 +64,8 @@ class CompiledMap(ReceiverKernel):
             raise Unsupported("an option besides the mapping (na_action, engine, ...)")
         if type(func) not in (dict, pd.Series):
             raise Unsupported(f"a mapping of type {type(func).__name__} (only dict and Series are compiled)")
+        if type(func) is pd.Series and _numbers_in_bulk(series, func):
+            return _series(_from_series_in_bulk(func, series), series)
         kind, values = source(series)
         if not len(values):
             raise Unsupported("an empty Series")
@@ -198,6 +203,24 @@ def _dtype_of(values) -> object:
     if str in types and types <= {str, float, type(None)} and all(v != v for v in values if type(v) is float):
         return inferred_str()  # None and NaN are its missing values
     return np.dtype(object)
+
+
+def _numbers_in_bulk(series, mapping: pd.Series) -> bool:
+    """Whether ``series`` holds at least ``BULK_ROWS`` numbers (of a dtype ``source`` takes) and
+    ``mapping`` is indexed by unique numbers: then its keys are found as pandas finds them."""
+    dtype, index = series.dtype, mapping.index
+    return (len(series) >= BULK_ROWS and isinstance(dtype, np.dtype) and dtype.kind in "iuf"
+            and dtype != np.uint64 and dtype.itemsize >= (4 if dtype.kind == "f" else 1)
+            and index.dtype in (np.dtype(np.int64), np.dtype(np.float64))
+            and mapping._values.dtype in _VALUE_DTYPES and index.is_unique)
+
+
+def _from_series_in_bulk(mapping: pd.Series, series):
+    """``series.map(mapping)``'s values as pandas' ``map_array`` takes them: the positions of the
+    keys from the index's own hash table (``get_indexer``, built once per index), then ``take``.
+    (Python's dict, key by key, took 1.5 ms for 10,000 rows; the hash table 0.1 ms.)"""
+    positions = mapping.index.get_indexer(series._values)
+    return take(mapping._values, positions, bool((positions < 0).any()))
 
 
 def _from_series(mapping: pd.Series, kind: str, values: list):
