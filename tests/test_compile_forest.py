@@ -149,14 +149,14 @@ def test_trees_scored_by_bits_beside_trees_walked():
 
 def test_batches_score_small_trees_by_bits_and_walk_large_ones():
     """A batch scores trees by bits when the fitted costs say it is cheaper (the splits and words of
-    trees of 15 leaves, over 5 features or 200) and walks them when not (trees of 255 leaves, each
-    row clearing about as many splits as the tables hold); single rows by bits either way."""
+    trees of 15 leaves, over 5 features or 200) and walks them when not (trees of 255 leaves and depth
+    8: 254 splits against 8 levels); single rows by bits either way."""
     rng = np.random.default_rng(5)
     layouts = {}
     for width, leaves in ((5, 15), (200, 15), (20, 255)):
         X = rng.normal(size=(3000, width))
-        params = {"objective": "regression", "num_leaves": leaves, "min_data_in_leaf": 2, "verbose": -1,
-                  "num_threads": 1}
+        params = {"objective": "regression", "num_leaves": leaves, "max_depth": 8, "min_data_in_leaf": 2,
+                  "verbose": -1, "num_threads": 1}
         booster = lgb.train(params, lgb.Dataset(X, X.sum(axis=1) + rng.normal(size=3000)), num_boost_round=100)
         ensemble = trees_kernel.lightgbm_ensemble(booster)
         layouts[width, leaves] = ensemble.forest.trees[:, 3]  # (first words in a batch; -1: walked)
