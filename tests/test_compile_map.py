@@ -152,6 +152,15 @@ def test_map_of_many_numbers_matches_pandas(kind, data):
                 assert [a - b for a, b in zip(map_calls(optimized), before)] == [1, 1]
 
 
+@pytest.mark.parametrize("dtype", [object, bool, "int64", "float64", "str"])
+def test_many_numbers_through_an_empty_series_are_float64_nan(dtype):
+    """pandas maps through an empty float64 Series whatever the mapping's dtype (its RangeIndex is
+    int64, not a reason to look keys up in it)."""
+    s = pd.Series(np.arange(maps.BULK_ROWS + 3) % 5)
+    for optimized in PIPELINES:
+        assert_same(optimized, s, pd.Series([], dtype=dtype))
+
+
 @settings(max_examples=300, deadline=None, derandomize=True, database=None)
 @given(st.lists(st.one_of(*VALUES.values(), st.floats()), min_size=1, max_size=6))
 def test_inferred_value_dtype_is_pandas(values):

@@ -67,6 +67,7 @@ SIGMOID32, SOFTMAX32, EXP32 = 6, 7, 8
 ROWS_PER_BLOCK = 256  # rows every tree walks in turn
 BLOCK_BYTES = 1 << 16  # (fewer rows per block when they are wide)
 COLUMN_ROWS = 64  # rows of a block when a batch scores trees by bits (``_leaf_bits_block``)
+COLUMN_WIDTH = 2048  # (for rows of at most so many columns: a block's rows then take at most 1 MB)
 LANES = 8  # rows walking a tree in step (``_walk_lanes`` writes them out)
 WORD = 64  # bits a word of a row's bit vector holds
 WORDS_A_TREE = 4  # the most words of a tree scored by bits
@@ -294,9 +295,9 @@ def _split_entries(left, right, starts, splits, first_words, counts):
 
 
 def _bit_splits(ordered: _Ordered, entries: tuple, width: int, cat_bounds, cat_bits, known) -> tuple:
-    """The splits of the trees scored by bits (``counts`` words from ``first_words``) as ``split_*``
-    and ``category_*`` tables, each split once for every word of its tree holding leaves left of
-    it, with the word and the mask clearing their bits. Numerical splits by feature, in order of
+    """The splits of the trees scored by bits (``entries``: ``_split_entries``' nodes, words and
+    masks) as ``split_*`` and ``category_*`` tables, each split once for every word of its tree
+    holding leaves left of it, with the word and the mask clearing their bits. Numerical splits by feature, in order of
     threshold (ties in order of tree), then the ones a NaN takes right (``split_bounds``: a
     feature's three bounds); after them, categorical splits listed by feature and category: for
     each of a feature's ``codes`` categories (row ``k`` of ``category_lists``: its first list and
@@ -699,7 +700,8 @@ def score_rows(X, start, stop, mode, allow_nan, encoding, categories, nodes, thr
             n_words = max(n_words, trees[t, layout] + trees[t, 5])
         elif in_step and trees[t, 1]:
             walked_in_step = True
-    per_block = COLUMN_ROWS if in_step and n_words else max(1, min(ROWS_PER_BLOCK, BLOCK_BYTES // (8 * max(width, 1))))
+    by_columns = in_step and n_words and width <= COLUMN_WIDTH
+    per_block = COLUMN_ROWS if by_columns else max(1, min(ROWS_PER_BLOCK, BLOCK_BYTES // (8 * max(width, 1))))
     rows = np.empty((min(per_block, stop - start), width), np.float64)
     words = np.empty((n_words, len(rows)), np.uint64)  # (by column: a row's words in its column)
     row_bits = np.empty(n_words, np.uint64)  # (a row's words when it is scored alone)
@@ -773,7 +775,7 @@ PACKED_TYPES = (np.int64, np.float64, np.int64, np.float64, np.int64, np.int64, 
 
 
 def packed(arrays: list) -> np.ndarray:
-    """``arrays`` in one int64 buffer, after a header of (offset, rows, columns) each (columns 0: one
+    """``arrays`` in one int64 buffer, after a header of (offset, rows, columns) each (columns 1: one
     dimension); each starts at a word. (A kernel's call takes ~50 ns an argument: 27 cost 1.4 us.)"""
     header = 3 * len(arrays)
     parts, offsets, at = [], [], header
@@ -781,16 +783,21 @@ def packed(arrays: list) -> np.ndarray:
         words = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
         words = np.concatenate([words, np.zeros(-len(words) % 8, np.uint8)]).view(np.int64)
         parts.append(words)
-        offsets.append((at, array.shape[0], array.shape[1] if array.ndim == 2 else 0))
+        offsets.append((at, array.shape[0], array.shape[1] if array.ndim == 2 else 1))
         at += len(words)
     return np.concatenate([np.array(offsets, np.int64).reshape(-1), *parts])
+
+
+def _view_of(blob: np.ndarray, k: int, like: np.ndarray) -> np.ndarray:
+    """``packed``'s array ``k`` as the array it was packed from (``like``): the buffer's memory."""
+    return blob[int(blob[3 * k]):].view(np.uint8)[:like.nbytes].view(like.dtype).reshape(like.shape)
 
 
 @njit(inline="always")
 def _words(blob, k):
     """The words of ``packed``'s array ``k`` and its shape (rows, columns)."""
     at, rows, columns = blob[3 * k], blob[3 * k + 1], blob[3 * k + 2]
-    return blob[at:], rows, max(columns, 1)
+    return blob[at:], rows, columns
 
 
 @njit(inline="always")
@@ -851,11 +858,15 @@ class Ensemble:
     def __init__(self, forest: Forest, reading: Reading, n_features: int, initial, scale: float = 1.0,
                  divisor: float = 0.0, link: int = IDENTITY, sigmoid: float = 1.0, single: bool = False):
         initial = np.ascontiguousarray(initial, np.float64)
-        self.forest, self.n_features, self.n_outputs = forest, n_features, len(initial)
+        self.n_features, self.n_outputs = n_features, len(initial)
         self.minimum_rows = max(1, NODE_WORK_PER_TASK // max(len(forest.trees), 1))  # rows per part of a batch
         settings = np.array([reading.mode, reading.allow_nan, scale, single, divisor, link, sigmoid], np.float64)
         arrays = (reading.encoding, reading.categories, forest.nodes, *forest[2:], initial, settings)
-        self._blob = packed([np.ascontiguousarray(array, kind) for array, kind in zip(arrays, PACKED_TYPES)])
+        arrays = [np.ascontiguousarray(array, kind) for array, kind in zip(arrays, PACKED_TYPES)]
+        self._blob = packed(arrays)
+        nodes = _view_of(self._blob, NODES, arrays[NODES])  # (the forest's arrays: views of the buffer, not copies)
+        self.forest = Forest(nodes, nodes.view(np.float64),
+                             *(_view_of(self._blob, k, arrays[k]) for k in range(VALUES, WORD_BOUNDS + 1)))
 
     def _check(self, X: np.ndarray) -> None:
         if not (isinstance(X, np.ndarray) and X.ndim == 2 and X.shape[1] == self.n_features and X.dtype.kind in "iuf"):

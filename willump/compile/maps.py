@@ -1,10 +1,12 @@
 """Compiled ``series.map(mapping)``, for a dict or a Series used as a lookup table.
 
 pandas turns the mapping into a Series, hashes its index and looks the values
-up with ``get_indexer``: over a hundred microseconds, even for one row. Here
+up with ``get_indexer``: tens of microseconds a call, even for one row. Here
 each value is looked up in a Python dict, which finds what pandas' index finds
 when keys and values are of one kind: numbers (ints and floats compare by
-value, NaN finds the one NaN key), bools, or strs. The result is built as
+value, NaN finds the one NaN key), bools, or strs; from ``BULK_ROWS`` numbers
+looked up in a Series indexed by numbers, its index's ``get_indexer`` finds
+them, as pandas does (a dict, key by key, is slower there). The result is built as
 pandas builds it: the mapping's values at the found positions, NaN for a
 missing key (ints then become float64, bools object), with the dtype pandas
 infers for a dict's values. Anything else (other mapping types, ``na_action``,
@@ -207,10 +209,11 @@ def _dtype_of(values) -> object:
 
 def _numbers_in_bulk(series, mapping: pd.Series) -> bool:
     """Whether ``series`` holds at least ``BULK_ROWS`` numbers (of a dtype ``source`` takes) and
-    ``mapping`` is indexed by unique numbers: then its keys are found as pandas finds them."""
+    ``mapping`` is indexed by unique numbers: then its keys are found as pandas finds them. (Not an
+    empty mapping: pandas maps through an empty float64 Series then, whatever its dtype.)"""
     dtype, index = series.dtype, mapping.index
-    return (len(series) >= BULK_ROWS and isinstance(dtype, np.dtype) and dtype.kind in "iuf"
-            and dtype != np.uint64 and dtype.itemsize >= (4 if dtype.kind == "f" else 1)
+    return (len(series) >= BULK_ROWS and len(mapping) > 0 and isinstance(dtype, np.dtype) and dtype.kind in "iuf"
+            and dtype != np.uint64 and (dtype.kind != "f" or dtype.itemsize in (4, 8))
             and index.dtype in (np.dtype(np.int64), np.dtype(np.float64))
             and mapping._values.dtype in _VALUE_DTYPES and index.is_unique)
 
