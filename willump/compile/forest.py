@@ -700,7 +700,7 @@ def score_rows(X, start, stop, mode, allow_nan, encoding, categories, nodes, thr
             n_words = max(n_words, trees[t, layout] + trees[t, 5])
         elif in_step and trees[t, 1]:
             walked_in_step = True
-    by_columns = in_step and n_words and width <= COLUMN_WIDTH
+    by_columns = in_step and n_words > 0 and width <= COLUMN_WIDTH  # (a batch's bits in blocks of 64 rows)
     per_block = COLUMN_ROWS if by_columns else max(1, min(ROWS_PER_BLOCK, BLOCK_BYTES // (8 * max(width, 1))))
     rows = np.empty((min(per_block, stop - start), width), np.float64)
     words = np.empty((n_words, len(rows)), np.uint64)  # (by column: a row's words in its column)
@@ -718,7 +718,7 @@ def score_rows(X, start, stop, mode, allow_nan, encoding, categories, nodes, thr
         nan = walked_in_step and _has_nan(rows, size)  # (only walks in step read it)
         for k in range(len(initial)):
             sums[k, :size] = initial[k]
-        if n_words and size == COLUMN_ROWS:
+        if by_columns and size == COLUMN_ROWS:
             _leaf_bits_block(rows, words, word_feature, word_threshold, word_mask, word_bounds, split_word, split_mask,
                              category_lists, category_bounds)
         elif n_words:
