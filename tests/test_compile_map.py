@@ -139,7 +139,8 @@ def test_map_of_many_numbers_matches_pandas(kind, data):
     rows = maps.BULK_ROWS + data.draw(st.integers(0, 40))
     dtype = data.draw(st.sampled_from(DTYPES[kind]))
     values = [abs(v) for v in values] if dtype == "uint8" else values
-    s = pd.Series(np.resize(np.array(values, dtype=dtype), rows), index=data.draw(st.none() | st.just(np.arange(rows) % 7)))
+    index = data.draw(st.none() | st.just(np.arange(rows) % 7))
+    s = pd.Series(np.resize(np.array(values, dtype=dtype), rows), index=index)
     m, common = data.draw(mapping(kind))
     if isinstance(m, dict):
         m = pd.Series(list(m.values()), index=pd.Index(list(m.keys()), tupleize_cols=False))

@@ -297,13 +297,12 @@ def _split_entries(left, right, starts, splits, first_words, counts):
 def _bit_splits(ordered: _Ordered, entries: tuple, width: int, cat_bounds, cat_bits, known) -> tuple:
     """The splits of the trees scored by bits (``entries``: ``_split_entries``' nodes, words and
     masks) as ``split_*`` and ``category_*`` tables, each split once for every word of its tree
-    holding leaves left of it, with the word and the mask clearing their bits. Numerical splits by feature, in order of
-    threshold (ties in order of tree), then the ones a NaN takes right (``split_bounds``: a
-    feature's three bounds); after them, categorical splits listed by feature and category: for
-    each of a feature's ``codes`` categories (row ``k`` of ``category_lists``: its first list and
-    ``codes``), then for any other category, then for a value that is no category (NaN, negative,
-    from 2**31), the splits it goes right at (``category_bounds``: a list's entries). ``entries``:
-    ``_split_entries``' (nodes, words, masks)."""
+    holding leaves left of it, with the word and the mask clearing their bits. Numerical splits by
+    feature, in order of threshold (ties in order of tree), then the ones a NaN takes right
+    (``split_bounds``: a feature's three bounds); after them, categorical splits listed by feature
+    and category: for each of a feature's ``codes`` categories (row ``k`` of ``category_lists``: its
+    first list and ``codes``), then for any other category, then for a value that is no category
+    (NaN, negative, from 2**31), the splits it goes right at (``category_bounds``: a list's entries)."""
     nodes, words, masks = entries
     kinds = ordered.flags[nodes]
     plain = (kinds & CATEGORICAL) == 0
@@ -342,7 +341,8 @@ def _word_splits(ordered: _Ordered, entries: tuple, n_words: int) -> tuple:
     nan_right = ((kinds[plain] & MISSING_LEFT) == 0).astype(np.int64) << 32
     feature = (ordered.feature[nodes[plain]].astype(np.int64) | nan_right)[order]
     bounds = np.searchsorted(words[plain][order], np.arange(n_words + 1))
-    return (np.ascontiguousarray(feature, np.int64), np.ascontiguousarray(ordered.threshold[nodes[plain]][order], np.float64),
+    threshold = ordered.threshold[nodes[plain]][order]
+    return (np.ascontiguousarray(feature, np.int64), np.ascontiguousarray(threshold, np.float64),
             np.ascontiguousarray(masks[plain][order], np.uint64), np.ascontiguousarray(bounds, np.int64))
 
 

@@ -88,8 +88,8 @@ def source(series) -> tuple[str, list]:
     are given as their ``ArrowStringArray``, which ``KeyPositions.find`` reads in numba."""
     dtype = series.dtype
     if isinstance(dtype, np.dtype):
-        kind = _SOURCE_KINDS.get(dtype.kind)
-        if kind is None or dtype == np.uint64 or (kind == "float" and dtype.itemsize not in (4, 8)):
+        kind = _numpy_kind(dtype)
+        if kind is None:
             raise Unsupported(f"a Series of dtype {dtype}")
     elif dtype == STR:
         kind = "str"
@@ -104,6 +104,14 @@ def source(series) -> tuple[str, list]:
             raise Unsupported("an object Series with values that are not str")
         check_held_by_pyarrow(values)  # (pandas infers their dtype when it looks them up)
     return kind, values
+
+
+def _numpy_kind(dtype: np.dtype) -> str | None:
+    """The source kind of a numpy dtype ``source`` takes ('int', 'float', 'bool', 'str'), or None."""
+    kind = _SOURCE_KINDS.get(dtype.kind)
+    if dtype == np.uint64 or (kind == "float" and dtype.itemsize not in (4, 8)):
+        return None
+    return kind
 
 
 def inferred_str():
@@ -212,16 +220,14 @@ def _numbers_in_bulk(series, mapping: pd.Series) -> bool:
     ``mapping`` is indexed by unique numbers: then its keys are found as pandas finds them. (Not an
     empty mapping: pandas maps through an empty float64 Series then, whatever its dtype.)"""
     dtype, index = series.dtype, mapping.index
-    return (len(series) >= BULK_ROWS and len(mapping) > 0 and isinstance(dtype, np.dtype) and dtype.kind in "iuf"
-            and dtype != np.uint64 and (dtype.kind != "f" or dtype.itemsize in (4, 8))
-            and index.dtype in (np.dtype(np.int64), np.dtype(np.float64))
+    return (len(series) >= BULK_ROWS and len(mapping) > 0 and isinstance(dtype, np.dtype)
+            and _numpy_kind(dtype) in ("int", "float") and index.dtype in (np.dtype(np.int64), np.dtype(np.float64))
             and mapping._values.dtype in _VALUE_DTYPES and index.is_unique)
 
 
 def _from_series_in_bulk(mapping: pd.Series, series):
     """``series.map(mapping)``'s values as pandas' ``map_array`` takes them: the positions of the
-    keys from the index's own hash table (``get_indexer``, built once per index), then ``take``.
-    (Python's dict, key by key, took 1.5 ms for 10,000 rows; the hash table 0.1 ms.)"""
+    keys from the index's own hash table (``get_indexer``, built once per index), then ``take``."""
     positions = mapping.index.get_indexer(series._values)
     return take(mapping._values, positions, bool((positions < 0).any()))
 
