@@ -44,6 +44,7 @@ from willump.compile.forest import (
     Ensemble, Trees, joined, plain_reading,
 )
 from willump.compile.forms import Unsupported
+from willump.compile.lgbmtext import model_text, sections
 
 _VALIDATION = "sklearn.utils.validation"
 try:  # what validate_data, which LGBMModel.predict calls on arrays, runs first
@@ -183,7 +184,7 @@ def lightgbm_ensemble(booster, iterations: int | None = None) -> Ensemble:
     (``None``: its best iteration, else all); Unsupported for what the kernels do not reproduce."""
     if iterations is None:
         iterations = booster.best_iteration
-    header, fields = _model_sections(booster.model_to_string(num_iteration=-1))
+    header, fields = sections(model_text(booster))
     per_iteration = int(header["num_tree_per_iteration"])
     available = len(fields["Tree"]) // per_iteration
     used = min(iterations, available) if iterations > 0 else available
@@ -194,33 +195,12 @@ def lightgbm_ensemble(booster, iterations: int | None = None) -> Ensemble:
                     np.zeros(per_iteration), divisor=divisor, link=link, sigmoid=sigmoid)
 
 
-def _model_sections(text: str) -> tuple:
-    """(header, fields) of a LightGBM model string: the header's ``key=value`` dict (a line without
-    ``=`` maps to ""), and for each key of the trees' lines its values, tree by tree."""
-    body = text.split("\nend of trees", 1)[0]
-    head, _, trees = body.partition("\n\nTree=")
-    header = dict(line.split("=", 1) if "=" in line else (line, "") for line in head.strip().splitlines())
-    fields = {"Tree": []}
-    for line in ("Tree=" + trees).split("\n") if trees else ():
-        key, _, value = line.partition("=")
-        fields.setdefault(key, []).append(value)
-    return header, fields
-
-
-def _numbers(lines: list, dtype, count: int) -> np.ndarray:
-    """The ``count`` numbers of some lines, in order (doubles as strtod reads them: exact for
-    LightGBM's 17 digits, inf and nan)."""
-    numbers = np.fromstring(" ".join(lines), dtype=dtype, sep=" ") if count else np.zeros(0, dtype)
-    if len(numbers) != count:
-        raise Unsupported("a model string whose trees do not match their sizes")
-    return numbers
-
-
 def _lightgbm_trees(fields: dict, n: int, per_iteration: int, width: int):
     """The ``forest.Forest`` of LightGBM's first ``n`` trees, in order: a tree's internal nodes, then its leaves."""
-    if any(flag != "0" for flag in fields.get("is_linear", [])[:n]):
+    linear = fields["is_linear"][:n]
+    if linear.numbers(np.int64, len(linear)).any():
         raise Unsupported("linear trees (linear_tree=True)")
-    leaves = _numbers(fields["num_leaves"][:n], np.int64, n)
+    leaves = fields["num_leaves"][:n].numbers(np.int64, n)
     internal = leaves - 1
     starts = np.concatenate([[0], np.cumsum(2 * leaves - 1)])
     splits_at = np.repeat(starts[:-1], internal) + _positions(internal)  # (each tree's internal nodes, in order)
@@ -228,14 +208,14 @@ def _lightgbm_trees(fields: dict, n: int, per_iteration: int, width: int):
     total, n_splits = int(starts[-1]), int(internal.sum())
     feature, left, right = np.zeros(total, np.int64), np.full(total, LEAF), np.full(total, LEAF)
     flags, threshold, values = np.zeros(total, np.uint8), np.zeros(total), np.zeros((total, 1))
-    values[leaves_at, 0] = _numbers(fields["leaf_value"][:n], np.float64, int(leaves.sum()))
-    feature[splits_at] = _numbers(fields["split_feature"][:n], np.int64, n_splits)
+    values[leaves_at, 0] = fields["leaf_value"][:n].numbers(np.float64, int(leaves.sum()))
+    feature[splits_at] = fields["split_feature"][:n].numbers(np.int64, n_splits)
     inner = np.repeat(internal, internal)  # (each internal node's tree's internal nodes)
     for side, into in (("left", left), ("right", right)):
-        children = _numbers(fields[f"{side}_child"][:n], np.int64, n_splits)
+        children = fields[f"{side}_child"][:n].numbers(np.int64, n_splits)
         into[splits_at] = np.where(children >= 0, children, inner + ~children)
-    decision = _numbers(fields["decision_type"][:n], np.int64, n_splits)
-    threshold[splits_at], flags[splits_at] = _lightgbm_flags(_numbers(fields["threshold"][:n], np.float64, n_splits),
+    decision = fields["decision_type"][:n].numbers(np.int64, n_splits)
+    threshold[splits_at], flags[splits_at] = _lightgbm_flags(fields["threshold"][:n].numbers(np.float64, n_splits),
                                                              decision)
     cat_bounds, cat_bits = _lightgbm_bitsets(fields, n, threshold, splits_at, decision, internal)
     return joined(Trees(feature, left, right, flags, threshold, values, starts, np.arange(n) % per_iteration),
@@ -250,20 +230,20 @@ def _positions(sizes: np.ndarray) -> np.ndarray:
 def _lightgbm_bitsets(fields: dict, n: int, threshold, splits_at, decision, internal) -> tuple:
     """(cat_bounds, cat_bits) of the first ``n`` trees' categorical splits, their thresholds made the
     index of their bitset in the whole forest (a tree's own index, plus the bitsets before it)."""
-    counts = _numbers(fields["num_cat"][:n], np.int64, n)
-    with_categories = counts > 0
-    if not with_categories.any():
+    counts = fields["num_cat"][:n].numbers(np.int64, n)
+    own = counts[counts > 0]  # (the bitsets of each tree that lists some, in order)
+    if not len(own):
         return [0], np.zeros(0, np.uint32)
-    listed = int(with_categories.sum())
-    own_bounds = [_numbers([line], np.int64, int(k) + 1) for line, k in zip(fields["cat_boundaries"], counts[with_categories])]
-    words = np.cumsum([0] + [int(b[-1]) for b in own_bounds])  # (the words before each tree's bitsets)
-    cat_bounds = np.concatenate([[0]] + [b[1:] + before for b, before in zip(own_bounds, words)])
+    bounds = fields["cat_boundaries"][:len(own)].numbers(np.int64, int((own + 1).sum()))  # (a tree's from 0)
+    ends = np.cumsum(own + 1) - 1
+    words = np.cumsum(bounds[ends]) - bounds[ends]  # (the words before each tree's bitsets)
+    later = np.ones(len(bounds), bool)
+    later[ends - own] = False  # (a tree's bounds but its first, 0)
+    cat_bounds = np.concatenate([[0], bounds[later] + np.repeat(words, own)])
     categorical = (decision & _LIGHTGBM_CATEGORICAL) != 0
     before = np.cumsum(counts) - counts  # (the bitsets before each tree's)
     threshold[splits_at[categorical]] += np.repeat(before, internal)[categorical]
-    cat_bits = np.concatenate([_numbers([line], np.uint32, int(b[-1])) for line, b in
-                               zip(fields["cat_threshold"][:listed], own_bounds)])
-    return cat_bounds, cat_bits
+    return cat_bounds, fields["cat_threshold"][:len(own)].numbers(np.uint32, int(cat_bounds[-1]))
 
 
 _LIGHTGBM_CATEGORICAL, _LIGHTGBM_DEFAULT_LEFT = 1, 2  # decision_type bits; the missing type: (d >> 2) & 3
