@@ -78,8 +78,8 @@ def test_model_text_is_model_to_string_without_pandas_categories(leaves):
     rng = np.random.default_rng(leaves)
     X = rng.normal(size=(600, 5))
     X[:, 4] = rng.integers(0, 40, 600)
-    booster = lgb.train({"num_leaves": leaves, "min_data_in_leaf": 2, "verbose": -1, "categorical_feature": [4]},
-                        lgb.Dataset(X, X[:, 0] + (X[:, 4] % 3 == 0)), num_boost_round=30)
+    booster = lgb.train({"num_leaves": leaves, "min_data_in_leaf": 2, "verbose": -1},
+                        lgb.Dataset(X, X[:, 0] + (X[:, 4] % 3 == 0), categorical_feature=[4]), num_boost_round=30)
     text = model_text(booster)
     assert bytes(text).decode() == booster.model_to_string(num_iteration=-1).split("\npandas_categorical:")[0]
     header, lines = sections(text)

@@ -199,23 +199,15 @@ def _read_double(text, position, end, powers, out, at) -> int:
     if word == _INF_WORD or word == _NAN_WORD:
         out[at] = (_INF if word == _INF_WORD else _NAN) | (np.uint64(negative) << np.uint64(63))
         return _token_end(text, position + 3, end)
-    significand, exponent, digits, significant, point = np.uint64(0), 0, 0, 0, False
-    while position < end:
-        byte = text[position]
-        if byte == 46 and not point:  # "."
-            point = True
-        elif 48 <= byte <= 57:
-            digits += 1
-            if significant or byte != 48:
-                significant += 1
-                if significant > MAX_DIGITS:
-                    return -1
-            significand = significand * np.uint64(10) + np.uint64(byte - 48)
-            exponent -= point
-        else:
-            break
-        position += 1
-    if digits == 0:
+    first = position
+    position, significand = _digits(text, position, end, np.uint64(0))
+    digits, exponent = position - first, 0
+    if position < end and text[position] == 46:  # "."
+        fraction = position + 1
+        position, significand = _digits(text, fraction, end, significand)
+        exponent = fraction - position
+        digits -= exponent
+    if digits == 0 or (digits > MAX_DIGITS and _significant(text, first, position) > MAX_DIGITS):
         return -1
     if position < end and (text[position] == 101 or text[position] == 69):  # "e", "E"
         position, power = _exponent(text, position + 1, end)
@@ -224,6 +216,29 @@ def _read_double(text, position, end, powers, out, at) -> int:
         exponent += power
     out[at] = decimal_to_bits(significand, exponent, negative, powers)
     return _token_end(text, position, end)
+
+
+@njit(inline="always")
+def _digits(text, position, end, significand) -> tuple:
+    """(where a run of digits at ``position`` ends, ``significand`` with them appended: modulo 2**64)."""
+    while position < end:
+        digit = np.uint64(text[position]) - np.uint64(48)
+        if digit > np.uint64(9):
+            break
+        significand = significand * np.uint64(10) + digit
+        position += 1
+    return position, significand
+
+
+@njit
+def _significant(text, first, stop) -> int:
+    """The digits of the number ``text[first:stop]`` from its first that is not 0 (its point not counted)."""
+    count, started = 0, False
+    for position in range(first, stop):
+        byte = text[position]
+        started = started or (49 <= byte <= 57)
+        count += started and byte != 46
+    return count
 
 
 _INF_WORD = ord("i") | ord("n") << 8 | ord("f") << 16
