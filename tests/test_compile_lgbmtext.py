@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from willump.compile.forms import Unsupported
+from willump.compile import lgbmtext
 from willump.compile.lgbmtext import KEYS, Lines, model_text, sections
 
 SETTINGS = settings(max_examples=400, deadline=None, derandomize=True, database=None)
@@ -94,5 +95,5 @@ def test_model_text_of_a_model_larger_than_its_leaves_suggest():
     loaded = lgb.Booster(model_str=booster.model_to_string())
     loaded.params = {"num_leaves": 2}  # (the guess: 2 leaves a tree, far too few)
     text = booster.model_to_string(num_iteration=-1).split("\npandas_categorical:")[0]
-    assert len(text) > (1 << 20) + 100 * 2 * 2 * 256  # (more than the buffer first given)
+    assert len(text) > (1 << 20) + 100 * 2 * 2 * lgbmtext._BYTES_A_NODE  # (more than the buffer first given)
     assert bytes(model_text(loaded)).decode() == text

@@ -21,26 +21,32 @@ from willump.compile.jit import njit
 KEYS = ("Tree", "num_leaves", "num_cat", "split_feature", "threshold", "decision_type", "left_child", "right_child",
         "leaf_value", "cat_boundaries", "cat_threshold", "is_linear")  # the tree lines the readers use
 _END = "end of trees"
-_BYTES_A_NODE = 256  # more than a numerical node's numbers take in the text (17-digit doubles, counts)
+_BYTES_A_NODE = 128  # more than a node's numbers take in the text (about 75: 17-digit doubles, counts)
+_MOST_GUESSED = 1 << 30  # the largest first buffer (a larger text is asked for again, at its size)
 _DEFAULT_LEAVES = 31  # LightGBM's num_leaves
 
 
 def model_text(booster) -> np.ndarray:
     """The bytes (uint8) of ``booster.model_to_string(num_iteration=-1)``, pandas categories left out,
-    LightGBM asked once when the model is no larger than its leaves suggest."""
-    size = ctypes.c_int64(0)
-    guess = (1 << 20) + booster.num_trees() * 2 * _most_leaves(booster.params) * _BYTES_A_NODE
+    LightGBM asked once when the text is no larger than its trees' leaves suggest (the buffer's
+    pages past the text are never touched)."""
+    guess = min((1 << 20) + booster.num_trees() * 2 * _most_leaves(booster.params) * _BYTES_A_NODE, _MOST_GUESSED)
     buffer = np.empty(guess, np.uint8)
-    for length in (guess, None):
-        length = length or size.value
-        if length > len(buffer):
-            buffer = np.empty(length, np.uint8)
-        _safe_call(_LIB.LGBM_BoosterSaveModelToString(
-            booster._handle, ctypes.c_int(0), ctypes.c_int(-1), ctypes.c_int(0), ctypes.c_int64(length),
-            ctypes.byref(size), ctypes.c_void_p(buffer.ctypes.data)))
-        if size.value <= length:
-            return buffer[:size.value - 1]  # (without the terminating NUL)
-    raise ValueError("LightGBM's model text grew while it was written")
+    length = _write_text(booster, buffer)
+    if length > len(buffer):  # (LightGBM wrote what fitted and said how long the text is: again)
+        buffer = np.empty(length, np.uint8)
+        if _write_text(booster, buffer) != length:
+            raise ValueError("LightGBM's model text changed while it was read")
+    return buffer[:length - 1]  # (without the terminating NUL)
+
+
+def _write_text(booster, buffer: np.ndarray) -> int:
+    """Has LightGBM write the model's text into ``buffer`` as far as it fits; the text's length with its NUL."""
+    length = ctypes.c_int64(0)
+    _safe_call(_LIB.LGBM_BoosterSaveModelToString(
+        booster._handle, ctypes.c_int(0), ctypes.c_int(-1), ctypes.c_int(0), ctypes.c_int64(len(buffer)),
+        ctypes.byref(length), ctypes.c_void_p(buffer.ctypes.data)))
+    return length.value
 
 
 def _most_leaves(params: dict) -> int:
