@@ -40,6 +40,9 @@ REGRESSION = ["reg:squarederror", "reg:squaredlogerror", "reg:pseudohubererror",
               "count:poisson", "reg:gamma", "reg:tweedie"]
 
 
+CLASSIFIER_METHODS = ["predict_proba", "predict"]
+
+
 @st.composite
 def models(draw):
     """(fitted model, its method, rows to answer) of a random XGBoost model."""
@@ -56,10 +59,10 @@ def models(draw):
         params["base_score"] = draw(st.sampled_from([0.1, 0.5, 0.73]))
     objective = draw(st.sampled_from(["binary:logistic", "multi:softprob", *REGRESSION]))
     if objective == "binary:logistic":
-        model, method = xgboost.XGBClassifier(**params).fit(X, signal > 0.5), "predict_proba"
+        model, method = xgboost.XGBClassifier(**params).fit(X, signal > 0.5), draw(st.sampled_from(CLASSIFIER_METHODS))
     elif objective == "multi:softprob":
         classes = np.digitize(signal, np.quantile(signal, np.linspace(0, 1, draw(st.integers(3, 5)))[1:-1]))
-        model, method = xgboost.XGBClassifier(**params).fit(X, classes), "predict_proba"
+        model, method = xgboost.XGBClassifier(**params).fit(X, classes), draw(st.sampled_from(CLASSIFIER_METHODS))
     else:
         positive = (np.argsort(np.argsort(signal)) + 1) / (ROWS + 1)  # (in (0, 1): every objective's targets)
         model, method = xgboost.XGBRegressor(objective=objective, **params).fit(X, positive), "predict"

@@ -1,5 +1,6 @@
 """XGBoost models (an optional dependency): scored by the shared tree kernels (``forest``) with
-XGBoost's float32 arithmetic, to the bit what ``predict_proba`` / ``predict`` return.
+XGBoost's float32 arithmetic, to the bit what ``predict_proba`` / ``predict`` return (an
+``XGBClassifier``'s ``predict``: the class indexes XGBoost takes from those probabilities).
 
 The booster's JSON gives each tree's nodes; a row goes left when ``value < split_condition``
 (stored as the largest double below it, the kernels comparing ``<=``), a NaN the node's
@@ -28,7 +29,7 @@ from willump.compile.jit import njit
 from willump.compile.linear import frame_values, named_columns
 from willump.compile.parallel import SERIAL
 
-METHODS = {xgboost.XGBClassifier: ("predict_proba",), xgboost.XGBRegressor: ("predict",)}
+METHODS = {xgboost.XGBClassifier: ("predict_proba", "predict"), xgboost.XGBRegressor: ("predict",)}
 
 
 class CompiledXGBoost:
@@ -54,7 +55,9 @@ class CompiledXGBoost:
             iterations = model.best_iteration + 1
         except AttributeError:
             iterations = None
-        self.ensemble = xgboost_ensemble(model.get_booster(), self.width, iterations, METHOD_OBJECTIVES[method])
+        self.classifier = kind is xgboost.XGBClassifier
+        objectives = CLASSIFIER_OBJECTIVES if self.classifier else REGRESSOR_OBJECTIVES
+        self.ensemble = xgboost_ensemble(model.get_booster(), self.width, iterations, objectives)
 
     def still_valid(self) -> bool:
         """False once the model is refitted or a parameter is set."""
@@ -76,11 +79,24 @@ class CompiledXGBoost:
         if matrix.shape[0] == 0 or matrix.shape[1] != self.width:
             raise Unsupported("no rows, or not the model's number of features (XGBoost raises)")
         out = self.ensemble.predict(matrix, self.workers).astype(np.float32)
+        if self.classifier and self.method == "predict":
+            return _class_indexes(out)
         if self.ensemble.n_outputs > 1:
             return out
         if self.method == "predict_proba":  # (xgboost's _cls_predict_proba for two classes)
             return np.vstack((1.0 - out[:, 0], out[:, 0])).transpose()
         return out[:, 0]
+
+
+def _class_indexes(probabilities: np.ndarray) -> np.ndarray:
+    """``XGBClassifier.predict``'s answer from its probabilities (rows, outputs): the most probable
+    class of several (``argmax``), else 1 where the positive class's is above 0.5 (XGBoost's labels
+    are the classes' indexes)."""
+    if probabilities.shape[1] > 1:
+        return np.argmax(probabilities, axis=1)
+    indexes = np.repeat(0, len(probabilities))
+    indexes[probabilities[:, 0] > 0.5] = 1
+    return indexes
 
 
 KERNEL = CompiledXGBoost  # (what the registry builds for each of METHODS)
@@ -159,8 +175,5 @@ OBJECTIVES = {
     "reg:gamma": (_log32, EXP32),
     "reg:tweedie": (_log32, EXP32),
 }
-CLASSIFIER_OBJECTIVES = ("binary:logistic", "multi:softprob")
-METHOD_OBJECTIVES = {  # (XGBClassifier.predict_proba's, XGBRegressor.predict's)
-    "predict_proba": CLASSIFIER_OBJECTIVES,
-    "predict": tuple(name for name in OBJECTIVES if name not in CLASSIFIER_OBJECTIVES),
-}
+CLASSIFIER_OBJECTIVES = ("binary:logistic", "multi:softprob")  # (XGBClassifier's; the others XGBRegressor's)
+REGRESSOR_OBJECTIVES = tuple(name for name in OBJECTIVES if name not in CLASSIFIER_OBJECTIVES)
