@@ -17,7 +17,7 @@ from willump.compile import forest as forest_kernel
 from willump.compile import trees as trees_kernel
 from willump.compile.forms import Unsupported
 from willump.compile.parallel import Workers
-from willump.compile.trees import CompiledBooster
+from willump.compile.trees import CompiledBooster, CompiledBoosterPredict
 
 pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning", "ignore::UserWarning")
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
@@ -300,3 +300,68 @@ def test_the_kernels_read_matrices_as_lightgbm_and_refuse_other_shapes():
         with pytest.raises(ValueError, match="matrix of numbers with 4 columns"):
             forest.predict(wrong)
 
+
+
+@settings(SETTINGS, max_examples=25)
+@given(models())
+def test_booster_predict_gives_lightgbms_bits(model):
+    booster, rows = model
+    kernel = CompiledBoosterPredict(booster, "predict", Workers(2))
+    kernel.ensemble.minimum_rows = 64  # (so that two workers split the rows)
+    for raw in (False, True):
+        expected = booster.predict(rows, raw_score=raw)
+        assert_same(kernel(rows, raw_score=raw), expected)
+        for r in (0, ROWS + 3):
+            assert_same(kernel(rows[r : r + 1], raw_score=raw), booster.predict(rows[r : r + 1], raw_score=raw))
+
+
+def test_a_booster_loaded_from_a_file_is_compiled_and_rebuilt_when_it_trains_on(tmp_path):
+    model, frame = fitted(lgb.LGBMClassifier, "binary", categorical_frame=True)
+    model.booster_.save_model(tmp_path / "model.txt")
+    booster = lgb.Booster(model_file=tmp_path / "model.txt")
+
+    def scores(df):
+        return booster.predict(df[["f0", "f1", "f2", "f3"]])
+
+    optimized = willump.optimize(scores)
+    for X in (frame, frame.iloc[[4]], frame.iloc[::-1]):
+        assert_same(optimized(X), scores(X))
+    table = optimized.explain_compilation()
+    row = table[table["operator"] == "Booster.predict"]
+    assert len(row) == 1 and row["status"].iloc[0] == "compiled" and row["compiled_calls"].iloc[0] == 3, table
+    kernel, compiled = CompiledBoosterPredict(booster, "predict"), 0
+    for X in inputs(frame):  # (arrays of a model of pandas categories: LightGBM's own call)
+        try:
+            ours = kernel(X)
+        except Unsupported:
+            continue
+        assert_same(ours, booster.predict(X))
+        compiled += 1
+    assert compiled == 3
+
+    trained = lgb.train({"objective": "binary", "verbose": -1, "num_threads": 1},
+                        lgb.Dataset(FRAME, MODEL.predict_proba(FRAME)[:, 1] > 0.5), num_boost_round=3,
+                        keep_training_booster=True)
+    values = FRAME.to_numpy()
+    kernel = CompiledBoosterPredict(trained, "predict")
+    assert_same(kernel(values), trained.predict(values))
+    trained.update()  # (a fourth tree: the kernel no longer stands for the booster)
+    assert not kernel.still_valid()
+    trained.rollback_one_iter()
+    assert kernel.still_valid()
+
+
+def test_booster_predict_with_other_arguments_runs_as_lightgbm():
+    booster, values = MODEL.booster_, FRAME.to_numpy()
+    kernel = CompiledBoosterPredict(booster, "predict")
+    for arguments in ({"num_iteration": 2}, {"pred_leaf": True}, {"pred_early_stop": True}):
+        with pytest.raises(Unsupported, match="arguments"):
+            kernel(values, **arguments)
+    with pytest.raises(Unsupported):  # (LightGBM raises for the wrong width: its own call does)
+        kernel(values[:, :2])
+
+    def leaves(X):
+        return booster.predict(X, pred_leaf=True)
+
+    optimized = willump.optimize(leaves)
+    assert_same(optimized(values), leaves(values))

@@ -53,6 +53,7 @@ def _built(kernel, method: str, model, workers):
 METHOD_KERNELS.update(_method_kernels(linear.METHODS, linear.CompiledLinearModel))
 METHOD_KERNELS.update(_method_kernels(bayes.METHODS, bayes.CompiledNaiveBayes))
 METHOD_KERNELS.update(_method_kernels(trees.METHODS, trees.CompiledBooster))
+METHOD_KERNELS.update(_method_kernels(trees.BOOSTER_METHODS, trees.CompiledBoosterPredict))
 METHOD_KERNELS.update(_method_kernels(sktrees.METHODS, sktrees.CompiledTrees))
 # Libraries willump does not require: the module of their kernels is imported, and its METHODS
 # registered, when one of their models is first called (importing the library costs every user).

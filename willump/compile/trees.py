@@ -33,7 +33,7 @@ from operator import is_
 
 import numpy as np
 import pandas as pd
-from lightgbm import LGBMClassifier, LGBMRegressor
+from lightgbm import Booster, LGBMClassifier, LGBMRegressor
 from lightgbm.basic import (
     _LIB, _ConfigAliases, _choose_param_value, _data_from_pandas, _InnerPredictor, _param_dict_to_str, _safe_call,
 )
@@ -54,6 +54,7 @@ except ImportError:  # older scikit-learn: arrays given to a model fitted on nam
 from willump.compile.tables import SelectedFrame, numeric_matrix
 
 METHODS = {LGBMClassifier: ("predict_proba", "predict"), LGBMRegressor: ("predict",)}
+BOOSTER_METHODS = {Booster: ("predict",)}
 
 
 class CompiledBooster:
@@ -144,6 +145,43 @@ class CompiledBooster:
             data=matrix, start_iteration=0, num_iteration=self._iterations, raw_score=False, pred_leaf=False,
             pred_contrib=False, data_has_header=False, validate_features=False,
         )
+
+
+class CompiledBoosterPredict:
+    """``Booster.predict(data)`` (``raw_score`` too) of a LightGBM Booster, trained by ``lgb.train`` or
+    loaded from a model file or string, by the tree kernels: what LightGBM returns, to the bit. A
+    model they do not take, and other arguments, run as LightGBM's own call."""
+
+    def __init__(self, booster, method: str, workers=None):
+        if method not in BOOSTER_METHODS[Booster]:
+            raise Unsupported(f"Booster.{method} is not compiled")
+        self.booster, self.state = booster, _booster_state(booster)
+        self.width = booster.num_feature()
+        self.workers = workers if workers is not None and workers.count > 1 else None
+        ensemble = _ensemble(booster, booster.params, booster.best_iteration)
+        if isinstance(ensemble, Unsupported):
+            raise ensemble
+        self.ensemble = ensemble
+
+    def still_valid(self) -> bool:
+        """False once the booster trains on or rolls back, loads another model, or has another best
+        iteration, parameters or pandas categories (what ``predict`` reads besides the trees)."""
+        (*objects, iterations), (*now, now_iterations) = self.state, _booster_state(self.booster)
+        return iterations == now_iterations and all(map(is_, objects, now))
+
+    def __call__(self, *args, **kwargs):
+        raw = kwargs.pop("raw_score", False)
+        if len(args) != 1 or kwargs or type(raw) is not bool:
+            raise Unsupported("arguments other than data and raw_score (to the tree kernels)")
+        matrix = _matrix(args[0], self.width, self.booster.pandas_categorical)
+        return _ensemble_predict(self.ensemble, matrix, self.workers, raw)
+
+
+def _booster_state(booster) -> tuple:
+    """The objects ``Booster.predict`` reads besides the trees (compared by identity: ``model_from_string``
+    makes a new handle), then (best iteration, current iteration)."""
+    return (booster._handle, booster.params, booster.pandas_categorical,
+            (booster.best_iteration, booster.current_iteration()))
 
 
 def _array_warnings(model, width: int) -> list | None:
