@@ -303,16 +303,30 @@ def test_the_kernels_read_matrices_as_lightgbm_and_refuse_other_shapes():
 
 
 @settings(SETTINGS, max_examples=25)
-@given(models())
-def test_booster_predict_gives_lightgbms_bits(model):
+@given(models(), st.sampled_from([None, -1, 0, 1, 3, 20]))
+def test_booster_predict_gives_lightgbms_bits(model, iterations):
     booster, rows = model
     kernel = CompiledBoosterPredict(booster, "predict", Workers(2))
     kernel.ensemble.minimum_rows = 64  # (so that two workers split the rows)
     for raw in (False, True):
-        expected = booster.predict(rows, raw_score=raw)
-        assert_same(kernel(rows, raw_score=raw), expected)
+        expected = booster.predict(rows, raw_score=raw, num_iteration=iterations)
+        assert_same(kernel(rows, raw_score=raw, num_iteration=iterations), expected)
         for r in (0, ROWS + 3):
-            assert_same(kernel(rows[r : r + 1], raw_score=raw), booster.predict(rows[r : r + 1], raw_score=raw))
+            assert_same(kernel(rows[r : r + 1], raw_score=raw, num_iteration=iterations),
+                        booster.predict(rows[r : r + 1], raw_score=raw, num_iteration=iterations))
+    assert_same(kernel(rows, start_iteration=0), booster.predict(rows))
+
+
+@pytest.mark.parametrize("method", ["predict_proba", "predict"])
+def test_a_call_of_the_scikit_learn_api_at_another_iteration_is_compiled(method):
+    model, frame = fitted(lgb.LGBMClassifier, "multiclass")
+    kernel = CompiledBooster(model, method)
+    for iterations in (1, 5, np.int64(7), 0, -1, 200, None, 1):
+        assert_same(kernel(frame, num_iteration=iterations), getattr(model, method)(frame, num_iteration=iterations))
+    assert len(kernel._other_iterations) <= trees_kernel._KEPT_ITERATIONS
+    for other in ({"start_iteration": 2}, {"num_iteration": 2.0}, {"num_iteration": True}):
+        with pytest.raises(Unsupported):
+            kernel(frame, **other)
 
 
 def test_a_booster_loaded_from_a_file_is_compiled_and_rebuilt_when_it_trains_on(tmp_path):
@@ -323,12 +337,16 @@ def test_a_booster_loaded_from_a_file_is_compiled_and_rebuilt_when_it_trains_on(
     def scores(df):
         return booster.predict(df[["f0", "f1", "f2", "f3"]])
 
-    optimized = willump.optimize(scores)
-    for X in (frame, frame.iloc[[4]], frame.iloc[::-1]):
-        assert_same(optimized(X), scores(X))
-    table = optimized.explain_compilation()
-    row = table[table["operator"] == "Booster.predict"]
-    assert len(row) == 1 and row["status"].iloc[0] == "compiled" and row["compiled_calls"].iloc[0] == 3, table
+    def scores_at_an_iteration(df):  # (as notebooks call a model trained with early stopping)
+        return booster.predict(df[["f0", "f1", "f2", "f3"]], num_iteration=booster.current_iteration() - 2)
+
+    for function in (scores, scores_at_an_iteration):
+        optimized = willump.optimize(function)
+        for X in (frame, frame.iloc[[4]], frame.iloc[::-1]):
+            assert_same(optimized(X), function(X))
+        table = optimized.explain_compilation()
+        row = table[table["operator"] == "Booster.predict"]
+        assert len(row) == 1 and row["status"].iloc[0] == "compiled" and row["compiled_calls"].iloc[0] == 3, table
     kernel, compiled = CompiledBoosterPredict(booster, "predict"), 0
     for X in inputs(frame):  # (arrays of a model of pandas categories: LightGBM's own call)
         try:
@@ -354,8 +372,8 @@ def test_a_booster_loaded_from_a_file_is_compiled_and_rebuilt_when_it_trains_on(
 def test_booster_predict_with_other_arguments_runs_as_lightgbm():
     booster, values = MODEL.booster_, FRAME.to_numpy()
     kernel = CompiledBoosterPredict(booster, "predict")
-    for arguments in ({"num_iteration": 2}, {"pred_leaf": True}, {"pred_early_stop": True}):
-        with pytest.raises(Unsupported, match="arguments"):
+    for arguments in ({"start_iteration": 1}, {"pred_leaf": True}, {"pred_early_stop": True}):
+        with pytest.raises(Unsupported):
             kernel(values, **arguments)
     with pytest.raises(Unsupported):  # (LightGBM raises for the wrong width: its own call does)
         kernel(values[:, :2])

@@ -87,6 +87,7 @@ class CompiledBooster:
         self._iterations = booster.best_iteration
         ensemble = _ensemble(booster, params, self._iterations)
         self.ensemble, self.how = ensemble, None  # how: how it runs, when not by the tree kernels
+        self._other_iterations = {}  # (ensembles of calls' num_iteration)
         if isinstance(ensemble, Unsupported):  # the Booster answers
             self.ensemble, self.how = None, f"through LightGBM's Booster: the tree kernel does not take {ensemble}"
             self._single_row = _SingleRow(booster, _param_dict_to_str({**params, "num_threads": 1}), self._iterations,
@@ -106,9 +107,11 @@ class CompiledBooster:
         return len(now) == len(self.state) and all(map(is_, now, self.state))
 
     def __call__(self, *args, **kwargs):
-        raw = kwargs.pop("raw_score", False)
-        if len(args) != 1 or kwargs or type(raw) is not bool or (raw and self.ensemble is None):
-            raise Unsupported("arguments other than X and raw_score (to the tree kernels)")
+        raw, ensemble = kwargs.pop("raw_score", False), self.ensemble
+        if kwargs and ensemble is not None:
+            ensemble = _ensemble_of_call(kwargs, ensemble, self._other_iterations, self.booster, self.params)
+        if len(args) != 1 or kwargs or type(raw) is not bool or (raw and ensemble is None):
+            raise Unsupported("arguments other than X, raw_score and num_iteration (to the tree kernels)")
         matrix = None
         if self.ensemble is not None and type(args[0]) is pd.DataFrame and not self.booster.pandas_categorical:
             matrix = _float64_values(args[0], self.width)
@@ -120,8 +123,8 @@ class CompiledBooster:
             for warning in self._array_warnings:  # scikit-learn's, for a model fitted on named features
                 warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno,
                                        module=_VALIDATION, registry=_validation_registry())
-        if self.ensemble is not None:
-            result = _ensemble_predict(self.ensemble, matrix, self.workers, raw)
+        if ensemble is not None:
+            result = _ensemble_predict(ensemble, matrix, self.workers, raw)
             if raw:  # (the sums as they are, from every method)
                 return result
         elif len(matrix) == 1:
@@ -161,7 +164,7 @@ class CompiledBoosterPredict:
         ensemble = _ensemble(booster, booster.params, booster.best_iteration)
         if isinstance(ensemble, Unsupported):
             raise ensemble
-        self.ensemble = ensemble
+        self.ensemble, self._other_iterations = ensemble, {}
 
     def still_valid(self) -> bool:
         """False once the booster trains on or rolls back, loads another model, or has another best
@@ -170,11 +173,37 @@ class CompiledBoosterPredict:
         return iterations == now_iterations and all(map(is_, objects, now))
 
     def __call__(self, *args, **kwargs):
-        raw = kwargs.pop("raw_score", False)
+        raw, ensemble = kwargs.pop("raw_score", False), self.ensemble
+        if kwargs:
+            ensemble = _ensemble_of_call(kwargs, ensemble, self._other_iterations, self.booster, self.booster.params)
         if len(args) != 1 or kwargs or type(raw) is not bool:
-            raise Unsupported("arguments other than data and raw_score (to the tree kernels)")
+            raise Unsupported("arguments other than data, raw_score and num_iteration (to the tree kernels)")
         matrix = _matrix(args[0], self.width, self.booster.pandas_categorical)
-        return _ensemble_predict(self.ensemble, matrix, self.workers, raw)
+        return _ensemble_predict(ensemble, matrix, self.workers, raw)
+
+
+_KEPT_ITERATIONS = 4  # the ensembles of other num_iteration values a kernel keeps
+
+
+def _ensemble_of_call(kwargs: dict, default: Ensemble, others: dict, booster, params: dict) -> Ensemble:
+    """The ensemble of a call's ``num_iteration`` (popped from ``kwargs``, with a ``start_iteration``
+    of 0): ``default`` (the booster's best iteration's) or one built once and kept among a few in
+    ``others``; Unsupported for another start or kind."""
+    start, iterations = kwargs.pop("start_iteration", 0), kwargs.pop("num_iteration", None)
+    if type(start) is not int or start != 0:
+        raise Unsupported(f"start_iteration={start!r} (to the tree kernels: 0)")
+    if iterations is None or (type(iterations) is int and iterations == booster.best_iteration):
+        return default
+    if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)):
+        raise Unsupported(f"num_iteration={iterations!r} (to the tree kernels: an int or None)")
+    ensemble = others.get(int(iterations))
+    if ensemble is None:
+        if len(others) >= _KEPT_ITERATIONS:
+            others.clear()
+        ensemble = others[int(iterations)] = _ensemble(booster, params, int(iterations))
+    if isinstance(ensemble, Unsupported):
+        raise ensemble
+    return ensemble
 
 
 def _booster_state(booster) -> tuple:
