@@ -76,13 +76,11 @@ class Lines(NamedTuple):
         """The ``count`` numbers of these lines, in order, as ``dtype`` (int64, uint32 or float64); a
         double is the one ``strtod`` reads (inf and nan too). Unsupported when there are not ``count``."""
         kind = np.dtype(dtype)
+        read, numbers = _read_numbers(self.text, self.starts, self.ends, count, bool(kind == np.float64), POWERS_OF_FIVE)
         if kind == np.float64:
-            read, numbers = _read_doubles(self.text, self.starts, self.ends, count, POWERS_OF_FIVE)
             numbers = numbers.view(np.float64)
-        else:
-            read, numbers = _read_integers(self.text, self.starts, self.ends, count)
-            if kind == np.uint32 and read == count and not ((0 <= numbers) & (numbers < 2**32)).all():
-                read = -1
+        elif kind == np.uint32 and read == count and not ((0 <= numbers) & (numbers < 2**32)).all():
+            read = -1
         if read == -1:  # (a line the loops do not read)
             try:
                 numbers = np.fromstring(" ".join(self.strings()), dtype=kind, sep=" ")
@@ -146,36 +144,10 @@ def _key_at(text, position, names, lengths) -> int:
 
 
 @njit
-def _read_integers(text, starts, ends, count) -> tuple:
-    """(how many, the integers) of the space-separated integers of the spans: -1 when one is not
-    an optionally signed run of at most 18 digits, or there are more than ``count``."""
+def _read_numbers(text, starts, ends, count, doubles, powers) -> tuple:
+    """(how many, the numbers: int64, or of ``doubles`` their bits) of the space-separated numbers of
+    the spans; -1 when one is not read (``_read_integer``, ``_read_double``) or there are more than ``count``."""
     out = np.zeros(count, np.int64)
-    read = 0
-    for line in range(len(starts)):
-        position, end = starts[line], ends[line]
-        while position < end:
-            if text[position] == 32:
-                position += 1
-                continue
-            negative = text[position] == 45  # "-"
-            position += negative
-            value, digits = 0, 0
-            while position < end and 48 <= text[position] <= 57:
-                value = value * 10 + (text[position] - 48)
-                digits += 1
-                position += 1
-            if digits == 0 or digits > 18 or read == count or (position < end and text[position] != 32):
-                return -1, out
-            out[read] = -value if negative else value
-            read += 1
-    return read, out
-
-
-@njit
-def _read_doubles(text, starts, ends, count, powers) -> tuple:
-    """(how many, their bits) of the space-separated doubles of the spans: -1 when one is not a
-    decimal of at most ``MAX_DIGITS`` significant digits, ``inf`` or ``nan``, or there are more than ``count``."""
-    out = np.zeros(count, np.uint64)
     read = 0
     for line in range(len(starts)):
         position, end = starts[line], ends[line]
@@ -185,17 +157,36 @@ def _read_doubles(text, starts, ends, count, powers) -> tuple:
                 continue
             if read == count:
                 return -1, out
-            position = _read_double(text, position, end, powers, out, read)
+            if doubles:
+                position = _read_double(text, position, end, powers, out, read)
+            else:
+                position = _read_integer(text, position, end, out, read)
             if position < 0:
                 return -1, out
             read += 1
     return read, out
 
 
+@njit(inline="always")
+def _read_integer(text, position, end, out, at) -> int:
+    """Reads the optionally signed integer of at most 18 digits at ``position`` into ``out[at]``;
+    where it ends, or -1."""
+    negative = text[position] == 45  # "-"
+    first = position = position + negative
+    value = 0
+    while position < end and 48 <= text[position] <= 57:
+        value = value * 10 + (text[position] - 48)
+        position += 1
+    if position == first or position - first > 18:
+        return -1
+    out[at] = -value if negative else value
+    return _token_end(text, position, end)
+
+
 _INF, _NAN = np.uint64(0x7FF0000000000000), np.uint64(0x7FF8000000000000)
 
 
-@njit(inline="always")
+@njit
 def _read_double(text, position, end, powers, out, at) -> int:
     """Reads the double at ``position`` into ``out[at]``; where it ends, or -1."""
     negative = text[position] == 45  # "-"
@@ -203,7 +194,7 @@ def _read_double(text, position, end, powers, out, at) -> int:
         position += 1
     word = _word_at(text, position, end)
     if word == _INF_WORD or word == _NAN_WORD:
-        out[at] = (_INF if word == _INF_WORD else _NAN) | (np.uint64(negative) << np.uint64(63))
+        out[at] = np.int64((_INF if word == _INF_WORD else _NAN) | (np.uint64(negative) << np.uint64(63)))
         return _token_end(text, position + 3, end)
     first = position
     position, significand = _digits(text, position, end, np.uint64(0))
@@ -220,7 +211,7 @@ def _read_double(text, position, end, powers, out, at) -> int:
         if position < 0:
             return -1
         exponent += power
-    out[at] = decimal_to_bits(significand, exponent, negative, powers)
+    out[at] = np.int64(decimal_to_bits(significand, exponent, negative, powers))  # (the bits as they are)
     return _token_end(text, position, end)
 
 
