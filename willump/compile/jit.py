@@ -14,15 +14,35 @@ of ``willump.compile``, where numba's is the modification time and size of the f
 own file. Kernels inline functions of other modules (``inline="always"``), so numba would
 load code built from an older version of those; and reinstalling the same code (pip gives
 every file a new modification time) would make every kernel compile again.
+
+Cached code names the functions it calls by numba's number for them, which every process counts
+from 1: each process here counts from its own random point (``_number_functions_apart``), so code
+cached by different processes never names two functions alike.
 """
 
 import functools
 import hashlib
 import inspect
+import itertools
+import random
 from pathlib import Path
 
 import numba
+from numba.core.bytecode import FunctionIdentity
 from numba.core.caching import FunctionCache, IndexDataCacheFile
+
+
+def _number_functions_apart() -> None:
+    """numba numbers the functions it compiles from 1 in every process, and that number is part of
+    the symbol names in the code it caches; functions its factories make (its sorts, reductions)
+    share a qualified name. Code cached by two processes and loaded into a third can then hold two
+    functions under one name, and calls link to either (seen: unsorted CSR columns and scores 1 ulp
+    apart after two pytest workers filled a fresh cache). Each process numbers its functions from a
+    random point of a range of 2**56 instead: two processes' names then differ."""
+    FunctionIdentity._unique_ids = itertools.count(random.SystemRandom().randrange(1 << 40, 1 << 56))
+
+
+_number_functions_apart()
 
 
 def _digest_of_files(paths) -> str:
