@@ -82,3 +82,17 @@ def text_series(texts, dtype=None, **options):
     except UnicodeEncodeError:
         missing = pd.NA if dtype == "string" or getattr(dtype, "na_value", None) is pd.NA else np.nan
         return pd.Series(texts, dtype=pd.StringDtype("python", na_value=missing), **options)
+
+
+def assert_compiled_as_written(function, inputs, operator: str, assert_same) -> None:
+    """``willump.optimize(function)`` answers each of ``inputs`` as ``function`` does (``assert_same``),
+    and ``explain_compilation`` shows ``operator``'s call compiled on every one."""
+    import willump
+
+    optimized = willump.optimize(function)
+    for X in inputs:
+        assert_same(optimized(X), function(X))
+    table = optimized.explain_compilation()
+    row = table[table["operator"] == operator]
+    assert len(row) == 1 and row["status"].iloc[0] == "compiled", table
+    assert row["compiled_calls"].iloc[0] == len(inputs), table

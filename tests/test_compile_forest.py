@@ -19,6 +19,8 @@ from willump.compile.forms import Unsupported
 from willump.compile.parallel import Workers
 from willump.compile.trees import CompiledBooster, CompiledBoosterPredict
 
+from answers import assert_compiled_as_written
+
 pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning", "ignore::UserWarning")
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -282,12 +284,8 @@ def positive_scores(df):
 
 
 def test_a_pipeline_as_written_runs_the_tree_kernel():
-    optimized = willump.optimize(positive_scores)
-    for X in (FRAME, FRAME.iloc[[4]], FRAME.iloc[::-1], FRAME.iloc[7:9]):
-        assert_same(optimized(X), positive_scores(X))
-    table = optimized.explain_compilation()
-    row = table[table["operator"] == "LGBMClassifier.predict_proba"]
-    assert len(row) == 1 and row["status"].iloc[0] == "compiled" and row["compiled_calls"].iloc[0] == 4, table
+    inputs = [FRAME, FRAME.iloc[[4]], FRAME.iloc[::-1], FRAME.iloc[7:9]]
+    assert_compiled_as_written(positive_scores, inputs, "LGBMClassifier.predict_proba", assert_same)
 
 
 def test_the_kernels_read_matrices_as_lightgbm_and_refuse_other_shapes():
@@ -341,12 +339,7 @@ def test_a_booster_loaded_from_a_file_is_compiled_and_rebuilt_when_it_trains_on(
         return booster.predict(df[["f0", "f1", "f2", "f3"]], num_iteration=booster.current_iteration() - 2)
 
     for function in (scores, scores_at_an_iteration):
-        optimized = willump.optimize(function)
-        for X in (frame, frame.iloc[[4]], frame.iloc[::-1]):
-            assert_same(optimized(X), function(X))
-        table = optimized.explain_compilation()
-        row = table[table["operator"] == "Booster.predict"]
-        assert len(row) == 1 and row["status"].iloc[0] == "compiled" and row["compiled_calls"].iloc[0] == 3, table
+        assert_compiled_as_written(function, [frame, frame.iloc[[4]], frame.iloc[::-1]], "Booster.predict", assert_same)
     kernel, compiled = CompiledBoosterPredict(booster, "predict"), 0
     for X in inputs(frame):  # (arrays of a model of pandas categories: LightGBM's own call)
         try:

@@ -30,6 +30,8 @@ except ImportError:  # an optional dependency: pip install willump[xgboost]
 from willump.compile.forms import Unsupported  # noqa: E402
 from willump.compile.xgbtrees import CompiledXGBoost  # noqa: E402
 
+from answers import assert_compiled_as_written  # noqa: E402
+
 pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -109,12 +111,8 @@ def test_early_stopping_scores_as_its_best_iteration():
 
 
 def test_a_function_as_written_runs_the_kernel():
-    optimized = willump.optimize(scores)
-    for X in (FRAME, FRAME.iloc[[3]], FRAME.iloc[::-1]):
-        assert_same(optimized(X), scores(X))
-    table = optimized.explain_compilation()
-    row = table[table["operator"] == "XGBClassifier.predict_proba"]
-    assert len(row) == 1 and row["status"].iloc[0] == "compiled" and row["compiled_calls"].iloc[0] == 3, table
+    assert_compiled_as_written(scores, [FRAME, FRAME.iloc[[3]], FRAME.iloc[::-1]], "XGBClassifier.predict_proba",
+                               assert_same)
 
 
 def test_models_the_kernels_do_not_reproduce_run_as_xgboost_and_say_why():
