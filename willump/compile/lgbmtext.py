@@ -5,7 +5,8 @@ LightGBM gives its trees only as text. ``Booster.model_to_string`` has LightGBM 
 ``model_text`` asks once, with a buffer the model's trees fit in, and keeps the bytes. numpy's
 ``fromstring`` reads a number in ~80 ns through the C library; ``Lines.numbers`` reads the lines
 of a key in one numba loop, doubles exactly as ``strtod`` does (``decimals``), and leaves a line
-it does not understand to ``fromstring``. A 10,000-tree model's 36 MB are read in milliseconds.
+it does not understand to ``fromstring``. A 10,000-tree model's 36 MB: lines found in ~16 ms, the
+trees' numbers read in ~60 ms (``fromstring`` took ~210 ms).
 """
 
 import ctypes
