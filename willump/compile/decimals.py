@@ -5,7 +5,7 @@ at ~80 ns each through the C library, one call a number. ``decimal_to_bits`` is 
 Eisel-Lemire algorithm as fast_float computes it (``compute_float``): the decimal's
 significand, at most 19 digits, times a 128-bit truncation of the power of five, which
 Mushtak and Lemire ("Fast number parsing without fallback", 2023) prove is always enough to
-round to nearest, ties to even. A number of more digits is left to the caller (``TOO_LONG``).
+round to nearest, ties to even. A number of more digits is left to the caller.
 """
 
 import numpy as np
@@ -15,7 +15,6 @@ from willump.compile.jit import njit
 
 SMALLEST_POWER, LARGEST_POWER = -342, 308  # of ten: below, every significand is 0.0; above, inf
 MAX_DIGITS = 19  # significant digits a uint64 always holds
-TOO_LONG = -1  # what ``read_double`` returns as its end for a number of more digits
 
 
 def _powers_of_five() -> np.ndarray:
