@@ -88,6 +88,80 @@ def test_kernels_compiled_by_several_processes_at_once_load_as_they_were_compile
     assert int(lines[-1].split()[1]) > 0  # loaded from the cache, not compiled again
 
 
+SORTS = textwrap.dedent('''
+    import numpy as np
+    from willump.compile.jit import njit
+
+    @njit
+    def sorted_copy(x):
+        y = x.copy()
+        y.sort()
+        return y
+
+    @njit
+    def argsorted(x):
+        return np.argsort(x)
+''')
+
+COMPILE_AFTER = textwrap.dedent('''
+    import re, sys
+    import numba
+    import numpy as np
+    from numba.core.bytecode import FunctionIdentity
+    import sorts
+    first = next(FunctionIdentity._unique_ids)
+    for k in range(int(sys.argv[2])):  # functions compiled before, not cached
+        numba.njit(lambda v: v + 1)(k)
+    kernel = getattr(sorts, sys.argv[1])
+    kernel(np.arange(300)[::-1].copy())
+    code = kernel.overloads[kernel.signatures[0]].library.get_llvm_str()
+    print(int(re.search(r"9partitionB[0-9]+v([0-9]+)B", code).group(1)) - first)
+''')
+
+LOAD_SORTS = textwrap.dedent('''
+    import numpy as np
+    import sorts
+    x = np.random.default_rng(0).integers(0, 1000, 300)
+    order = sorts.argsorted(x)
+    print((sorts.sorted_copy(x) == np.sort(x)).all(), (np.sort(order) == np.arange(300)).all(),
+          (x[order] == np.sort(x)).all())
+    print(sum(sorts.sorted_copy.stats.cache_hits.values()), sum(sorts.argsorted.stats.cache_hits.values()))
+''')
+
+
+def _partition_numbers(directory: Path, runs: dict) -> dict:
+    """For each kernel, how many functions after its first one a process numbers the quicksort
+    partition the kernel compiles, with (cache, functions compiled before it) as ``runs`` gives;
+    the processes run at once."""
+    started = {kernel: _run(directory, cache, COMPILE_AFTER, kernel, str(offset))
+               for kernel, (cache, offset) in runs.items()}
+    numbers = {}
+    for kernel, process in started.items():
+        output, error = process.communicate(timeout=600)
+        assert process.returncode == 0, error
+        numbers[kernel] = int(output)
+    return numbers
+
+
+def test_code_two_processes_cached_never_calls_the_others_functions(tmp_path):
+    """numba names the functions its sort factory makes alike (``partition``) and numbers them by
+    the order a process compiles in: a sort compiled in one process and an argsort in another can
+    cache two different ``partition``s under one symbol, and a third process loading both links
+    each to the one it loaded first (seen: unsorted rows and scores a few ulp apart after two pytest
+    workers filled a fresh cache). Here the two are compiled at the same distance from each
+    process's first function, which under numba's numbering gives one name to both (without
+    ``jit._number_functions_apart`` this test fails: the sort answers unsorted)."""
+    (tmp_path / "sorts.py").write_text(SORTS)
+    kernels = ("sorted_copy", "argsorted")
+    alone = _partition_numbers(tmp_path, {kernel: (tmp_path / f"probe-{kernel}", 0) for kernel in kernels})
+    latest = max(alone.values())
+    cache = tmp_path / "cache"
+    together = _partition_numbers(tmp_path, {kernel: (cache, latest - alone[kernel]) for kernel in kernels})
+    assert len(set(together.values())) == 1  # (the two partitions are numbered alike within their processes)
+    output, error = _run(tmp_path, cache, LOAD_SORTS).communicate(timeout=600)
+    assert output.splitlines() == ["True True True", "1 1"], error
+
+
 def _interleavings(steps: int):
     """Every order of two processes' ``steps`` file operations each: sequences of 0s and 1s."""
     return [order for order in itertools.product((0, 1), repeat=2 * steps) if sum(order) == steps]
