@@ -110,6 +110,58 @@ def test_early_stopping_scores_as_its_best_iteration():
     assert_same(CompiledXGBoost(model, "predict_proba")(FRAME), model.predict_proba(FRAME))
 
 
+def _range_models():
+    """(model, its methods) of six rounds: binary, three classes, a regression with a link."""
+    X = FRAME.to_numpy()
+    y = (FRAME["a"] > 0).to_numpy() + (FRAME["b"] > 0.5).to_numpy()
+    return [(xgboost.XGBClassifier(n_estimators=6, max_depth=3, random_state=0).fit(X, y > 0), CLASSIFIER_METHODS),
+            (xgboost.XGBClassifier(n_estimators=6, max_depth=3, random_state=0).fit(X, y), CLASSIFIER_METHODS),
+            (xgboost.XGBRegressor(n_estimators=6, objective="count:poisson", random_state=0).fit(X, y), ["predict"])]
+
+
+RANGES = [(b, e) for e in range(1, 7) for b in range(e)] + [(3, 0), (0, 0), [1, 4], (np.int64(2), np.int32(5))]
+
+
+def test_iteration_ranges_and_margins_give_xgboosts_answers():
+    """Each range of rounds (an end of 0: all of them, as XGBoost reads it), and the margins
+    ``predict(output_margin=True)`` gives, to the bit; ranges XGBoost refuses or scores otherwise
+    (past its rounds, reversed, empty, not two ints) run as its call."""
+    rows = np.vstack([FRAME.to_numpy()[:50], np.array(SPECIAL[:9]).reshape(3, 3)])
+    for model, methods in _range_models():
+        for method in methods:
+            kernel = CompiledXGBoost(model, method)
+            for iteration_range in RANGES:
+                expected = getattr(model, method)(rows, iteration_range=iteration_range)
+                assert_same(kernel(rows, iteration_range=iteration_range), expected)
+                assert_same(kernel(rows[:1], iteration_range=iteration_range), expected[:1])
+            if method == "predict":
+                for iteration_range in (None, (1, 4)):
+                    assert_same(kernel(rows, output_margin=True, iteration_range=iteration_range),
+                                model.predict(rows, output_margin=True, iteration_range=iteration_range))
+            assert len(kernel._other_ranges) <= 4
+            for refused in [(0, 7), (4, 2), (3, 3), (True, 4), (0.0, 4), (-1, 3), (0, 2, 4), 5]:
+                with pytest.raises(Unsupported, match="iteration_range"):
+                    kernel(rows, iteration_range=refused)
+            with pytest.raises(Unsupported, match="base_margin"):
+                kernel(rows, base_margin=np.zeros(len(rows)))
+
+
+def early_stopped_scores(df):
+    """Scores at the best iteration, as notebooks that stopped early write it."""
+    return EARLY_STOPPED.predict_proba(df, iteration_range=(0, EARLY_STOPPED.best_iteration + 1))[:, 1]
+
+
+EARLY_STOPPED = xgboost.XGBClassifier(n_estimators=200, learning_rate=0.5, early_stopping_rounds=3, random_state=0)
+EARLY_STOPPED.fit(FRAME.iloc[:300], (FRAME["a"] - FRAME["b"] ** 2 > 0)[:300],
+                  eval_set=[(FRAME.iloc[300:], (FRAME["a"] - FRAME["b"] ** 2 > 0)[300:])], verbose=False)
+
+
+def test_a_call_with_the_best_iteration_range_runs_the_kernel():
+    assert EARLY_STOPPED.best_iteration + 1 < EARLY_STOPPED.get_booster().num_boosted_rounds()
+    assert_compiled_as_written(early_stopped_scores, [FRAME, FRAME.iloc[[7]]], "XGBClassifier.predict_proba",
+                               assert_same)
+
+
 def test_a_function_as_written_runs_the_kernel():
     assert_compiled_as_written(scores, [FRAME, FRAME.iloc[[3]], FRAME.iloc[::-1]], "XGBClassifier.predict_proba",
                                assert_same)

@@ -8,8 +8,11 @@ The booster's JSON gives each tree's nodes; a row goes left when ``value < split
 DMatrix reads it (float32; NaN and infinities kept), the trees' values are summed in float32 from
 the base margin in tree order (XGBoost's CPU predictor), each tree into its class's output, and
 the sums are mapped by the objective's float32 link (``common::Sigmoid``, ``common::Softmax``,
-``expf``; ``OBJECTIVES``). Other objectives, categorical splits, several targets, other
-boosters and ``base_margin`` or ``iteration_range`` arguments run as XGBoost's call.
+``expf``; ``OBJECTIVES``). A call's ``iteration_range`` scores that range's trees (as
+``XGBModel._get_iteration_range`` reads it: an end of 0 means the best iteration's, or all);
+``output_margin=True`` gives the sums before the link. Other objectives, categorical splits,
+several targets, other boosters, a ``base_margin`` and ``validate_features=False`` run as
+XGBoost's call.
 """
 
 import json
@@ -51,13 +54,16 @@ class CompiledXGBoost:
         names = getattr(model, "feature_names_in_", None)
         self.names = None if names is None else names.tolist()
         self._named = None
+        booster = model.get_booster()
+        self.rounds = booster.num_boosted_rounds()
         try:  # (XGBModel.predict uses the best iteration of early stopping, when there is one)
-            iterations = model.best_iteration + 1
+            self.default_range = (0, model.best_iteration + 1)
         except AttributeError:
-            iterations = None
+            self.default_range = (0, self.rounds)
         self.classifier = kind is xgboost.XGBClassifier
-        objectives = CLASSIFIER_OBJECTIVES if self.classifier else REGRESSOR_OBJECTIVES
-        self.ensemble = xgboost_ensemble(model.get_booster(), self.width, iterations, objectives)
+        self.objectives = CLASSIFIER_OBJECTIVES if self.classifier else REGRESSOR_OBJECTIVES
+        self.ensemble = xgboost_ensemble(booster, self.width, self.default_range, self.objectives)
+        self._other_ranges = {}  # (begin, end): its ensemble, for a few other iteration ranges
 
     def still_valid(self) -> bool:
         """False once the model is refitted or a parameter is set."""
@@ -65,8 +71,9 @@ class CompiledXGBoost:
         return len(now) == len(self.state) and all(map(is_, now.values(), self.state))
 
     def __call__(self, *args, **kwargs):
-        if len(args) != 1 or kwargs:
-            raise Unsupported("arguments other than X")
+        if len(args) != 1:
+            raise Unsupported("arguments other than X given by position")
+        ensemble, margin = self._ensemble_of_call(kwargs)
         X = args[0]
         if type(X) is pd.DataFrame:
             if self.names is not None:  # (fitted without names, XGBoost reads any frame's columns in order)
@@ -78,14 +85,57 @@ class CompiledXGBoost:
             raise Unsupported(f"input of type {type(X).__name__}")
         if matrix.shape[0] == 0 or matrix.shape[1] != self.width:
             raise Unsupported("no rows, or not the model's number of features (XGBoost raises)")
-        out = self.ensemble.predict(matrix, self.workers).astype(np.float32)
-        if self.classifier and self.method == "predict":
+        out = ensemble.predict(matrix, self.workers, raw=margin).astype(np.float32)
+        if self.classifier and self.method == "predict" and not margin:
             return _class_indexes(out)
-        if self.ensemble.n_outputs > 1:
+        if ensemble.n_outputs > 1:
             return out
         if self.method == "predict_proba":  # (xgboost's _cls_predict_proba for two classes)
             return np.vstack((1.0 - out[:, 0], out[:, 0])).transpose()
         return out[:, 0]
+
+
+    def _ensemble_of_call(self, kwargs: dict) -> tuple:
+        """(the ensemble of a call's ``iteration_range``, whether it asks for margins), or Unsupported
+        for an argument the kernels do not answer as XGBoost does."""
+        options = dict(CALL_DEFAULTS[self.method], **kwargs)
+        if len(options) != len(CALL_DEFAULTS[self.method]):
+            raise Unsupported(f"arguments {sorted(set(kwargs) - set(CALL_DEFAULTS[self.method]))}")
+        if options["validate_features"] is not True or options["base_margin"] is not None:
+            raise Unsupported("validate_features other than True, or a base_margin")
+        margin = options.get("output_margin", False)
+        if type(margin) is not bool:
+            raise Unsupported(f"output_margin={margin!r}")
+        return self._ensemble_of_range(options["iteration_range"]), margin
+
+    def _ensemble_of_range(self, iteration_range) -> Ensemble:
+        """The ensemble of the trees of ``iteration_range`` as ``XGBModel._get_iteration_range`` reads
+        it (None or an end of 0: the default range), built once and kept among a few."""
+        if iteration_range is None:
+            return self.ensemble
+        if not (type(iteration_range) in (tuple, list) and len(iteration_range) == 2
+                and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in iteration_range)):
+            raise Unsupported(f"iteration_range={iteration_range!r} (to the tree kernels: two ints)")
+        begin, end = map(int, iteration_range)
+        if end == 0 or (begin, end) == self.default_range:
+            return self.ensemble
+        if not 0 <= begin < end <= self.rounds:  # (XGBoost raises past its rounds; no trees: its base score)
+            raise Unsupported(f"iteration_range={iteration_range!r}: not some of the model's {self.rounds} rounds")
+        ensemble = self._other_ranges.get((begin, end))
+        if ensemble is None:
+            if len(self._other_ranges) >= KEPT_RANGES:
+                self._other_ranges.clear()
+            ensemble = xgboost_ensemble(self.model.get_booster(), self.width, (begin, end), self.objectives)
+            self._other_ranges[begin, end] = ensemble
+        return ensemble
+
+
+# the keyword arguments each method answers, with their defaults
+CALL_DEFAULTS = {
+    "predict_proba": {"validate_features": True, "base_margin": None, "iteration_range": None},
+    "predict": {"output_margin": False, "validate_features": True, "base_margin": None, "iteration_range": None},
+}
+KEPT_RANGES = 4  # the ensembles of other iteration ranges a kernel keeps
 
 
 def _class_indexes(probabilities: np.ndarray) -> np.ndarray:
@@ -109,9 +159,9 @@ def _version(text: str) -> tuple:
     return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
 
 
-def xgboost_ensemble(booster, width: int, iterations: int | None = None, objectives=None) -> Ensemble:
-    """The kernels' ensemble of an XGBoost booster's first ``iterations`` (None: all), or Unsupported
-    for what they do not reproduce (an objective not among ``objectives`` included)."""
+def xgboost_ensemble(booster, width: int, iteration_range: tuple | None = None, objectives=None) -> Ensemble:
+    """The kernels' ensemble of an XGBoost booster's trees of ``iteration_range`` (begin, end) (None:
+    all), or Unsupported for what they do not reproduce (an objective not among ``objectives`` included)."""
     learner = json.loads(booster.save_raw("json"))["learner"]
     objective = learner["objective"]["name"]
     if objective not in (objectives or OBJECTIVES):
@@ -125,8 +175,9 @@ def xgboost_ensemble(booster, width: int, iterations: int | None = None, objecti
     bases = np.array(parameters["base_score"].strip("[]").split(","), np.float32)  # (one, or one per class)
     margin, link = OBJECTIVES[objective]
     model = learner["gradient_booster"]["model"]
-    stop = model["iteration_indptr"][iterations] if iterations is not None else len(model["trees"])
-    trees = [_tree(tree, column) for tree, column in zip(model["trees"][:stop], model["tree_info"])]
+    begin, end = iteration_range or (0, len(model["iteration_indptr"]) - 1)
+    first, stop = model["iteration_indptr"][begin], model["iteration_indptr"][end]
+    trees = [_tree(tree, column) for tree, column in zip(model["trees"][first:stop], model["tree_info"][first:stop])]
     initial = np.broadcast_to([np.float64(margin(base)) for base in bases], outputs)
     return Ensemble(joined(stacked(trees), [0], np.zeros(0, np.uint32), np.full(width, -1)), plain_reading(FLOAT32), width,
                     initial, link=link, single=True)
