@@ -113,7 +113,7 @@ def test_early_stopping_scores_as_its_best_iteration():
 def _range_models():
     """(model, its methods) of six rounds: binary, three classes, a regression with a link."""
     X = FRAME.to_numpy()
-    y = (FRAME["a"] > 0).to_numpy() + (FRAME["b"] > 0.5).to_numpy()
+    y = (FRAME["a"] > 0).to_numpy(int) + (FRAME["b"] > 0.5).to_numpy(int)  # (0, 1 or 2)
     return [(xgboost.XGBClassifier(n_estimators=6, max_depth=3, random_state=0).fit(X, y > 0), CLASSIFIER_METHODS),
             (xgboost.XGBClassifier(n_estimators=6, max_depth=3, random_state=0).fit(X, y), CLASSIFIER_METHODS),
             (xgboost.XGBRegressor(n_estimators=6, objective="count:poisson", random_state=0).fit(X, y), ["predict"])]
@@ -136,9 +136,10 @@ def test_iteration_ranges_and_margins_give_xgboosts_answers():
                 assert_same(kernel(rows[:1], iteration_range=iteration_range), expected[:1])
             if method == "predict":
                 for iteration_range in (None, (1, 4)):
-                    assert_same(kernel(rows, output_margin=True, iteration_range=iteration_range),
-                                model.predict(rows, output_margin=True, iteration_range=iteration_range))
-            assert len(kernel._other_ranges) <= 4
+                    expected = model.predict(rows, output_margin=True, iteration_range=iteration_range)
+                    assert_same(kernel(rows, output_margin=True, iteration_range=iteration_range), expected)
+                    assert_same(kernel(rows[:1], output_margin=True, iteration_range=iteration_range), expected[:1])
+            assert kernel._ensemble_of_range((1, 4)) is kernel._ensemble_of_range([1, 4])  # (built once)
             for refused in [(0, 7), (4, 2), (3, 3), (True, 4), (0.0, 4), (-1, 3), (0, 2, 4), 5]:
                 with pytest.raises(Unsupported, match="iteration_range"):
                     kernel(rows, iteration_range=refused)
@@ -157,7 +158,12 @@ EARLY_STOPPED.fit(FRAME.iloc[:300], (FRAME["a"] - FRAME["b"] ** 2 > 0)[:300],
 
 
 def test_a_call_with_the_best_iteration_range_runs_the_kernel():
-    assert EARLY_STOPPED.best_iteration + 1 < EARLY_STOPPED.get_booster().num_boosted_rounds()
+    rounds = EARLY_STOPPED.get_booster().num_boosted_rounds()
+    assert EARLY_STOPPED.best_iteration + 1 < rounds
+    kernel = CompiledXGBoost(EARLY_STOPPED, "predict_proba")
+    for iteration_range in ((2, 0), (0, rounds), (1, rounds)):  # (an end of 0: the best iteration's)
+        assert_same(kernel(FRAME, iteration_range=iteration_range),
+                    EARLY_STOPPED.predict_proba(FRAME, iteration_range=iteration_range))
     assert_compiled_as_written(early_stopped_scores, [FRAME, FRAME.iloc[[7]]], "XGBClassifier.predict_proba",
                                assert_same)
 

@@ -35,11 +35,12 @@ as scikit-learn's ``check_array`` does, or as float64; categories of some column
 positions among known numbers), then each output starts at ``initial`` and each tree, in order,
 adds ``scale * value``; the outputs are then divided by ``divisor`` when it is not 0 and mapped
 by ``link``, as LightGBM's ``ConvertOutput`` computes it. (``-0.0 + v`` is ``v`` for every ``v``:
-a single tree's values come out as they are.) One kernel, ``score_rows``, scores a range of rows:
-trees of at most ``WORDS_A_TREE`` words of leaves by bit vectors (QuickScorer; a batch's
-``COLUMN_ROWS`` rows at a time, each split applied to all of them in one vector loop), the others
-walked: by a single row turn by turn; by a batch, in blocks of rows every tree walks in turn,
-``LANES`` rows in step without branches. A batch is split in ranges over ``workers``.
+a single tree's values come out as they are.) ``score_rows`` scores a batch: trees of at most
+``WORDS_A_TREE`` words of leaves by bit vectors (QuickScorer; ``COLUMN_ROWS`` rows at a time, each
+split applied to all of them in one vector loop) when the fitted costs say so, the others walked
+in blocks of rows every tree walks in turn, ``LANES`` rows in step without branches; a batch is
+split in ranges over ``workers``. ``_score_row`` scores a single row: every tree the tables take by
+bits, the others walked turn by turn.
 """
 
 import math
@@ -708,7 +709,7 @@ def score_rows(X, start, stop, mode, allow_nan, encoding, categories, nodes, thr
     per_block = COLUMN_ROWS if by_columns else max(1, min(ROWS_PER_BLOCK, BLOCK_BYTES // (8 * max(width, 1))))
     rows = np.empty((min(per_block, stop - start), width), np.float64)
     words = np.empty((n_words, len(rows)), np.uint64)  # (by column: a row's words in its column)
-    row_bits = np.empty(n_words, np.uint64)  # (a row's words when a block is short)
+    row_bits = np.empty(n_words, np.uint64)  # (a row's words, when not a full block of columns)
     sums = np.empty((len(initial), len(rows)), np.float64)  # (by column: a row's outputs in its column)
     leaves = np.empty(len(rows), np.int64)  # (a tree's exit leaf of each row of a block)
     at = np.empty(LANES, np.int64)  # the lanes' nodes

@@ -94,7 +94,6 @@ class CompiledXGBoost:
             return np.vstack((1.0 - out[:, 0], out[:, 0])).transpose()
         return out[:, 0]
 
-
     def _ensemble_of_call(self, kwargs: dict) -> tuple:
         """(the ensemble of a call's ``iteration_range``, whether it asks for margins), or Unsupported
         for an argument the kernels do not answer as XGBoost does."""
