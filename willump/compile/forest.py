@@ -71,6 +71,7 @@ BLOCK_BYTES = 1 << 16  # (fewer rows per block when they are wide)
 COLUMN_ROWS = 64  # rows of a block when a batch scores trees by bits (``_leaf_bits_block``)
 COLUMN_WIDTH = 2048  # (for rows of at most so many columns: a block's rows then take at most 1 MB)
 LANES = 8  # rows walking a tree in step (``_walk_lanes`` writes them out)
+PHASE = 8  # the steps rows walk a deep tree in step before the ones not at a leaf are gathered
 WORD = 64  # bits a word of a row's bit vector holds
 WORDS_A_TREE = 4  # the most words of a tree scored by bits
 # a row's costs in a batch (ns, one core; fitted to 30 LightGBM and random forests of 4-255 leaves and
@@ -558,17 +559,46 @@ def _turn(rows, r, node, nodes, thresholds, nan):
     return _child(nodes, node, np.int64(not to_left))
 
 
+@njit
+def _walk(rows, size, root, depth, first_leaf, nodes, thresholds, pending, node_of, nan):
+    """Into ``node_of``, the leaf each of the first ``size`` rows of ``rows`` reaches in a tree of
+    ``depth`` levels without special nodes (its leaves: its nodes from ``first_leaf`` on). The rows
+    walk ``LANES`` at a time in step (``_walk_lanes``): all of them the tree's depth when it has at
+    most ``PHASE`` levels; in a deeper tree, ``PHASE`` steps at a time, the rows not at a leaf yet
+    gathered between phases (``pending``), so that a row walks about its own path, not the deepest
+    one (``nan``: whether the rows may hold a NaN)."""
+    for r in range(size):
+        pending[r], node_of[r] = r, root
+    count, steps = size, min(depth, PHASE)
+    while count:
+        for first in range(0, count, LANES):
+            if nan:
+                _walk_lanes(rows, pending, first, count, steps, nodes, thresholds, node_of, True)
+            else:
+                _walk_lanes(rows, pending, first, count, steps, nodes, thresholds, node_of, False)
+        kept = 0
+        for p in range(count):  # (without a branch)
+            r = pending[p]
+            pending[kept] = r
+            kept += node_of[r] < first_leaf
+        count = kept
+
+
 @njit(inline="always")
-def _walk_lanes(rows, first, stop, root, steps, nodes, thresholds, at, nan):
-    """Into ``at``, the nodes rows ``first:first + LANES`` of ``rows`` reach in ``steps`` turns
-    from ``root`` (lanes past ``stop`` walk its last row again; ``nan``: whether the rows may hold a
-    NaN, a constant at each call so that rows without one skip its test: 20% faster). Written out
-    lane by lane so that each lane's node stays in a register and the lanes' turns overlap in the
-    processor (a loop over an array of lanes stores and reloads them every turn: 1.7x slower)."""
-    last = stop - 1
-    r0, r1, r2, r3 = first, min(first + 1, last), min(first + 2, last), min(first + 3, last)
-    r4, r5, r6, r7 = min(first + 4, last), min(first + 5, last), min(first + 6, last), min(first + 7, last)
-    n0 = n1 = n2 = n3 = n4 = n5 = n6 = n7 = root
+def _walk_lanes(rows, pending, first, count, steps, nodes, thresholds, node_of, nan):
+    """Rows ``pending[first:first + LANES]`` of ``rows`` (lanes past ``count`` walk the last one
+    again) take ``steps`` turns each from their node in ``node_of`` (at a leaf, a row stays there;
+    ``nan``: whether the rows may hold a NaN, a constant at each call so that rows without one skip
+    its test: 20% faster). Written out lane by lane so that each lane's node stays in a register and
+    the lanes' turns overlap in the processor (a loop over an array of lanes stores and reloads them
+    every turn: 1.7x slower)."""
+    last = count - 1
+    r0, r1, r2, r3 = pending[first], pending[min(first + 1, last)], pending[min(first + 2, last)], \
+        pending[min(first + 3, last)]
+    r4, r5, r6, r7 = pending[min(first + 4, last)], pending[min(first + 5, last)], pending[min(first + 6, last)], \
+        pending[min(first + 7, last)]
+    n0, n1, n2, n3, n4, n5, n6, n7 = node_of[r0], node_of[r1], node_of[r2], node_of[r3], node_of[r4], node_of[r5], \
+        node_of[r6], node_of[r7]
     for _ in range(steps):
         n0 = _turn(rows, r0, n0, nodes, thresholds, nan)
         n1 = _turn(rows, r1, n1, nodes, thresholds, nan)
@@ -578,7 +608,8 @@ def _walk_lanes(rows, first, stop, root, steps, nodes, thresholds, at, nan):
         n5 = _turn(rows, r5, n5, nodes, thresholds, nan)
         n6 = _turn(rows, r6, n6, nodes, thresholds, nan)
         n7 = _turn(rows, r7, n7, nodes, thresholds, nan)
-    at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7] = n0, n1, n2, n3, n4, n5, n6, n7
+    node_of[r0], node_of[r1], node_of[r2], node_of[r3] = n0, n1, n2, n3
+    node_of[r4], node_of[r5], node_of[r6], node_of[r7] = n4, n5, n6, n7
 
 
 @njit
@@ -694,10 +725,9 @@ def score_rows(X, start, stop, mode, allow_nan, encoding, categories, nodes, thr
     nodes is scored as QuickScorer does (Lucchese et al.): its leaf is the first still set in the
     row's words (see ``_leaf_bits``; in a batch, blocks of ``COLUMN_ROWS`` rows and
     ``_leaf_bits_block``), no walk and no branch on the path. Every other tree walks the block in turn
-    (its nodes stay in cache), ``LANES`` rows at a time in step without branches for the tree's
-    steps (rows at a leaf stay there): their paths overlap in the processor instead of each
-    mispredicted turn stalling it; rows not at a leaf by then (trees with special nodes) go on one
-    by one. Each row sums the trees in order. (A single row: ``_score_row``.)"""
+    (its nodes stay in cache), ``LANES`` rows at a time in step without branches (``_walk``): their
+    paths overlap in the processor instead of each mispredicted turn stalling it; trees with special
+    nodes row by row. Each row sums the trees in order. (A single row: ``_score_row``.)"""
     width = X.shape[1]
     n_words, walked_in_step = 0, False
     for t in range(len(trees)):
@@ -712,7 +742,7 @@ def score_rows(X, start, stop, mode, allow_nan, encoding, categories, nodes, thr
     row_bits = np.empty(n_words, np.uint64)  # (a row's words, when not a full block of columns)
     sums = np.empty((len(initial), len(rows)), np.float64)  # (by column: a row's outputs in its column)
     leaves = np.empty(len(rows), np.int64)  # (a tree's exit leaf of each row of a block)
-    at = np.empty(LANES, np.int64)  # the lanes' nodes
+    pending = np.empty(len(rows), np.int64)  # (the rows of a block not at a leaf yet)
     n_values = values.shape[1]
     for block in range(start, stop, per_block):
         end = min(block + per_block, stop)
@@ -735,23 +765,14 @@ def score_rows(X, start, stop, mode, allow_nan, encoding, categories, nodes, thr
             root, column, word = trees[t, 0], trees[t, 2], trees[t, 3]
             if word >= 0:  # (the rows' leaves in loops LLVM makes vector instructions of)
                 _exit_leaves(words, word, trees[t, 5], trees[t, 4], size, leaves)
-                for k in range(n_values):
-                    for r in range(size):
-                        _add(sums, column + k, r, scale * values[leaves[r], k], single)
-                continue
-            steps = trees[t, 1]
-            for first in range(block, end, LANES):
-                if steps and nan:
-                    _walk_lanes(rows, first - block, end - block, root, steps, nodes, thresholds, at, True)
-                elif steps:
-                    _walk_lanes(rows, first - block, end - block, root, steps, nodes, thresholds, at, False)
-                else:
-                    at[:] = root
-                for lane in range(min(LANES, end - first)):
-                    r = first - block + lane
-                    leaf = _walked_on(rows, r, at[lane], nodes, thresholds, cat_bounds, cat_bits, known)
-                    for k in range(n_values):
-                        _add(sums, column + k, r, scale * values[leaf, k], single)
+            elif trees[t, 1]:  # (a tree without special nodes: the rows walk it in step)
+                _walk(rows, size, root, trees[t, 1], trees[t, 4], nodes, thresholds, pending, leaves, nan)
+            else:
+                for r in range(size):
+                    leaves[r] = _walked_on(rows, r, root, nodes, thresholds, cat_bounds, cat_bits, known)
+            for k in range(n_values):
+                for r in range(size):
+                    _add(sums, column + k, r, scale * values[leaves[r], k], single)
         for r in range(size):
             for k in range(len(initial)):
                 out[block + r, k] = sums[k, r]
