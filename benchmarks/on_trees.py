@@ -64,7 +64,8 @@ from benchmarks.zoo.run import _first_difference
 
 LARGE_MODEL = "credit-large"
 MODELS = ("music", "credit", "tracking", LARGE_MODEL)
-PIPELINES = ("credit_hist_gradient_boosting", "credit_bureau_forest", "credit_forest_pipeline")
+PIPELINES = ("credit_hist_gradient_boosting", "credit_bureau_forest", "credit_forest_pipeline",
+             "credit_default_forest_pipeline")
 BOOSTER = "lightgbm-booster"  # the reference every model's answers are compared with
 KERNEL = "willump-kernel"  # the tree kernel alone, as the other environment's predictors are measured
 VENV_VARIABLE = "WILLUMP_TREES_VENV"
@@ -368,23 +369,29 @@ def credit_pipelines(rows: int | None, names=PIPELINES, random_state: int = 0) -
     builders = {
         "credit_hist_gradient_boosting": lambda: tabular.categorical_gradient_boosting(default, fitted),
         "credit_bureau_forest": lambda: tabular.bureau_lookups_forest(rows, random_state, fitted),
-        "credit_forest_pipeline": lambda: forest_pipeline(default, FittedModels(__file__, rows, random_state)),
+        "credit_forest_pipeline": lambda: forest_pipeline(
+            "credit_forest_pipeline", RandomForestClassifier(n_estimators=100, min_samples_leaf=5, random_state=0,
+                                                             n_jobs=1),
+            "RandomForestClassifier(min_samples_leaf=5)", default, FittedModels(__file__, rows, random_state)),
+        "credit_default_forest_pipeline": lambda: forest_pipeline(
+            "credit_default_forest_pipeline", RandomForestClassifier(random_state=0, n_jobs=1),
+            "RandomForestClassifier() (deep trees: every leaf one row)", default,
+            FittedModels(__file__, rows, random_state)),
     }
     return [builders[name]() for name in names]
 
 
-def forest_pipeline(data, fitted) -> Entry:
-    """Imputed numbers and ordinal-encoded categories by a ColumnTransformer, then a random forest."""
+def forest_pipeline(name: str, forest, written: str, data, fitted) -> Entry:
+    """Imputed numbers and ordinal-encoded categories by a ColumnTransformer, then ``forest``."""
     preprocessor = ColumnTransformer(transformers=[
         ("num", SimpleImputer(strategy="median"), tabular.NUMERIC),
         ("cat", OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1, encoded_missing_value=-1),
          tabular.CATEGORICAL),
     ])
-    forest = RandomForestClassifier(n_estimators=100, min_samples_leaf=5, random_state=0, n_jobs=1)
     return tabular.positive_class_pipeline(
-        "credit_forest_pipeline", "tree-ensemble", [("preprocessor", preprocessor), ("classifier", forest)],
-        "Pipeline(ColumnTransformer(SimpleImputer numbers, OrdinalEncoder categories), "
-        "RandomForestClassifier).predict_proba(df)[:, 1]", data, fitted)
+        name, "tree-ensemble", [("preprocessor", preprocessor), ("classifier", forest)],
+        f"Pipeline(ColumnTransformer(SimpleImputer numbers, OrdinalEncoder categories), {written})"
+        ".predict_proba(df)[:, 1]", data, fitted)
 
 
 def measure_pipeline(entry: Entry, settings: TreeSettings) -> list[dict]:

@@ -30,7 +30,7 @@ def other_environment(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory, datasets, other_environment):
-    """The credit workload's model and the three credit pipelines on 1,000 rows, a few calls each."""
+    """The credit workload's model and the credit pipelines on 1,000 rows, a few calls each."""
     out = tmp_path_factory.mktemp("trees-results")
     settings = dataclasses.replace(QUICK, build_rows=1000, batch_rows=300, single_rows=20, batch_repeats=1)
     document = run_trees(settings, out, models=("credit",), compare_venv=other_environment, log=lambda m: None)
