@@ -142,7 +142,8 @@ class Forest(NamedTuple):
 
 # Trees renumbered (``_in_order``): nodes absolute, each tree's splits in preorder then its leaves
 # left to right, a leaf's children itself; per tree its splits and depth, per node its tree.
-_Ordered = NamedTuple("_Ordered", [(name, np.ndarray) for name in (*Trees._fields, "splits", "depths", "tree_of")])
+_Ordered = NamedTuple("_Ordered", [(name, np.ndarray) for name in (*Trees._fields, "splits", "depths", "mean_depths",
+                                                                   "tree_of")])
 
 
 def joined(trees: Trees, cat_bounds, cat_bits, known) -> Forest:
@@ -189,8 +190,16 @@ def _word_counts(ordered: _Ordered, cat_bounds: np.ndarray, known: np.ndarray) -
     eligible = (leaves <= WORDS_A_TREE * WORD) & _bits_take(ordered, cat_bounds, known)
     counts = np.where(eligible, -(-leaves // WORD), 0)
     by_bits = SPLIT_NS * ordered.splits[eligible].sum() + WORD_NS * counts.sum()
-    walked = LEVEL_NS * ordered.depths[eligible].sum() + TREE_NS * np.count_nonzero(eligible)
+    walked = LEVEL_NS * _turns(ordered)[eligible].sum() + TREE_NS * np.count_nonzero(eligible)
     return counts, bool(by_bits <= walked)
+
+
+def _turns(ordered: _Ordered) -> np.ndarray:
+    """Per tree, about the turns a row walking it in a batch takes (``_walk``): its depth, or past
+    ``PHASE`` levels, its leaves' mean depth (rows gathered between phases walk about their own path;
+    the default RandomForestClassifier on the credit pipeline: walked 20% faster than by bits, which
+    its deepest leaf, 22 levels against a mean of 12, had chosen)."""
+    return np.where(ordered.depths <= PHASE, ordered.depths, np.maximum(PHASE, ordered.mean_depths))
 
 
 def _bits_take(ordered: _Ordered, cat_bounds: np.ndarray, known: np.ndarray) -> np.ndarray:
@@ -213,7 +222,7 @@ def _in_order(trees: Trees) -> _Ordered:
     absolute (nodes its root does not reach, as pruned trees keep them, dropped)."""
     left, right = np.ascontiguousarray(trees.left, np.int64), np.ascontiguousarray(trees.right, np.int64)
     starts = np.ascontiguousarray(trees.starts, np.int64)
-    order, splits, depths = _preorders(left, right, starts)
+    order, splits, depths, mean_depths = _preorders(left, right, starts)
     reached = order >= 0  # (each tree's nodes reached come first in its slots)
     sizes = np.bincount(np.repeat(np.arange(len(splits)), np.diff(starts)), reached, len(splits)).astype(np.int64)
     order = order[reached]
@@ -228,16 +237,17 @@ def _in_order(trees: Trees) -> _Ordered:
 
     return _Ordered(np.ascontiguousarray(trees.feature[order], np.int64), renumbered(left), renumbered(right),
                     trees.flags[order], trees.threshold[order], trees.values[order],
-                    np.concatenate([[0], np.cumsum(sizes)]), trees.columns, splits, depths, tree_of)
+                    np.concatenate([[0], np.cumsum(sizes)]), trees.columns, splits, depths, mean_depths, tree_of)
 
 
 @njit
 def _preorders(left, right, starts):
     """Per tree: its nodes reached from its first, as absolute indices (its splits in preorder,
-    then its leaves left to right; -1 past the end for nodes never reached), its number of splits
-    and its depth (the steps to its deepest leaf)."""
+    then its leaves left to right; -1 past the end for nodes never reached), its number of splits,
+    its depth (the steps to its deepest leaf) and the mean of its leaves' depths."""
     order = np.full(len(left), -1, np.int64)
     splits, depths = np.zeros(len(starts) - 1, np.int64), np.zeros(len(starts) - 1, np.int64)
+    mean_depths = np.zeros(len(starts) - 1, np.float64)
     most = 0
     for t in range(len(starts) - 1):
         most = max(most, starts[t + 1] - starts[t])
@@ -253,6 +263,7 @@ def _preorders(left, right, starts):
                 leaves[found] = first + node
                 found += 1
                 depths[t] = max(depths[t], step)
+                mean_depths[t] += step
             else:
                 order[first + split] = first + node
                 split += 1
@@ -261,7 +272,8 @@ def _preorders(left, right, starts):
                 top += 2
         order[first + split: first + split + found] = leaves[:found]
         splits[t] = split
-    return order, splits, depths
+        mean_depths[t] /= max(found, 1)
+    return order, splits, depths, mean_depths
 
 
 @njit
