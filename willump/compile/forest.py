@@ -964,11 +964,10 @@ class Ensemble:
 
     def _readable(self, X: np.ndarray) -> np.ndarray:
         """``X`` as the kernels read it, or a ValueError saying what it should be."""
-        kind = getattr(getattr(X, "dtype", None), "char", "")
-        if not (isinstance(X, np.ndarray) and X.ndim == 2 and X.shape[1] == self.n_features and kind in _NUMBERS):
+        if not (isinstance(X, np.ndarray) and X.ndim == 2 and X.shape[1] == self.n_features and X.dtype.kind in "iuf"):
             raise ValueError(f"expected a matrix of numbers with {self.n_features} columns; got "
                              f"{getattr(X, 'dtype', type(X).__name__)} of shape {getattr(X, 'shape', None)}")
-        return X.astype(np.float32) if kind == "e" else X  # (float16: each library reads it as float32 or float64)
+        return X.astype(np.float32) if X.dtype == np.float16 else X  # (each library reads these as float32 or 64)
 
     def predict(self, X: np.ndarray, workers=None, raw: bool = False) -> np.ndarray:
         """The outputs of the rows of a matrix, shape (rows, outputs), a batch in parts over ``workers``
@@ -985,9 +984,6 @@ class Ensemble:
         if refused >= 0:
             raise _refused()
         return out
-
-
-_NUMBERS = frozenset(np.typecodes["AllInteger"] + np.typecodes["Float"])  # (the dtypes' chars of kinds "iuf")
 
 
 def _refused() -> Unsupported:
