@@ -321,7 +321,7 @@ def test_a_call_of_the_scikit_learn_api_at_another_iteration_is_compiled(method)
     kernel = CompiledBooster(model, method)
     for iterations in (1, 5, np.int64(7), 0, -1, 200, None, 1):
         assert_same(kernel(frame, num_iteration=iterations), getattr(model, method)(frame, num_iteration=iterations))
-    assert len(kernel._other_iterations) <= trees_kernel._KEPT_ITERATIONS
+    assert len(kernel._other_iterations) <= forest_kernel.KEPT_ENSEMBLES
     for other in ({"start_iteration": 2}, {"num_iteration": 2.0}, {"num_iteration": True}):
         with pytest.raises(Unsupported):
             kernel(frame, **other)

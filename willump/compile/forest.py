@@ -986,5 +986,19 @@ class Ensemble:
         return out
 
 
+KEPT_ENSEMBLES = 4  # the ensembles of calls' other iterations a kernel keeps
+
+
+def kept_ensemble(kept: dict, key, build):
+    """``kept[key]``, built by ``build()`` the first time it is asked for and kept among a few (all
+    dropped once ``KEPT_ENSEMBLES`` are kept: calls ask for one or two other iterations, not many)."""
+    ensemble = kept.get(key)
+    if ensemble is None:
+        if len(kept) >= KEPT_ENSEMBLES:
+            kept.clear()
+        ensemble = kept[key] = build()
+    return ensemble
+
+
 def _refused() -> Unsupported:
     return Unsupported("a value the library refuses (infinity, NaN or an unknown kind of category)")

@@ -41,7 +41,7 @@ from lightgbm.basic import (
 from willump.compile.dense import ConcatenatedColumns
 from willump.compile.forest import (
     CATEGORICAL, EXP, IDENTITY, LEAF, LOG1P_EXP, MISSING_LEFT, SIGMOID, SIGNED_SQUARE, SOFTMAX, ZERO, ZERO_MISSING,
-    Ensemble, Trees, joined, plain_reading,
+    Ensemble, Trees, joined, kept_ensemble, plain_reading,
 )
 from willump.compile.forms import Unsupported
 from willump.compile.lgbmtext import model_text, sections
@@ -182,13 +182,10 @@ class CompiledBoosterPredict:
         return _ensemble_predict(ensemble, matrix, self.workers, raw)
 
 
-_KEPT_ITERATIONS = 4  # the ensembles of other num_iteration values a kernel keeps
-
-
 def _ensemble_of_call(kwargs: dict, default: Ensemble, others: dict, booster, params: dict) -> Ensemble:
     """The ensemble of a call's ``num_iteration`` (popped from ``kwargs``, with a ``start_iteration``
     of 0): ``default`` (the booster's best iteration's) or one built once and kept among a few in
-    ``others``; Unsupported for another start or kind."""
+    ``others`` (``kept_ensemble``); Unsupported for another start or kind."""
     start, iterations = kwargs.pop("start_iteration", 0), kwargs.pop("num_iteration", None)
     if type(start) is not int or start != 0:
         raise Unsupported(f"start_iteration={start!r} (to the tree kernels: 0)")
@@ -196,11 +193,7 @@ def _ensemble_of_call(kwargs: dict, default: Ensemble, others: dict, booster, pa
         return default
     if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)):
         raise Unsupported(f"num_iteration={iterations!r} (to the tree kernels: an int or None)")
-    ensemble = others.get(int(iterations))
-    if ensemble is None:
-        if len(others) >= _KEPT_ITERATIONS:
-            others.clear()
-        ensemble = others[int(iterations)] = _ensemble(booster, params, int(iterations))
+    ensemble = kept_ensemble(others, int(iterations), lambda: _ensemble(booster, params, int(iterations)))
     if isinstance(ensemble, Unsupported):
         raise ensemble
     return ensemble

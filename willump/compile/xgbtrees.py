@@ -24,8 +24,8 @@ import pandas as pd
 import xgboost
 
 from willump.compile.forest import (
-    EXP32, FLOAT32, IDENTITY, LEAF, MISSING_LEFT, SIGMOID32, SOFTMAX32, Ensemble, Tree, joined, plain_reading,
-    stacked,
+    EXP32, FLOAT32, IDENTITY, LEAF, MISSING_LEFT, SIGMOID32, SOFTMAX32, Ensemble, Tree, joined, kept_ensemble,
+    plain_reading, stacked,
 )
 from willump.compile.forms import Unsupported
 from willump.compile.jit import njit
@@ -120,13 +120,8 @@ class CompiledXGBoost:
             return self.ensemble
         if not 0 <= begin < end <= self.rounds:  # (XGBoost raises past its rounds; no trees: its base score)
             raise Unsupported(f"iteration_range={iteration_range!r}: not some of the model's {self.rounds} rounds")
-        ensemble = self._other_ranges.get((begin, end))
-        if ensemble is None:
-            if len(self._other_ranges) >= KEPT_RANGES:
-                self._other_ranges.clear()
-            ensemble = xgboost_ensemble(self.model.get_booster(), self.width, (begin, end), self.objectives)
-            self._other_ranges[begin, end] = ensemble
-        return ensemble
+        return kept_ensemble(self._other_ranges, (begin, end), lambda: xgboost_ensemble(
+            self.model.get_booster(), self.width, (begin, end), self.objectives))
 
 
 # the keyword arguments each method answers, with their defaults
@@ -134,7 +129,6 @@ CALL_DEFAULTS = {
     "predict_proba": {"validate_features": True, "base_margin": None, "iteration_range": None},
     "predict": {"output_margin": False, "validate_features": True, "base_margin": None, "iteration_range": None},
 }
-KEPT_RANGES = 4  # the ensembles of other iteration ranges a kernel keeps
 
 
 def _class_indexes(probabilities: np.ndarray) -> np.ndarray:
