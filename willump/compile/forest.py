@@ -563,12 +563,13 @@ def _child(nodes, node, right):
 def _turn(rows, r, node, nodes, thresholds, nan):
     """The node row ``r`` of ``rows`` goes to from a plain ``node`` (from a leaf: the leaf), without a
     branch (``nan``: whether the row may hold a NaN, which goes the node's missing way)."""
-    word = nodes[node, 2]
-    value = rows[r, word & LOW_HALF]
-    to_left = value <= thresholds[node, 0]
+    at = np.uint64(node)  # (numba does not check an unsigned index for a negative: 1.25x)
+    word = nodes[at, 2]
+    value = rows[np.uint64(r), np.uint64(word & LOW_HALF)]
+    to_left = value <= thresholds[at, 0]
     if nan:
         to_left |= np.isnan(value) & (((word >> 32) & MISSING_LEFT) != 0)
-    return _child(nodes, node, np.int64(not to_left))
+    return (nodes[at, 1] >> (np.int64(not to_left) << 5)) & LOW_HALF
 
 
 @njit
@@ -605,10 +606,10 @@ def _walk_lanes(rows, pending, first, count, steps, nodes, thresholds, node_of, 
     the lanes' turns overlap in the processor (a loop over an array of lanes stores and reloads them
     every turn: 1.7x slower)."""
     last = count - 1
-    r0, r1, r2, r3 = pending[first], pending[min(first + 1, last)], pending[min(first + 2, last)], \
-        pending[min(first + 3, last)]
-    r4, r5, r6, r7 = pending[min(first + 4, last)], pending[min(first + 5, last)], pending[min(first + 6, last)], \
-        pending[min(first + 7, last)]
+    r0, r1, r2, r3 = _lane_row(pending, first, last), _lane_row(pending, first + 1, last), \
+        _lane_row(pending, first + 2, last), _lane_row(pending, first + 3, last)
+    r4, r5, r6, r7 = _lane_row(pending, first + 4, last), _lane_row(pending, first + 5, last), \
+        _lane_row(pending, first + 6, last), _lane_row(pending, first + 7, last)
     n0, n1, n2, n3, n4, n5, n6, n7 = node_of[r0], node_of[r1], node_of[r2], node_of[r3], node_of[r4], node_of[r5], \
         node_of[r6], node_of[r7]
     for _ in range(steps):
@@ -622,6 +623,12 @@ def _walk_lanes(rows, pending, first, count, steps, nodes, thresholds, node_of, 
         n7 = _turn(rows, r7, n7, nodes, thresholds, nan)
     node_of[r0], node_of[r1], node_of[r2], node_of[r3] = n0, n1, n2, n3
     node_of[r4], node_of[r5], node_of[r6], node_of[r7] = n4, n5, n6, n7
+
+
+@njit(inline="always")
+def _lane_row(pending, lane, last):
+    """The row lane ``lane`` walks (past ``last``, the last one's), unsigned like the indices it makes."""
+    return np.uint64(pending[np.uint64(min(lane, last))])
 
 
 @njit
