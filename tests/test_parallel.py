@@ -80,3 +80,46 @@ def test_a_task_of_map_may_map_again():
     workers = Workers(2)
     nested = run_with_timeout(lambda: workers.map(lambda i: workers.map(lambda j: 10 * i + j, [0, 1]), [1, 2, 3]), 30)
     assert nested == [[10, 11], [20, 21], [30, 31]]
+
+
+def test_map_hands_the_items_to_whichever_thread_is_free():
+    """A worker held up on its first item (a core busy with other work) leaves the others to the
+    calling thread: here that item waits until every other one is done, which only the caller can do
+    (with the items after the first handed to the workers in advance, the call never finishes)."""
+    from willump.compile.parallel import Workers
+
+    workers, items = Workers(2), list(range(12))
+    caller, held, lock, done = [], [], threading.Lock(), []
+    worker_started, others_done = threading.Event(), threading.Event()
+
+    def work(i):
+        with lock:
+            hold = threading.get_ident() != caller[0] and not held
+            if hold:
+                held.append(i)
+        if hold:
+            worker_started.set()
+            assert others_done.wait(30), "the other items were left to the worker held up"
+        else:
+            assert worker_started.wait(30), "no worker took an item"
+        with lock:
+            done.append(i)
+            if len(done) == len(items) - 1 and held and held[0] not in done:
+                others_done.set()
+        return i * i
+
+    def call():
+        caller.append(threading.get_ident())
+        return workers.map(work, items)
+
+    assert run_with_timeout(call, 60) == [i * i for i in items]
+    assert sorted(done) == items and len(held) == 1
+
+
+def test_split_makes_parts_a_worker_of_at_least_the_minimum():
+    from willump.compile.parallel import Workers
+
+    parts = Workers(2).split(10_000, 500, per_worker=4)
+    assert len(parts) == 8 and parts[0].start == 0 and parts[-1].stop == 10_000
+    assert all(a.stop == b.start for a, b in zip(parts, parts[1:])) and min(map(len, parts)) >= 500
+    assert len(Workers(2).split(1_200, 500, per_worker=4)) == 2

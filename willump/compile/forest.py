@@ -82,6 +82,7 @@ SPLIT_NS, WORD_NS, LEVEL_NS, TREE_NS = 0.117, 2.27, 2.34, 5.36
 CODES_A_BITSET = 1024  # the most categories a categorical split scored by bits lists
 ALL_LEAVES = np.uint64(2 ** WORD - 1)
 NODE_WORK_PER_TASK = 50_000  # rows x trees below which a part of a batch is not worth a thread
+PARTS_A_WORKER = 4  # parts of a batch a worker scores (taken in turn: a slower core takes fewer)
 
 
 class Tree(NamedTuple):
@@ -986,7 +987,7 @@ class Ensemble:
         if n < 2 * self.minimum_rows or workers is None or workers.count == 1:
             refused = score_packed(X, 0, n, blob, raw, out)
         else:
-            parts = workers.split(n, self.minimum_rows)
+            parts = workers.split(n, self.minimum_rows, PARTS_A_WORKER)
             refused = max(workers.map(lambda rows: score_packed(X, rows.start, rows.stop, blob, raw, out), parts))
         if refused >= 0:
             raise _refused()
