@@ -169,6 +169,22 @@ def test_batches_score_small_trees_by_bits_and_walk_large_ones():
     assert (layouts[5, 15] >= 0).all() and (layouts[200, 15] >= 0).all() and (layouts[20, 255] < 0).all()
 
 
+def test_turns_count_a_deep_trees_phases():
+    """The walked cost of a tree deeper than ``PHASE`` counts whole phases to each leaf (rows walk
+    ``PHASE`` steps at a time): a chain of 10 splits, each with a leaf on its left, has leaves at
+    depths 1-10 and 10; those at depth 9 and 10 take two phases."""
+    splits = 10
+    leaves = [forest_kernel.LEAF] * (splits + 1)  # (nodes 10-20)
+    left = np.array([splits + 1 + i for i in range(splits)] + leaves, np.int64)
+    right = np.array(list(range(1, splits)) + [splits] + leaves, np.int64)
+    order, found, depths, turns = forest_kernel._preorders(left, right, np.array([0, len(left)], np.int64))
+    phase = forest_kernel.PHASE
+    assert (found[0], depths[0]) == (splits, splits)
+    assert turns[0] == pytest.approx((8 * phase + 3 * 2 * phase) / 11)
+    shallow = forest_kernel._preorders(np.array([1, -1, -1]), np.array([2, -1, -1]), np.array([0, 3]))
+    assert shallow[3][0] == 1  # (a tree of at most PHASE levels: its depth)
+
+
 def fitted(kind, task: str, categorical_frame: bool = False, **params):
     """A model of ``kind`` fitted on a DataFrame to labels of ``task`` (an objective's name), and the frame."""
     rng = np.random.default_rng(3)

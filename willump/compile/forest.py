@@ -74,11 +74,11 @@ LANES = 8  # rows walking a tree in step (``_walk_lanes`` writes them out)
 PHASE = 8  # the steps rows walk a deep tree in step before the ones not at a leaf are gathered
 WORD = 64  # bits a word of a row's bit vector holds
 WORDS_A_TREE = 4  # the most words of a tree scored by bits
-# a row's costs in a batch (ns, one core; fitted to 30 LightGBM and random forests of 4-255 leaves and
-# 8-120 features, 10,000 rows; the layout chosen by them was the faster for 28, 5% and 22% slower for
-# two forests of depth 8): by bits, each split and each word of leaves; walked, each level of a tree's
-# depth and each tree
-SPLIT_NS, WORD_NS, LEVEL_NS, TREE_NS = 0.117, 2.27, 2.34, 5.36
+# a row's costs in a batch (ns, one core; fitted to 28 LightGBM and random forests of 8-255 leaves,
+# depth 6-23 and 8-120 features, 10,000 rows, measured twice: the layout chosen by them was the
+# faster in 53 of 56 measurements, at worst 10% slower): by bits, each split and each word of leaves;
+# walked, each turn a row takes (``_preorders``) and each tree
+SPLIT_NS, WORD_NS, LEVEL_NS, TREE_NS = 0.134, 1.22, 1.20, 3.55
 CODES_A_BITSET = 1024  # the most categories a categorical split scored by bits lists
 ALL_LEAVES = np.uint64(2 ** WORD - 1)
 NODE_WORK_PER_TASK = 50_000  # rows x trees below which a part of a batch is not worth a thread
@@ -143,7 +143,7 @@ class Forest(NamedTuple):
 
 # Trees renumbered (``_in_order``): nodes absolute, each tree's splits in preorder then its leaves
 # left to right, a leaf's children itself; per tree its splits and depth, per node its tree.
-_Ordered = NamedTuple("_Ordered", [(name, np.ndarray) for name in (*Trees._fields, "splits", "depths", "mean_depths",
+_Ordered = NamedTuple("_Ordered", [(name, np.ndarray) for name in (*Trees._fields, "splits", "depths", "turns",
                                                                    "tree_of")])
 
 
@@ -191,16 +191,8 @@ def _word_counts(ordered: _Ordered, cat_bounds: np.ndarray, known: np.ndarray) -
     eligible = (leaves <= WORDS_A_TREE * WORD) & _bits_take(ordered, cat_bounds, known)
     counts = np.where(eligible, -(-leaves // WORD), 0)
     by_bits = SPLIT_NS * ordered.splits[eligible].sum() + WORD_NS * counts.sum()
-    walked = LEVEL_NS * _turns(ordered)[eligible].sum() + TREE_NS * np.count_nonzero(eligible)
+    walked = LEVEL_NS * ordered.turns[eligible].sum() + TREE_NS * np.count_nonzero(eligible)
     return counts, bool(by_bits <= walked)
-
-
-def _turns(ordered: _Ordered) -> np.ndarray:
-    """Per tree, about the turns a row walking it in a batch takes (``_walk``): its depth, or past
-    ``PHASE`` levels, its leaves' mean depth (rows gathered between phases walk about their own path;
-    the default RandomForestClassifier on the credit pipeline: walked 20% faster than by bits, which
-    its deepest leaf, 22 levels against a mean of 12, had chosen)."""
-    return np.where(ordered.depths <= PHASE, ordered.depths, np.maximum(PHASE, ordered.mean_depths))
 
 
 def _bits_take(ordered: _Ordered, cat_bounds: np.ndarray, known: np.ndarray) -> np.ndarray:
@@ -223,7 +215,7 @@ def _in_order(trees: Trees) -> _Ordered:
     absolute (nodes its root does not reach, as pruned trees keep them, dropped)."""
     left, right = np.ascontiguousarray(trees.left, np.int64), np.ascontiguousarray(trees.right, np.int64)
     starts = np.ascontiguousarray(trees.starts, np.int64)
-    order, splits, depths, mean_depths = _preorders(left, right, starts)
+    order, splits, depths, turns = _preorders(left, right, starts)
     reached = order >= 0  # (each tree's nodes reached come first in its slots)
     sizes = np.bincount(np.repeat(np.arange(len(splits)), np.diff(starts)), reached, len(splits)).astype(np.int64)
     order = order[reached]
@@ -238,17 +230,19 @@ def _in_order(trees: Trees) -> _Ordered:
 
     return _Ordered(np.ascontiguousarray(trees.feature[order], np.int64), renumbered(left), renumbered(right),
                     trees.flags[order], trees.threshold[order], trees.values[order],
-                    np.concatenate([[0], np.cumsum(sizes)]), trees.columns, splits, depths, mean_depths, tree_of)
+                    np.concatenate([[0], np.cumsum(sizes)]), trees.columns, splits, depths, turns, tree_of)
 
 
 @njit
 def _preorders(left, right, starts):
     """Per tree: its nodes reached from its first, as absolute indices (its splits in preorder,
     then its leaves left to right; -1 past the end for nodes never reached), its number of splits,
-    its depth (the steps to its deepest leaf) and the mean of its leaves' depths."""
+    its depth (the steps to its deepest leaf) and the turns a row walking it in a batch takes
+    (``_walk``): its depth; past ``PHASE`` levels, the mean over its leaves of the phases' steps to
+    reach them, as rows gathered between phases walk about their own path."""
     order = np.full(len(left), -1, np.int64)
     splits, depths = np.zeros(len(starts) - 1, np.int64), np.zeros(len(starts) - 1, np.int64)
-    mean_depths = np.zeros(len(starts) - 1, np.float64)
+    turns = np.zeros(len(starts) - 1, np.float64)
     most = 0
     for t in range(len(starts) - 1):
         most = max(most, starts[t + 1] - starts[t])
@@ -264,7 +258,7 @@ def _preorders(left, right, starts):
                 leaves[found] = first + node
                 found += 1
                 depths[t] = max(depths[t], step)
-                mean_depths[t] += step
+                turns[t] += PHASE * -(-step // PHASE)  # (in phases, if the tree is deeper)
             else:
                 order[first + split] = first + node
                 split += 1
@@ -273,8 +267,8 @@ def _preorders(left, right, starts):
                 top += 2
         order[first + split: first + split + found] = leaves[:found]
         splits[t] = split
-        mean_depths[t] /= max(found, 1)
-    return order, splits, depths, mean_depths
+        turns[t] = depths[t] if depths[t] <= PHASE else turns[t] / max(found, 1)
+    return order, splits, depths, turns
 
 
 @njit
