@@ -6,6 +6,8 @@ pandas or scipy objects in between. ``materialize`` gives the object the
 original code would have produced, once.
 """
 
+from operator import is_
+
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
@@ -14,6 +16,18 @@ import sklearn
 
 class Unsupported(Exception):
     """This object, option or input is not compiled; the Python call runs instead."""
+
+
+def held_attributes(model) -> tuple:
+    """A fitted model's attributes (its fitted state and parameters), held so that ``same_attributes``
+    compares them by identity: refitting or ``set_params`` replaces them."""
+    return tuple(vars(model).values())
+
+
+def same_attributes(model, held: tuple) -> bool:
+    """Whether ``model``'s attributes are still the ones ``held_attributes`` held."""
+    now = vars(model)
+    return len(now) == len(held) and all(map(is_, now.values(), held))
 
 
 class ReceiverKernel:

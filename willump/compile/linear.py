@@ -277,8 +277,14 @@ def frame_values(frame: pd.DataFrame) -> np.ndarray:
         raise Unsupported("columns that are not numpy ints or floats (scikit-learn converts them)")
     if len(blocks) == 1:
         return blocks[0].values.T
-    values = np.empty(frame._mgr.shape, np.result_type(*dtypes))
-    for block in blocks:
+    return interleaved(frame, np.result_type(*dtypes))
+
+
+def interleaved(frame: pd.DataFrame, dtype) -> np.ndarray:
+    """The frame's blocks as one (rows, columns) array of ``dtype``, as pandas interleaves them:
+    into a new (columns, rows) array, transposed."""
+    values = np.empty(frame._mgr.shape, dtype)
+    for block in frame._mgr.blocks:
         values[block.mgr_locs.indexer] = block.values
     return values.T
 

@@ -28,8 +28,6 @@ refuses (infinity, NaN where not supported, a category the encoder rejects) make
 refuse the call, which then runs as written and raises scikit-learn's error.
 """
 
-from operator import is_
-
 import joblib.parallel
 import numpy as np
 import pandas as pd
@@ -47,7 +45,7 @@ from willump.compile.forest import (
     CATEGORICAL, CHECKED_FLOAT32, FLOAT64, LEAF, MISSING_LEFT, Ensemble, Forest, Reading, Tree, joined, plain_reading,
     stacked,
 )
-from willump.compile.forms import Deferred, Unsupported
+from willump.compile.forms import Deferred, Unsupported, held_attributes, same_attributes
 from willump.compile.linear import frame_values, named_columns
 from willump.compile.parallel import SERIAL
 
@@ -120,7 +118,7 @@ class CompiledTrees:
         if getattr(model, "n_outputs_", 1) != 1:
             raise Unsupported("a model with several outputs")
         self.model, self.method, self.kind, self.workers = model, method, kind, workers
-        self.state = _fingerprint(model)
+        self.state = held_attributes(model)
         self.width = width = model.n_features_in_
         names = getattr(model, "feature_names_in_", None)
         self.names = None if names is None else names.tolist()
@@ -134,8 +132,7 @@ class CompiledTrees:
 
     def still_valid(self) -> bool:
         """False once the model is refitted or a parameter is set."""
-        now = vars(self.model)
-        return len(now) == len(self.state) and all(map(is_, now.values(), self.state))
+        return same_attributes(self.model, self.state)
 
     def __call__(self, *args, **kwargs):
         if len(args) == 1 and not kwargs:
@@ -230,11 +227,6 @@ def _fitted(model) -> bool:
     names = ("_predictors",) if isinstance(model, HISTOGRAM) else ("estimators_",) if isinstance(
         model, FORESTS + (GradientBoostingClassifier, GradientBoostingRegressor)) else ("tree_",)
     return all(hasattr(model, name) for name in names) and hasattr(model, "n_features_in_")
-
-
-def _fingerprint(model) -> tuple:  # (still_valid compares vars(model) with it)
-    """The model's attributes (fitted state and parameters), held and compared by identity."""
-    return tuple(vars(model).values())
 
 
 def _forest_jobs(model) -> int:

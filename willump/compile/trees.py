@@ -45,6 +45,7 @@ from willump.compile.forest import (
 )
 from willump.compile.forms import Unsupported
 from willump.compile.lgbmtext import model_text, sections
+from willump.compile.linear import interleaved
 
 _VALIDATION = "sklearn.utils.validation"
 try:  # what validate_data, which LGBMModel.predict calls on arrays, runs first
@@ -427,10 +428,7 @@ def _float64_values(frame: pd.DataFrame, width: int) -> np.ndarray | None:
         return None
     if len(blocks) == 1 and blocks[0].dtype == np.float64:
         return blocks[0].values.T
-    values = np.empty(frame._mgr.shape, np.float64)
-    for block in blocks:
-        values[block.mgr_locs.indexer] = block.values
-    return values.T
+    return interleaved(frame, np.float64)
 
 
 def _matrix(X, width: int, pandas_categorical) -> np.ndarray:

@@ -17,7 +17,6 @@ XGBoost's call.
 
 import json
 import math
-from operator import is_
 
 import numpy as np
 import pandas as pd
@@ -27,7 +26,7 @@ from willump.compile.forest import (
     EXP32, FLOAT32, IDENTITY, LEAF, MISSING_LEFT, SIGMOID32, SOFTMAX32, Ensemble, Tree, joined, kept_ensemble,
     plain_reading, stacked,
 )
-from willump.compile.forms import Unsupported
+from willump.compile.forms import Unsupported, held_attributes, same_attributes
 from willump.compile.jit import njit
 from willump.compile.linear import frame_values, named_columns
 from willump.compile.parallel import SERIAL
@@ -49,7 +48,7 @@ class CompiledXGBoost:
         if not (isinstance(model.missing, float) and math.isnan(model.missing)):
             raise Unsupported(f"missing={model.missing!r} (values other than NaN read as missing)")
         self.model, self.method, self.workers = model, method, workers
-        self.state = tuple(vars(model).values())
+        self.state = held_attributes(model)
         self.width = model.n_features_in_
         names = getattr(model, "feature_names_in_", None)
         self.names = None if names is None else names.tolist()
@@ -67,8 +66,7 @@ class CompiledXGBoost:
 
     def still_valid(self) -> bool:
         """False once the model is refitted or a parameter is set."""
-        now = vars(self.model)
-        return len(now) == len(self.state) and all(map(is_, now.values(), self.state))
+        return same_attributes(self.model, self.state)
 
     def __call__(self, *args, **kwargs):
         if len(args) != 1:
