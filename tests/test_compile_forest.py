@@ -149,6 +149,25 @@ def test_trees_scored_by_bits_beside_trees_walked():
         assert_same(forest.predict(rows[r : r + 1])[:, 0], expected[r : r + 1])
 
 
+def test_walked_blocks_of_a_batch_each_read_their_own_missing_values():
+    """Trees walked in phases (deeper than ``PHASE``) over a batch of several blocks of rows, not a
+    whole number of them, only one block holding NaN (a block skips the NaN test when it has none)."""
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(4000, N_FEATURES))
+    X[rng.random(X.shape) < 0.1] = np.nan
+    params = {"objective": "regression", "num_leaves": 200, "min_data_in_leaf": 1, "verbose": -1, "num_threads": 1}
+    booster = lgb.train(params, lgb.Dataset(X, labels("regression", X, rng)), num_boost_round=5)
+    with mock.patch.multiple(forest_kernel, WORDS_A_TREE=0):
+        forest = trees_kernel.lightgbm_ensemble(booster)
+    assert (forest.forest.trees[:, 3] < 0).all() and forest.forest.trees[:, 1].max() > forest_kernel.PHASE
+    rows = np.nan_to_num(rng.normal(size=(2 * forest_kernel.ROWS_PER_BLOCK + 77, N_FEATURES)))
+    rows[forest_kernel.ROWS_PER_BLOCK + 5 :: 7, 1] = np.nan  # (the second block and the rest)
+    expected = booster.predict(rows)
+    forest.minimum_rows = 100
+    for workers in (None, Workers(2)):
+        assert_same(forest.predict(rows, workers)[:, 0], expected)
+
+
 def test_batches_score_small_trees_by_bits_and_walk_large_ones():
     """A batch scores trees by bits when the fitted costs say it is cheaper (the splits and words of
     trees of 15 leaves, over 5 features or 200) and walks them when not (trees of 255 leaves and depth
