@@ -272,7 +272,7 @@ def frame_values(frame: pd.DataFrame) -> np.ndarray:
     are interleaved into a new (columns, rows) array of their common dtype, then transposed.
     Unsupported for other columns, which scikit-learn converts first (bool, extension dtypes)."""
     blocks = frame._mgr.blocks
-    dtypes = [block.dtype for block in blocks]
+    dtypes = {block.dtype for block in blocks}  # (each checked once: a frame may have a block a column)
     if not blocks or not all(isinstance(d, np.dtype) and d.kind in "iuf" for d in dtypes):
         raise Unsupported("columns that are not numpy ints or floats (scikit-learn converts them)")
     if len(blocks) == 1:

@@ -424,8 +424,8 @@ def _float64_values(frame: pd.DataFrame, width: int) -> np.ndarray | None:
     per-call overhead; None for other columns or widths (``_matrix`` decides)."""
     blocks = frame._mgr.blocks
     if not blocks or frame.shape[1] != width or len(frame) == 0 or not all(
-            isinstance(block.dtype, np.dtype) and block.dtype.kind in "iufb" for block in blocks):
-        return None
+            isinstance(dtype, np.dtype) and dtype.kind in "iufb" for dtype in {block.dtype for block in blocks}):
+        return None  # (each dtype checked once: a frame built column by column has a block a column)
     if len(blocks) == 1 and blocks[0].dtype == np.float64:
         return blocks[0].values.T
     return interleaved(frame, np.float64)
