@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.compose import ColumnTransformer, make_column_selector, make_column_transformer
+from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import LogisticRegression, Ridge
@@ -434,3 +435,48 @@ def test_the_join_kernels_give_scikit_learns_joins(join):
         return
     assert not isinstance(expected, tuple), expected
     _matrices_equal(got.materialize() if hasattr(got, "materialize") else got, expected)
+
+
+@pytest.mark.parametrize("remainder", [["amount", "age"], ["age"], ["amount", "age", "flag"]])
+def test_a_dense_passthrough_remainder_is_handed_on_unread(remainder):
+    """``remainder="passthrough"`` (a FunctionTransformer without a function, its names "one-to-one"):
+    the columns go to the join where they are, in their common dtype, exact on batches and single
+    rows; bools beside numbers (pandas joins them as objects) join as scikit-learn joins them."""
+    global composite
+    frame = FRAME.assign(flag=FRAME["age"] > 50)[["city", *remainder]]
+    composite = make_pipeline(
+        make_column_transformer((OrdinalEncoder(), ["city"]), remainder="passthrough"),
+        HistGradientBoostingClassifier(max_iter=20, random_state=0),
+    ).fit(frame, Y)
+    optimized = optimize_quietly(probability)
+    for rows in (frame, frame.iloc[[0]], frame.iloc[5:9]):
+        assert_same(optimized(rows), probability(rows))
+    table = optimized.explain_compilation()
+    calls = dict(zip(table["operator"], table["status"]))
+    assert calls["FunctionTransformer.transform"] == "compiled", table
+    joined = table.loc[table["operator"] == "willump.compile.composites.column_stack"]
+    assert (joined["compiled_calls"] > 0).all() == ("flag" not in remainder), table
+
+
+def test_the_identity_with_names_one_to_one_keeps_scikit_learns_checks_of_names():
+    """A frame whose columns are not the names seen in fit: scikit-learn renames them (so the model
+    after it sees the names it was fitted on); the compiled identity hands on only frames whose
+    names are those, and runs the others as written."""
+    global identity, regressor
+    identity = FunctionTransformer(feature_names_out="one-to-one").fit(FRAME[NUMERIC])
+    regressor = HistGradientBoostingRegressor(max_iter=10, random_state=0).fit(FRAME[NUMERIC], Y)
+
+    def passed(frame):
+        return regressor.predict(identity.transform(frame))
+
+    optimized = optimize_quietly(passed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # (an array given to a model fitted on names)
+        for frame in (FRAME[NUMERIC], FRAME[NUMERIC].rename(columns={"age": "years"}), FRAME[NUMERIC].to_numpy()):
+            expected, got = outcome(passed, frame), outcome(optimized, frame)
+            if isinstance(expected, tuple):
+                assert got == expected
+            else:
+                assert_same(got, expected)
+    table = optimized.explain_compilation().set_index("operator")
+    assert table.loc["FunctionTransformer.transform", "compiled_calls"] == 2, table  # (the renamed frame: as written)

@@ -25,6 +25,7 @@ from willump.compile.dense import CompiledNumpyHstack
 from willump.compile.encoders import KERNELS as ENCODERS
 from willump.compile.forms import SelectedColumns, SparseRows, Stacked, Unsupported
 from willump.compile.preprocessing import KERNELS as PREPROCESSING
+from willump.compile.preprocessing import side_by_side
 from willump.compile.sparse import CompiledHstack, materialize_stack, nonzero_rows
 
 UNION_STACK = "__willump_union_stack"
@@ -137,10 +138,15 @@ def _reads_columns(branch) -> bool:
         if not steps:
             return False
         branch = steps[0]
-    return type(branch) in COLUMN_READERS
+    return type(branch) in COLUMN_READERS or _identity(branch)
 
 
 COLUMN_READERS = {*ENCODERS, *PREPROCESSING} - {FunctionTransformer}  # (it calls its func on the frame)
+
+
+def _identity(branch) -> bool:
+    """A FunctionTransformer without a function (``remainder="passthrough"``): it hands the frame on."""
+    return type(branch) is FunctionTransformer and branch.func is None and not branch.validate and not branch.kw_args
 
 
 def column_stack(transformer, blocks, X):
@@ -187,7 +193,7 @@ def _sparse_or_dense(blocks, sparse: bool | None) -> tuple[bool, list]:
     (scikit-learn's code then joins them). ``sparse`` None: CSR if any block is sparse."""
     if type(blocks) not in (list, tuple) or len(blocks) < 2:
         raise Unsupported("fewer than two blocks")
-    blocks = [_frame_values(b) if type(b) is pd.DataFrame else b for b in blocks]
+    blocks = [_frame_values(b) if type(b) in (pd.DataFrame, SelectedColumns) else b for b in blocks]
     is_sparse = [isinstance(b, SparseRows) or sp.issparse(b) for b in blocks]
     if sparse is None:
         sparse = any(is_sparse)
@@ -204,12 +210,18 @@ def _sparse_or_dense(blocks, sparse: bool | None) -> tuple[bool, list]:
     return False, blocks
 
 
-def _frame_values(frame: pd.DataFrame) -> np.ndarray:
-    """A passthrough branch's columns as scikit-learn joins them: ``np.asarray`` (as ``np.hstack``,
-    and ``check_array`` for a sparse output, convert columns of numbers); Unsupported for others."""
-    if not all(isinstance(d, np.dtype) and d.kind in "biuf" for d in frame.dtypes.tolist()):
+def _frame_values(frame) -> np.ndarray:
+    """A passthrough branch's columns (a DataFrame, or ``SelectedColumns`` of one) as scikit-learn
+    joins them: ``np.asarray`` (as ``np.hstack``, and ``check_array`` for a sparse output, convert
+    columns of numbers; of selected columns, the arrays side by side in their common dtype, as
+    pandas interleaves them); Unsupported for others."""
+    arrays = frame.arrays() if type(frame) is SelectedColumns else None
+    dtypes = frame.dtypes.tolist() if arrays is None else [a.dtype if type(a) is np.ndarray else None for a in arrays]
+    if not all(isinstance(d, np.dtype) and d.kind in "biuf" for d in dtypes):
         raise Unsupported("a passthrough frame of other than numbers (scikit-learn converts it its own way)")
-    values = np.asarray(frame)
+    if arrays is not None and (not arrays or len({d.kind == "b" for d in dtypes}) > 1):
+        raise Unsupported("no columns, or bools and numbers (pandas joins them as objects)")
+    values = np.asarray(frame) if arrays is None else side_by_side(arrays, np.result_type(*dtypes))
     if values.dtype.kind not in "biuf":  # (pandas joins bools and numbers as objects)
         raise Unsupported("a passthrough frame of bools and numbers")
     return values

@@ -31,7 +31,7 @@ from sklearn.preprocessing import (
 )
 from sklearn.utils._set_output import _wrap_data_with_container
 
-from willump.compile.forms import SelectedColumns, Unsupported
+from willump.compile.forms import Deferred, SelectedColumns, Unsupported
 from willump.compile.jit import njit
 from willump.compile.parallel import SERIAL
 
@@ -328,9 +328,12 @@ def _missing(values: np.ndarray) -> np.ndarray:
 
 class CompiledFunctionTransformer(FittedKernel):
     """``FunctionTransformer.transform`` of a numpy ufunc of one argument (or none, the identity),
-    without ``kw_args`` or ``feature_names_out``: with ``validate=False`` it is ``func(X)`` and
-    nothing else; with ``validate=True``, ``func`` of the checked array (numbers, finite). Other
-    functions run as written: they may have side effects, which must happen once."""
+    without ``kw_args``: with ``validate=False`` it is ``func(X)`` and nothing else; with
+    ``validate=True``, ``func`` of the checked array (numbers, finite). The identity may have
+    ``feature_names_out="one-to-one"`` (a ColumnTransformer's ``remainder="passthrough"``): a
+    frame is then handed on when its columns are the names seen in fit (scikit-learn renames
+    others, or raises). Other functions run as written: they may have side effects, which must
+    happen once."""
 
     KIND = FunctionTransformer
     ATTRIBUTES = ("func", "kw_args", "validate", "feature_names_out", "accept_sparse")
@@ -339,8 +342,11 @@ class CompiledFunctionTransformer(FittedKernel):
     def __init__(self, model, workers=SERIAL):
         # With validate=False, scikit-learn checks nothing: the object need not even be fitted.
         super().__init__(model, workers, fitted=model.validate is True)
-        if model.feature_names_out is not None or model.kw_args:
-            raise Unsupported("feature_names_out or kw_args")
+        if model.kw_args:
+            raise Unsupported("kw_args")
+        self.one_to_one = model.feature_names_out == "one-to-one" and model.func is None and not model.validate
+        if model.feature_names_out is not None and not self.one_to_one:
+            raise Unsupported('feature_names_out other than "one-to-one" of the identity')
         func = model.func
         if not ((isinstance(func, np.ufunc) and func.nin == 1) or (func is None and not model.validate)):
             raise Unsupported("a func other than a numpy ufunc of one argument")
@@ -348,6 +354,8 @@ class CompiledFunctionTransformer(FittedKernel):
 
     def transform(self, X):
         if not self.model.validate:
+            if self.one_to_one:
+                self._check_names_out(X)
             return self.function(X)
         columns = self.columns(X)
         if type(columns) is not np.ndarray:
@@ -356,6 +364,21 @@ class CompiledFunctionTransformer(FittedKernel):
             raise Unsupported(f"{columns.dtype} values (scikit-learn converts them)")
         check_finite(columns, finite=True)
         return self.function(columns)
+
+
+    def _check_names_out(self, X) -> None:
+        """Unsupported unless the identity's output keeps its columns: none, or a frame's that are
+        ``get_feature_names_out()`` (the names seen in fit)."""
+        if type(X) is SelectedColumns:
+            labels = X.labels
+        elif isinstance(X, Deferred) or hasattr(X, "columns"):
+            if type(X) is not pd.DataFrame:
+                raise Unsupported("a frame other than a DataFrame")
+            labels = X.columns.tolist()
+        else:
+            return
+        if self.names is None or labels != self.names:
+            raise Unsupported("columns other than the names seen in fit (scikit-learn renames them or raises)")
 
 
 def _identity(X):
