@@ -25,7 +25,7 @@ from willump.compile.dense import CompiledNumpyHstack
 from willump.compile.encoders import KERNELS as ENCODERS
 from willump.compile.forms import SelectedColumns, SparseRows, Stacked, Unsupported
 from willump.compile.preprocessing import KERNELS as PREPROCESSING
-from willump.compile.preprocessing import side_by_side
+from willump.compile.preprocessing import is_identity, side_by_side
 from willump.compile.sparse import CompiledHstack, materialize_stack, nonzero_rows
 
 UNION_STACK = "__willump_union_stack"
@@ -138,15 +138,10 @@ def _reads_columns(branch) -> bool:
         if not steps:
             return False
         branch = steps[0]
-    return type(branch) in COLUMN_READERS or _identity(branch)
+    return type(branch) in COLUMN_READERS or (type(branch) is FunctionTransformer and is_identity(branch))
 
 
-COLUMN_READERS = {*ENCODERS, *PREPROCESSING} - {FunctionTransformer}  # (it calls its func on the frame)
-
-
-def _identity(branch) -> bool:
-    """A FunctionTransformer without a function (``remainder="passthrough"``): it hands the frame on."""
-    return type(branch) is FunctionTransformer and branch.func is None and not branch.validate and not branch.kw_args
+COLUMN_READERS = {*ENCODERS, *PREPROCESSING} - {FunctionTransformer}  # (it calls its func on the frame, unless none)
 
 
 def column_stack(transformer, blocks, X):

@@ -344,7 +344,7 @@ class CompiledFunctionTransformer(FittedKernel):
         super().__init__(model, workers, fitted=model.validate is True)
         if model.kw_args:
             raise Unsupported("kw_args")
-        self.one_to_one = model.feature_names_out == "one-to-one" and model.func is None and not model.validate
+        self.one_to_one = model.feature_names_out == "one-to-one" and is_identity(model)
         if model.feature_names_out is not None and not self.one_to_one:
             raise Unsupported('feature_names_out other than "one-to-one" of the identity')
         func = model.func
@@ -365,7 +365,6 @@ class CompiledFunctionTransformer(FittedKernel):
         check_finite(columns, finite=True)
         return self.function(columns)
 
-
     def _check_names_out(self, X) -> None:
         """Unsupported unless the identity's output keeps its columns: none, or a frame's that are
         ``get_feature_names_out()`` (the names seen in fit)."""
@@ -379,6 +378,12 @@ class CompiledFunctionTransformer(FittedKernel):
             return
         if self.names is None or labels != self.names:
             raise Unsupported("columns other than the names seen in fit (scikit-learn renames them or raises)")
+
+
+def is_identity(transformer: FunctionTransformer) -> bool:
+    """A FunctionTransformer without a function, checks or arguments (``remainder="passthrough"``):
+    it hands its input on."""
+    return transformer.func is None and not transformer.validate and not transformer.kw_args
 
 
 def _identity(X):
