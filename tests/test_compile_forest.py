@@ -43,7 +43,11 @@ OBJECTIVES = {
     "poisson": {"objective": "poisson"},
     "gamma": {"objective": "gamma"},
     "tweedie": {"objective": "tweedie", "tweedie_variance_power": 1.4},
+    "lambdarank": {"objective": "lambdarank"},
+    "rank_xendcg": {"objective": "rank_xendcg"},
 }
+RANKING = ("lambdarank", "rank_xendcg")
+QUERY = 20  # rows a query, for the ranking objectives
 
 
 def labels(objective: str, X: np.ndarray, rng) -> np.ndarray:
@@ -54,6 +58,8 @@ def labels(objective: str, X: np.ndarray, rng) -> np.ndarray:
         return np.digitize(signal, [-0.5, 0.5]).astype(float)
     if objective in ("poisson", "gamma", "tweedie"):
         return np.abs(signal) + (0.1 if objective == "gamma" else 0.0)
+    if objective in RANKING:  # relevance grades
+        return np.digitize(signal, [-1.0, 0.0, 1.0, 2.0]).astype(float)
     return signal * 10
 
 
@@ -81,7 +87,8 @@ def models(draw):
     for column in categorical:
         X[:, column] = rng.integers(0, draw(st.sampled_from([3, 40, 70])), ROWS)
     rounds = draw(st.integers(1, 8))
-    booster = lgb.train(params, lgb.Dataset(X, labels(objective, X, rng), categorical_feature=categorical),
+    queries = [QUERY] * (ROWS // QUERY) if objective in RANKING else None
+    booster = lgb.train(params, lgb.Dataset(X, labels(objective, X, rng), group=queries, categorical_feature=categorical),
                         num_boost_round=rounds)
     special = np.array(SPECIAL)
     extremes = rng.choice(special, size=(60, N_FEATURES))
@@ -214,7 +221,8 @@ def fitted(kind, task: str, categorical_frame: bool = False, **params):
         y = np.array(["no", "yes", "maybe"])[y.astype(int)]
     if categorical_frame:
         frame["f0"] = pd.Categorical(np.array(list("abcdefgh"))[rng.integers(0, 8, 300)])
-    model = kind(n_estimators=12, num_leaves=9, min_child_samples=5, verbose=-1, **params).fit(frame, y)
+    queries = {"group": [QUERY] * (len(frame) // QUERY)} if kind is lgb.LGBMRanker else {}
+    model = kind(n_estimators=12, num_leaves=9, min_child_samples=5, verbose=-1, **params).fit(frame, y, **queries)
     return model, frame
 
 
@@ -238,6 +246,7 @@ def inputs(frame: pd.DataFrame) -> list:
     (lgb.LGBMClassifier, "predict_proba", "binary"), (lgb.LGBMClassifier, "predict", "binary"),
     (lgb.LGBMClassifier, "predict_proba", "multiclass"), (lgb.LGBMClassifier, "predict", "multiclass"),
     (lgb.LGBMRegressor, "predict", "regression"), (lgb.LGBMRegressor, "predict", "poisson"),
+    (lgb.LGBMRanker, "predict", "lambdarank"), (lgb.LGBMRanker, "predict", "rank_xendcg"),
 ])
 @pytest.mark.parametrize("categorical_frame", [False, True])
 @pytest.mark.parametrize("workers", [1, 2])
@@ -321,6 +330,20 @@ def positive_scores(df):
 def test_a_pipeline_as_written_runs_the_tree_kernel():
     inputs = [FRAME, FRAME.iloc[[4]], FRAME.iloc[::-1], FRAME.iloc[7:9]]
     assert_compiled_as_written(positive_scores, inputs, "LGBMClassifier.predict_proba", assert_same)
+
+
+RANKER, _ = fitted(lgb.LGBMRanker, "lambdarank", objective="lambdarank")
+
+
+def top_rows(df, k=5):
+    """A query's k best rows, as a ranking service picks them."""
+    scores = RANKER.predict(df[["f0", "f1", "f2", "f3"]])
+    return df.index[np.argsort(-scores, kind="stable")[:k]]
+
+
+def test_a_ranking_function_as_written_runs_the_tree_kernel():
+    inputs = [FRAME.iloc[:QUERY], FRAME.iloc[[4]], FRAME.iloc[::-1]]
+    assert_compiled_as_written(top_rows, inputs, "LGBMRanker.predict", lambda ours, theirs: ours.equals(theirs))
 
 
 def test_the_kernels_read_matrices_as_lightgbm_and_refuse_other_shapes():

@@ -38,6 +38,7 @@ SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=N
 N_FEATURES, ROWS = 4, 300
 SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e300, -1e300, 1e-300, 5e-324, 3.4e38, 1.0, -1.0, 0.5]
 LAYOUTS = [{"WORDS_A_TREE": forest_kernel.WORDS_A_TREE}, {"WORDS_A_TREE": 0}, {"LEVEL_NS": 1e200}]
+RANKING = ["rank:ndcg", "rank:pairwise", "rank:map"]
 REGRESSION = ["reg:squarederror", "reg:squaredlogerror", "reg:pseudohubererror", "reg:absoluteerror", "reg:logistic",
               "count:poisson", "reg:gamma", "reg:tweedie"]
 
@@ -59,12 +60,17 @@ def models(draw):
               "min_child_weight": draw(st.sampled_from([0.0, 1.0, 1000.0]))}  # (1000: trees of one leaf)
     if draw(st.booleans()):
         params["base_score"] = draw(st.sampled_from([0.1, 0.5, 0.73]))
-    objective = draw(st.sampled_from(["binary:logistic", "multi:softprob", *REGRESSION]))
+    objective = draw(st.sampled_from(["binary:logistic", "multi:softprob", *REGRESSION, *RANKING]))
     if objective == "binary:logistic":
         model, method = xgboost.XGBClassifier(**params).fit(X, signal > 0.5), draw(st.sampled_from(CLASSIFIER_METHODS))
     elif objective == "multi:softprob":
         classes = np.digitize(signal, np.quantile(signal, np.linspace(0, 1, draw(st.integers(3, 5)))[1:-1]))
         model, method = xgboost.XGBClassifier(**params).fit(X, classes), draw(st.sampled_from(CLASSIFIER_METHODS))
+    elif objective in RANKING:  # (queries of 20 rows; relevance grades, or 0/1 for rank:map)
+        grades = np.digitize(signal, [0.0, 1.0] if objective == "rank:map" else [-1.0, 0.0, 1.0, 2.0])
+        model = xgboost.XGBRanker(objective=objective, **params).fit(X, np.minimum(grades, 1) if objective == "rank:map"
+                                                                     else grades, qid=np.arange(ROWS) // 20)
+        method = "predict"
     else:
         positive = (np.argsort(np.argsort(signal)) + 1) / (ROWS + 1)  # (in (0, 1): every objective's targets)
         model, method = xgboost.XGBRegressor(objective=objective, **params).fit(X, positive), "predict"
@@ -195,6 +201,16 @@ def test_models_the_kernels_do_not_reproduce_run_as_xgboost_and_say_why():
         assert_same(optimized(FRAME), hinge_scores(FRAME))
     status = optimized.explain_compilation()["status"].iloc[0]
     assert "binary:hinge" in status, status
+
+
+def test_a_ranker_given_its_qid_column_runs_as_xgboost():
+    """XGBRanker's predict drops a frame's ``qid`` column (the query of each row) before scoring."""
+    qid = np.arange(len(FRAME)) // 20
+    ranker = xgboost.XGBRanker(n_estimators=5).fit(FRAME, np.digitize(FRAME["a"], [-1.0, 0.0, 1.0]), qid=qid)
+    kernel = CompiledXGBoost(ranker, "predict")
+    assert_same(kernel(FRAME), ranker.predict(FRAME))
+    with pytest.raises(Unsupported, match="qid"):
+        kernel(FRAME.assign(qid=qid))
 
 
 def test_other_names_or_order_and_wrong_widths_run_as_xgboost():

@@ -33,7 +33,7 @@ from operator import is_
 
 import numpy as np
 import pandas as pd
-from lightgbm import Booster, LGBMClassifier, LGBMRegressor
+from lightgbm import Booster, LGBMClassifier, LGBMRanker, LGBMRegressor
 from lightgbm.basic import (
     _LIB, _ConfigAliases, _choose_param_value, _data_from_pandas, _InnerPredictor, _param_dict_to_str, _safe_call,
 )
@@ -54,7 +54,7 @@ except ImportError:  # older scikit-learn: arrays given to a model fitted on nam
     _check_feature_names = None
 from willump.compile.tables import SelectedFrame, numeric_matrix
 
-METHODS = {LGBMClassifier: ("predict_proba", "predict"), LGBMRegressor: ("predict",)}
+METHODS = {LGBMClassifier: ("predict_proba", "predict"), LGBMRegressor: ("predict",), LGBMRanker: ("predict",)}
 BOOSTER_METHODS = {Booster: ("predict",)}
 
 

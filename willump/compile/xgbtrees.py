@@ -10,7 +10,7 @@ the base margin in tree order (XGBoost's CPU predictor), each tree into its clas
 the sums are mapped by the objective's float32 link (``common::Sigmoid``, ``common::Softmax``,
 ``expf``; ``OBJECTIVES``). A call's ``iteration_range`` scores that range's trees (as
 ``XGBModel._get_iteration_range`` reads it: an end of 0 means the best iteration's, or all);
-``output_margin=True`` gives the sums before the link. Other objectives, categorical splits,
+``output_margin=True`` gives the sums before the link. Other objectives, categorical splits, a ranker given its ``qid`` column,
 several targets, other boosters, a ``base_margin`` and ``validate_features=False`` run as
 XGBoost's call.
 """
@@ -31,7 +31,8 @@ from willump.compile.jit import njit
 from willump.compile.linear import frame_values, named_columns
 from willump.compile.parallel import SERIAL
 
-METHODS = {xgboost.XGBClassifier: ("predict_proba", "predict"), xgboost.XGBRegressor: ("predict",)}
+METHODS = {xgboost.XGBClassifier: ("predict_proba", "predict"), xgboost.XGBRegressor: ("predict",),
+           xgboost.XGBRanker: ("predict",)}
 
 
 class CompiledXGBoost:
@@ -59,8 +60,8 @@ class CompiledXGBoost:
             self.default_range = (0, model.best_iteration + 1)
         except AttributeError:
             self.default_range = (0, self.rounds)
-        self.classifier = kind is xgboost.XGBClassifier
-        self.objectives = CLASSIFIER_OBJECTIVES if self.classifier else REGRESSOR_OBJECTIVES
+        self.classifier, self.ranker = kind is xgboost.XGBClassifier, kind is xgboost.XGBRanker
+        self.objectives = KIND_OBJECTIVES[kind]
         self.ensemble = xgboost_ensemble(booster, self.width, self.default_range, self.objectives)
         self._other_ranges = {}  # (begin, end): its ensemble, for a few other iteration ranges
 
@@ -73,6 +74,8 @@ class CompiledXGBoost:
             raise Unsupported("arguments other than X given by position")
         ensemble, margin = self._ensemble_of_call(kwargs)
         X = args[0]
+        if self.ranker and type(X) is pd.DataFrame and hasattr(X, "qid"):
+            raise Unsupported("a frame with a qid column (XGBRanker's predict drops it)")
         if type(X) is pd.DataFrame:
             if self.names is not None:  # (fitted without names, XGBoost reads any frame's columns in order)
                 self._named = named_columns(X.columns, self.names, self._named)
@@ -216,6 +219,14 @@ OBJECTIVES = {
     "count:poisson": (_log32, EXP32),
     "reg:gamma": (_log32, EXP32),
     "reg:tweedie": (_log32, EXP32),
+    "rank:ndcg": (_as_is, IDENTITY),
+    "rank:pairwise": (_as_is, IDENTITY),
+    "rank:map": (_as_is, IDENTITY),
 }
-CLASSIFIER_OBJECTIVES = ("binary:logistic", "multi:softprob")  # (XGBClassifier's; the others XGBRegressor's)
-REGRESSOR_OBJECTIVES = tuple(name for name in OBJECTIVES if name not in CLASSIFIER_OBJECTIVES)
+CLASSIFIER_OBJECTIVES = ("binary:logistic", "multi:softprob")
+RANKER_OBJECTIVES = ("rank:ndcg", "rank:pairwise", "rank:map")
+KIND_OBJECTIVES = {  # (the objectives each scikit-learn class is answered for)
+    xgboost.XGBClassifier: CLASSIFIER_OBJECTIVES,
+    xgboost.XGBRegressor: tuple(name for name in OBJECTIVES if name not in CLASSIFIER_OBJECTIVES + RANKER_OBJECTIVES),
+    xgboost.XGBRanker: RANKER_OBJECTIVES,
+}
