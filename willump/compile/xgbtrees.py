@@ -10,9 +10,9 @@ the base margin in tree order (XGBoost's CPU predictor), each tree into its clas
 the sums are mapped by the objective's float32 link (``common::Sigmoid``, ``common::Softmax``,
 ``expf``; ``OBJECTIVES``). A call's ``iteration_range`` scores that range's trees (as
 ``XGBModel._get_iteration_range`` reads it: an end of 0 means the best iteration's, or all);
-``output_margin=True`` gives the sums before the link. Other objectives, categorical splits, a ranker given its ``qid`` column,
-several targets, other boosters, a ``base_margin`` and ``validate_features=False`` run as
-XGBoost's call.
+``output_margin=True`` gives the sums before the link. Other objectives, categorical splits,
+several targets, other boosters, a ``base_margin``, ``validate_features=False`` and a ranker
+given a frame with its ``qid`` column run as XGBoost's call.
 """
 
 import json
