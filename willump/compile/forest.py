@@ -265,7 +265,8 @@ def _preorders(left, right, starts):
                 stack[top], stack[top + 1] = right[first + node], left[first + node]  # (left first)
                 steps[top], steps[top + 1] = step + 1, step + 1
                 top += 2
-        order[first + split: first + split + found] = leaves[:found]
+        for k in range(found):  # (a loop: copying a slice compiles numba's shape-error messages, 2 s cold)
+            order[first + split + k] = leaves[k]
         splits[t] = split
         turns[t] = depths[t] if depths[t] <= PHASE else turns[t] / max(found, 1)
     return order, splits, depths, turns
@@ -781,7 +782,8 @@ def score_rows(X, start, stop, mode, allow_nan, encoding, categories, nodes, thr
             for r in range(size):
                 _leaf_bits(rows, r, row_bits, split_threshold, split_word, split_mask, split_bounds, category_lists,
                            category_bounds)
-                words[:, r] = row_bits
+                for w in range(len(row_bits)):
+                    words[w, r] = row_bits[w]
         for t in range(len(trees)):
             root, column, word = trees[t, 0], trees[t, 2], trees[t, 3]
             if word >= 0:  # (the rows' leaves in loops LLVM makes vector instructions of)
@@ -938,9 +940,9 @@ def _finishing(blob, raw):
 
 @njit
 def score_packed(X, start, stop, blob, raw, out):
-    """``score_rows`` of ``packed``'s arrays (``raw``: the sums, not divided or linked)."""
-    if stop - start == 1:
-        return _score_row(X, start, blob, raw, out)
+    """``score_rows`` of ``packed``'s arrays (``raw``: the sums, not divided or linked). (Apart from
+    ``_score_row``: a process scoring only single rows, or only batches, compiles only its kernel, 5-7 s
+    of numba's 12 s on a cold cache.)"""
     settings, (divisor, link, sigmoid) = _float64s(blob, SETTINGS), _finishing(blob, raw)
     return score_rows(X, start, stop, np.int64(settings[0]), settings[1] != 0.0, _int64_rows(blob, ENCODING),
                       _float64s(blob, CATEGORIES), _int64_rows(blob, NODES), _float64_rows(blob, NODES),
@@ -985,7 +987,9 @@ class Ensemble:
         n = len(X)
         out = np.empty((n, self.n_outputs))
         blob, raw = self._blob, bool(raw)
-        if n < 2 * self.minimum_rows or workers is None or workers.count == 1:
+        if n == 1:
+            refused = _score_row(X, 0, blob, raw, out)
+        elif n < 2 * self.minimum_rows or workers is None or workers.count == 1:
             refused = score_packed(X, 0, n, blob, raw, out)
         else:
             parts = workers.split(n, self.minimum_rows, PARTS_A_WORKER)
