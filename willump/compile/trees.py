@@ -43,7 +43,8 @@ from willump.compile.forest import (
     CATEGORICAL, EXP, IDENTITY, LEAF, LOG1P_EXP, MISSING_LEFT, SIGMOID, SIGNED_SQUARE, SOFTMAX, ZERO, ZERO_MISSING,
     Ensemble, Trees, joined, kept_ensemble, plain_reading,
 )
-from willump.compile.forms import Unsupported
+from willump.compile.forms import Unsupported, held_attributes, same_attributes
+from willump.compile.jit import njit
 from willump.compile.lgbmtext import model_text, sections
 from willump.compile.linear import interleaved
 
@@ -69,8 +70,7 @@ class CompiledBooster:
             raise Unsupported("the model is not fitted, or has a custom objective")
         booster = model.booster_
         self.model, self.method, self.booster = model, method, booster
-        self.parameter_names = tuple(model.get_params(deep=False))
-        self.state = self._fingerprint()
+        self.state = held_attributes(model)  # (parameters and fitted state: get_params costs ~100 us)
         self.width = booster.num_feature()
         # the parameters LGBMModel.predict passes on, computed as it computes them
         params = model._process_params(stage="predict")
@@ -96,16 +96,9 @@ class CompiledBooster:
         # Booster.predict builds this predictor on every call; it depends only on the parameters
         self._predictor = None
 
-    def _fingerprint(self) -> tuple:
-        """The booster and every parameter value, held and compared by identity (``set_params``
-        assigns new values; get_params itself costs ~100 us, more than a one-row prediction)."""
-        values = vars(self.model)
-        return (self.model._Booster, len(values), *map(values.get, self.parameter_names))
-
     def still_valid(self) -> bool:
         """False once the model is refitted or a parameter is set (parameters reach the predictor)."""
-        now = self._fingerprint()
-        return len(now) == len(self.state) and all(map(is_, now, self.state))
+        return same_attributes(self.model, self.state)
 
     def __call__(self, *args, **kwargs):
         raw, ensemble = kwargs.pop("raw_score", False), self.ensemble
@@ -356,12 +349,14 @@ def _link(objective: str | None, params: dict) -> tuple:
     raise Unsupported(f"the objective {name!r}")
 
 
-def _both_classes(positive: np.ndarray) -> np.ndarray:
-    """``np.vstack((1.0 - positive, positive)).transpose()``, as LightGBM's scikit-learn API
-    returns it (the same values and memory layout), without vstack's dispatch."""
+@njit
+def _both_classes(positive):
+    """``np.vstack((1.0 - positive, positive)).transpose()`` of float64 ``positive``, as LightGBM's
+    scikit-learn API returns it (the same values and memory layout), in one call: 0.6 us, numpy's 1.2."""
     both = np.empty((2, len(positive)))
-    np.subtract(1.0, positive, out=both[0])
-    both[1] = positive
+    for i in range(len(positive)):
+        both[0, i] = 1.0 - positive[i]
+        both[1, i] = positive[i]
     return both.T
 
 
