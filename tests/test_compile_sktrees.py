@@ -18,11 +18,12 @@ from hypothesis import strategies as st
 from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import (
     ExtraTreesClassifier, ExtraTreesRegressor, GradientBoostingClassifier, GradientBoostingRegressor,
-    HistGradientBoostingClassifier, HistGradientBoostingRegressor, RandomForestClassifier, RandomForestRegressor,
+    HistGradientBoostingClassifier, HistGradientBoostingRegressor, IsolationForest, RandomForestClassifier,
+    RandomForestRegressor,
 )
 from sklearn.impute import SimpleImputer
 from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import OrdinalEncoder
+from sklearn.preprocessing import OrdinalEncoder, StandardScaler
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 import willump
@@ -66,6 +67,14 @@ REGRESSORS = {
         max_iter=d(st.integers(1, 6)), max_leaf_nodes=d(st.sampled_from([2, 5, 15])), min_samples_leaf=2,
         loss=d(st.sampled_from(["squared_error", "poisson", "absolute_error"])), early_stopping=False, random_state=seed),
 }
+
+def isolation_forest(d, seed):
+    return IsolationForest(
+        n_estimators=d(st.integers(1, 8)), max_samples=d(st.sampled_from(["auto", 0.5, 1.0, 20])),
+        max_features=d(st.sampled_from([1.0, 0.5, 0.8])), contamination=d(st.sampled_from(["auto", 0.1])),
+        bootstrap=d(st.booleans()), random_state=seed)
+
+
 TWO = Workers(2)
 SPECIAL = [np.nan, np.inf, -np.inf, 1e39, -1e39, 3.4028235e38, 3.4028236e38, -0.0, 1e-46, 2.0 ** 24 + 1, 1e300]
 
@@ -89,7 +98,10 @@ def fitted_models(draw, family: str):
         y = X.sum(axis=1) + rng.normal(size=ROWS)
         y = np.abs(y) + 0.5  # (poisson needs positive targets)
     categorical = family == "histogram" and d(st.booleans())
-    model = (CLASSIFIERS if classification else REGRESSORS)[family](d, seed)
+    if family == "isolation":
+        model = isolation_forest(d, seed)
+    else:
+        model = (CLASSIFIERS if classification else REGRESSORS)[family](d, seed)
     if categorical:
         model.set_params(categorical_features=[0])
     if d(st.booleans()):
@@ -185,6 +197,7 @@ test_random_forests = family_test("forest")
 test_extra_trees = family_test("extra")
 test_gradient_boosting = family_test("boosting")
 test_hist_gradient_boosting = family_test("histogram")
+test_isolation_forests = family_test("isolation")
 
 
 @hypothesis_settings(max_examples=20)
@@ -334,3 +347,44 @@ def test_pipelines_as_users_write_them_are_compiled_and_exact(function, operator
     table = optimized.explain_compilation()
     status = table.loc[table["operator"] == operator, "status"].tolist()
     assert status == ["compiled"], table
+
+
+# Anomaly detection as scikit-learn's examples write it: an IsolationForest alone or after a scaler.
+NUMBERS = CREDIT[["income", "age"]].fillna(0)
+DETECTOR = IsolationForest(n_estimators=30, random_state=0).fit(NUMBERS)
+SCALED_DETECTOR = Pipeline([("scale", StandardScaler()),
+                            ("detect", IsolationForest(max_features=0.5, random_state=0))]).fit(NUMBERS)
+
+
+def anomaly_scores(df):
+    return DETECTOR.score_samples(df[["income", "age"]].fillna(0))
+
+
+def outliers(df):
+    return SCALED_DETECTOR.predict(df[["income", "age"]].fillna(0))
+
+
+def scaled_scores(df):
+    return SCALED_DETECTOR.score_samples(df[["income", "age"]].fillna(0))
+
+
+@pytest.mark.parametrize("function,operator", [(anomaly_scores, "IsolationForest.score_samples"),
+                                               (outliers, "IsolationForest.predict"),
+                                               (scaled_scores, "IsolationForest.score_samples")])
+def test_anomaly_detection_as_users_write_it_is_compiled_and_exact(function, operator):
+    optimized = willump.optimize(function, workers=2)
+    for rows in (CREDIT, CREDIT.iloc[[0]], CREDIT.iloc[[17]], CREDIT.assign(age=CREDIT["age"] * 1e3)):
+        assert_same(optimized(rows), function(rows))
+    table = optimized.explain_compilation()
+    assert table.loc[table["operator"] == operator, "status"].tolist() == ["compiled"], table
+    with pytest.raises(ValueError, match="outlier detector: call the function without fit"):
+        optimized.fit(CREDIT, y=DEFAULTED, progress=False)
+    assert_same(optimized(CREDIT), function(CREDIT))  # (nothing changed by the refused fit)
+
+
+def test_an_isolation_forest_in_a_joblib_context_of_several_jobs_runs_as_written():
+    kernel = CompiledTrees(DETECTOR, "decision_function")
+    with joblib.parallel_config(n_jobs=2):  # (its threads add the trees' depths in the order they finish)
+        with pytest.raises(Unsupported, match="joblib"):
+            kernel(NUMBERS)
+    assert_same(kernel(NUMBERS), DETECTOR.decision_function(NUMBERS))

@@ -40,7 +40,7 @@ def optimize(func=None, /, **options):
     """Optimize an inference function: ``@willump.optimize`` or ``@willump.optimize(**options)``.
 
     The function takes raw inputs, computes features and ends in a call to a
-    model's ``predict``, ``predict_proba`` or ``decision_function``. The result
+    model's ``predict``, ``predict_proba``, ``decision_function`` or ``score_samples``. The result
     behaves as the function and returns exactly what it returns.
 
     Options:

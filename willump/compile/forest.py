@@ -59,7 +59,7 @@ LOW_HALF = (1 << 32) - 1
 MISSING_LEFT, CATEGORICAL, ZERO_MISSING = 1, 2, 4  # flags
 SPECIAL = CATEGORICAL | ZERO_MISSING  # nodes walked one row at a time
 ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold (a float literal widened to double)
-FLOAT64, CHECKED_FLOAT32, FLOAT32 = 0, 1, 2  # how a row is read (``Reading.mode``)
+FLOAT64, CHECKED_FLOAT32, FLOAT32, CAST_FLOAT32 = 0, 1, 2, 3  # how a row is read (``Reading.mode``)
 # links: outputs as they are, LightGBM's sigmoid of each output (binary, multiclassova,
 # cross_entropy), softmax, exp (poisson, gamma, tweedie), sign(x) * x * x (reg_sqrt), log1p(exp(x))
 IDENTITY, SIGMOID, SOFTMAX, EXP, SIGNED_SQUARE, LOG1P_EXP = range(6)
@@ -394,7 +394,8 @@ class Reading(NamedTuple):
     """How the kernels read an input row: ``mode`` ``CHECKED_FLOAT32``: values converted to
     float32, as ``check_array(dtype=float32)`` makes them (NaN refused unless ``allow_nan``;
     infinity refused); ``FLOAT32``: converted to float32, anything allowed (XGBoost's DMatrix);
-    ``FLOAT64``: as float64, anything allowed. ``encoding``: rows (column, first, stop): the column
+    ``CAST_FLOAT32``: converted to float32, NaN and infinity allowed, a finite value float32 cannot
+    hold refused (``check_array(dtype=float32, ensure_all_finite=False)``: numpy warns of it); ``FLOAT64``: as float64, anything allowed. ``encoding``: rows (column, first, stop): the column
     holds a category, read as its position among ``categories[first:stop]`` (sorted), NaN when
     it is not there (infinity refused)."""
 
@@ -422,6 +423,10 @@ def _read(X, first, stop, rows, mode, allow_nan, encoding, categories):
             for j in range(width):
                 value = rows[r, j]
                 if value - value != 0.0 and (np.isinf(value) or not allow_nan):  # (NaN or infinity)
+                    return i
+        if mode == CAST_FLOAT32:
+            for j in range(width):
+                if np.isinf(rows[r, j]) and not np.isinf(X[i, j]):
                     return i
         if mode == FLOAT64:
             for j in range(width):

@@ -15,7 +15,7 @@ from willump.compile.forms import Unsupported
 from willump.compile.preprocessing import check_finite
 
 READ_AS_STEPS = {
-    Pipeline: ("predict", "predict_proba", "decision_function", "transform"),
+    Pipeline: ("predict", "predict_proba", "decision_function", "score_samples", "transform"),
     FeatureUnion: ("transform",),
     ColumnTransformer: ("transform",),
     TransformedTargetRegressor: ("predict",),

@@ -1,5 +1,6 @@
-"""Compiled scikit-learn trees: decision trees, random and extra-trees forests, gradient boosting
-and histogram gradient boosting; ``predict``, ``predict_proba``, ``decision_function``.
+"""Compiled scikit-learn trees: decision trees, random and extra-trees forests, gradient boosting,
+histogram gradient boosting and isolation forests; ``predict``, ``predict_proba``,
+``decision_function``, ``score_samples``.
 
 A fitted model is read once into the shared flat arrays of ``forest`` (a reader per family:
 ``tree_forest`` for ``tree_`` objects, ``histogram_forest`` for HistGradientBoosting's predictors),
@@ -15,6 +16,11 @@ scored by ``forest``'s kernels (batches split across ``workers``) with the libra
 - gradient boosting starts from its ``init_`` estimator's raw prediction (computed by
   scikit-learn's own ``_init_raw_predictions``; a constant, so only dummy estimators and
   ``"zero"`` are compiled) and adds ``learning_rate * value`` stage by stage (``predict_stages``);
+- an isolation forest reads float32 as trees do (NaN and infinity where scikit-learn's tags allow them), each
+  tree the features it was fitted on (``estimators_features_``, when it has fewer than all), a
+  leaf's value the depth ``_parallel_compute_tree_depths`` adds for it (its path's length plus
+  the average path length of its samples, minus one), summed tree by tree from 0.0; the scores
+  are then scikit-learn's expression of those depths;
 - histogram gradient boosting compares float64 values, sends NaN by ``missing_go_to_left``,
   tests categories against the raw and known bitsets, and adds leaf values to
   ``0.0 + _baseline_prediction`` iteration by iteration (``_raw_predict``; its OpenMP threads
@@ -35,14 +41,16 @@ from joblib import effective_n_jobs
 from sklearn.dummy import DummyClassifier, DummyRegressor
 from sklearn.ensemble import (
     ExtraTreesClassifier, ExtraTreesRegressor, GradientBoostingClassifier, GradientBoostingRegressor,
-    HistGradientBoostingClassifier, HistGradientBoostingRegressor, RandomForestClassifier, RandomForestRegressor,
+    HistGradientBoostingClassifier, HistGradientBoostingRegressor, IsolationForest, RandomForestClassifier,
+    RandomForestRegressor,
 )
 from sklearn.ensemble import _gb
+from sklearn.ensemble._iforest import _average_path_length
 from sklearn.preprocessing import OrdinalEncoder
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from willump.compile.forest import (
-    CATEGORICAL, CHECKED_FLOAT32, FLOAT64, LEAF, MISSING_LEFT, Ensemble, Forest, Reading, Tree, joined, plain_reading,
+    CAST_FLOAT32, CATEGORICAL, CHECKED_FLOAT32, FLOAT64, LEAF, MISSING_LEFT, Ensemble, Forest, Reading, Tree, joined, plain_reading,
     stacked,
 )
 from willump.compile.forms import Deferred, Unsupported, held_attributes, same_attributes
@@ -63,15 +71,24 @@ METHODS = {
     GradientBoostingRegressor: ("predict",),
     HistGradientBoostingClassifier: _CLASSIFY + ("decision_function",),
     HistGradientBoostingRegressor: ("predict",),
+    IsolationForest: ("score_samples", "decision_function", "predict"),
 }
 
 
-def tree_forest(trees: list, columns: list) -> Forest:
-    """The forest of scikit-learn ``Tree`` objects (``tree_``), in order."""
-    return joined(stacked([Tree(
-        np.where(tree.children_left == LEAF, 0, tree.feature), tree.children_left, tree.children_right,
-        _missing_left(tree) * MISSING_LEFT, tree.threshold, tree.value.reshape(tree.node_count, -1), column)
-        for tree, column in zip(trees, columns)]), [0], np.zeros(0, np.uint32), np.zeros(0, np.int64))
+def tree_forest(trees: list, columns: list, values: list | None = None, sources: list | None = None) -> Forest:
+    """The forest of scikit-learn ``Tree`` objects (``tree_``), in order; ``values``: each tree's node
+    values, if not its ``value``; ``sources``: the input column of each feature each tree reads, if
+    not the same."""
+    values = values or [tree.value.reshape(tree.node_count, -1) for tree in trees]
+    sources = sources or [None] * len(trees)
+    return joined(stacked([_tree(tree, column, value, source) for tree, column, value, source in zip(
+        trees, columns, values, sources)]), [0], np.zeros(0, np.uint32), np.zeros(0, np.int64))
+
+
+def _tree(tree, column: int, values: np.ndarray, source) -> Tree:
+    features = np.where(tree.children_left == LEAF, 0, tree.feature)
+    return Tree(features if source is None else np.asarray(source, np.int64)[features], tree.children_left,
+                tree.children_right, _missing_left(tree) * MISSING_LEFT, tree.threshold, values, column)
 
 
 def _missing_left(tree) -> np.ndarray:
@@ -125,6 +142,8 @@ class CompiledTrees:
         self._named = None  # the last columns (an immutable Index) found to be those names
         if kind in HISTOGRAM:
             self.ensemble = histogram_ensemble(model, width)
+        elif kind is IsolationForest:
+            self.ensemble = isolation_ensemble(model, width)
         elif kind in (GradientBoostingClassifier, GradientBoostingRegressor):
             self.ensemble = boosting_ensemble(model, width)
         else:
@@ -141,8 +160,10 @@ class CompiledTrees:
             X = kwargs["X"]
         else:
             raise Unsupported("arguments other than X")
-        if self.kind in FORESTS and self.model.n_jobs != 1 and _forest_jobs(self.model) != 1:
+        if self.kind in FORESTS and self.model.n_jobs != 1 and _forest_jobs(self.model.n_jobs, self.model) != 1:
             raise Unsupported("a forest with n_jobs other than 1 (its threads sum the trees in the order they finish)")
+        if self.kind is IsolationForest and _forest_jobs(None, self.model) != 1:  # (its scores ignore n_jobs)
+            raise Unsupported("a joblib context of several jobs (its threads sum the trees in the order they finish)")
         return self.finish(self.raw(self._matrix(X)))
 
     def _matrix(self, X) -> np.ndarray:
@@ -178,6 +199,8 @@ class CompiledTrees:
             return _histogram_answer(model, method, np.asfortranarray(raw))  # (_raw_predict's layout)
         if self.kind in (GradientBoostingClassifier, GradientBoostingRegressor):
             return _boosting_answer(model, method, raw)
+        if self.kind is IsolationForest:
+            return _isolation_answer(model, method, raw[:, 0])
         if method == "predict_proba":
             return raw
         if self.kind in (DecisionTreeRegressor, RandomForestRegressor, ExtraTreesRegressor):
@@ -194,6 +217,28 @@ def forest_ensemble(model, width: int) -> Ensemble:
     reading = plain_reading(mode=CHECKED_FLOAT32, allow_nan=estimators[0]._support_missing_values(np.empty((1, 1))))
     initial = np.full(trees.values.shape[1], -0.0 if single else 0.0)
     return Ensemble(trees, reading, width, initial, divisor=0.0 if single else float(len(estimators)))
+
+
+def isolation_ensemble(model, width: int) -> Ensemble:
+    """An IsolationForest's: float32 values, each tree reading its features, the depths of its leaves summed from 0.0."""
+    estimators = model.estimators_
+    sources = model.estimators_features_ if model._max_features != width else None  # (as _compute_chunked_score_samples)
+    depths = [lengths + averages - 1.0 for lengths, averages in zip(model._decision_path_lengths,
+                                                                   model._average_path_length_per_tree)]
+    trees = tree_forest([e.tree_ for e in estimators], [0] * len(estimators), [d.reshape(-1, 1) for d in depths],
+                        sources)
+    reading = plain_reading(CAST_FLOAT32) if _takes_nan(model) else plain_reading(CHECKED_FLOAT32, allow_nan=False)
+    return Ensemble(trees, reading, width, np.zeros(1))
+
+
+def _takes_nan(model) -> bool:
+    """Whether the model's checks let NaN and infinity through (its ``allow_nan`` tag, which scikit-learn
+    >= 1.6 sets when its scores check no value; before, ``_get_tags``: they checked every one)."""
+    tags = getattr(model, "__sklearn_tags__", None)
+    try:
+        return bool(tags().input_tags.allow_nan)
+    except (AttributeError, TypeError):
+        return bool(model._get_tags().get("allow_nan", False))
 
 
 def boosting_ensemble(model, width: int) -> Ensemble:
@@ -225,17 +270,18 @@ _NUMBERS = {np.dtype(t) for t in (np.float64, np.float32, np.int64, np.int32, np
 
 def _fitted(model) -> bool:
     names = ("_predictors",) if isinstance(model, HISTOGRAM) else ("estimators_",) if isinstance(
-        model, FORESTS + (GradientBoostingClassifier, GradientBoostingRegressor)) else ("tree_",)
+        model, FORESTS + (GradientBoostingClassifier, GradientBoostingRegressor, IsolationForest)) else ("tree_",)
     return all(hasattr(model, name) for name in names) and hasattr(model, "n_features_in_")
 
 
-def _forest_jobs(model) -> int:
-    """The jobs a forest's predict runs (as ``_partition_estimators``: a joblib context may set them).
-    ``n_jobs=None`` outside any joblib context is one job, known without joblib's look-ups."""
-    if model.n_jobs is None and _JOBLIB_DEFAULT is not None and getattr(
+def _forest_jobs(n_jobs, model) -> int:
+    """The jobs a forest's ``Parallel(n_jobs)`` over its trees runs (as ``_partition_estimators``: a
+    joblib context may set them). ``None`` outside any joblib context is one job, known without
+    joblib's look-ups."""
+    if n_jobs is None and _JOBLIB_DEFAULT is not None and getattr(
             _JOBLIB_CONTEXTS, "config", _JOBLIB_DEFAULT) is _JOBLIB_DEFAULT:
         return 1
-    return min(effective_n_jobs(model.n_jobs), len(model.estimators_))
+    return min(effective_n_jobs(n_jobs), len(model.estimators_))
 
 
 _JOBLIB_CONTEXTS = getattr(joblib.parallel, "_backend", None)  # .config: the thread's parallel_config in force
@@ -300,6 +346,20 @@ def _boosting_answer(model, method: str, raw: np.ndarray):
         return model._loss.predict_proba(decision)
     encoded = (decision >= 0).astype(int) if decision.ndim == 1 else np.argmax(decision, axis=1)
     return model.classes_[encoded]
+
+
+def _isolation_answer(model, method: str, depths: np.ndarray):
+    """``IsolationForest``'s answer from the summed depths, as ``_compute_score_samples`` and the methods compute it."""
+    denominator = len(model.estimators_) * _average_path_length([model._max_samples])
+    scores = -(2 ** (-np.divide(depths, denominator, out=np.ones_like(depths), where=denominator != 0)))
+    if method == "score_samples":
+        return scores
+    decision = scores - model.offset_
+    if method == "decision_function":
+        return decision
+    is_inlier = np.ones_like(decision, dtype=int)
+    is_inlier[decision < 0] = -1
+    return is_inlier
 
 
 def _histogram_answer(model, method: str, raw: np.ndarray):

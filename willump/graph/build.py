@@ -47,7 +47,7 @@ HINTS = {
     ),
     "no return": "end the function with 'return model.predict(...)' (or a value computed from it)",
     "no model": (
-        "end the function with 'return model.predict(X)' (or predict_proba / decision_function), "
+        "end the function with 'return model.predict(X)' (or predict_proba / decision_function / score_samples), "
         "or assign 'y = model.predict(X)' and return y or a value computed from it"
     ),
     "conditional model": (
@@ -150,7 +150,7 @@ def build_plan(source: FunctionSource) -> Plan:
         return _unmodified(
             plan,
             last.lineno,
-            "no call to .predict, .predict_proba or .decision_function was found in the returned value",
+            "no call to .predict, .predict_proba, .decision_function or .score_samples was found in the returned value",
             "no model",
         )
     if not _always_evaluated(model.statement.node, model.call):

@@ -103,8 +103,8 @@ _NOT_WORD = re.compile(r"\W+")
 
 
 def expand(body: list, resolver) -> Expansion:
-    """``body`` with every call of a fitted composite's predict, predict_proba, decision_function
-    or transform written out as its steps, where the steps run as they would inside it."""
+    """``body`` with every call of a fitted composite's predict, predict_proba, decision_function,
+    score_samples or transform written out as its steps, where the steps run as they would inside it."""
     expansion = Expansion([])
     writer = _Writer(expansion)
     for statement in body:

@@ -17,7 +17,7 @@ import scipy.sparse
 from willump.compile.composites import column_stack, union_stack
 from willump.graph.statements import walk_scope
 
-MODEL_METHODS = ("predict", "predict_proba", "decision_function")
+MODEL_METHODS = ("predict", "predict_proba", "decision_function", "score_samples")
 
 # Concatenation functions, each with the axis arguments under which it joins columns.
 _CONCATENATIONS = {
@@ -90,7 +90,7 @@ def _local_imports(definition: ast.FunctionDef) -> dict[str, tuple[str, str | No
 
 
 def model_call(expr: ast.AST) -> ast.Call | None:
-    """The first ``<anything>.predict/predict_proba/decision_function(X)`` call in ``expr``."""
+    """The first ``<anything>.predict/predict_proba/decision_function/score_samples(X)`` call in ``expr``."""
     for node in walk_scope(expr):
         if (
             isinstance(node, ast.Call)

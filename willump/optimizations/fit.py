@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from sklearn.base import is_outlier_detector
 
 from willump.analysis.costs import generator_costs, least_seconds, preprocessing_cost
 from willump.analysis.importance import ColumnsUnknown, column_blocks, permutation_importances
@@ -197,6 +198,10 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
     k = len(names)
     model, X = executor.model_input(env, [values[i] for i in range(k)])
     check_fitted(model)
+    if is_outlier_detector(model):  # (no labels to approximate its scores by, nor an order of rows it ranks)
+        raise ValueError(f"fit learns cascades and top-K filters for classifiers and regressors; "
+                         f"{type(model).__name__} is an outlier detector: call the function without fit "
+                         f"(its calls are compiled all the same)")
     fitted.classification = is_classifier(model)
     row_wise = _probe_rows(executor, fitted, train, values, n, random_state)
     if cascades_wanted and not fitted.classification:
