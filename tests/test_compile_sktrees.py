@@ -289,9 +289,10 @@ def test_refitting_or_setting_a_parameter_rebuilds_the_kernel():
 def test_unsupported_models_are_explained():
     multi = DecisionTreeRegressor().fit(NAMED, np.column_stack([NAMED["amount"], NAMED["ratio"]]))
     custom_init = GradientBoostingRegressor(init=DecisionTreeRegressor(max_depth=1), n_estimators=2).fit(NAMED, NAMED["amount"])
-    strings = HistGradientBoostingClassifier(max_iter=2, categorical_features="from_dtype").fit(
-        NAMED.assign(count=NAMED["count"].astype(str).astype("category")), NAMED_TARGET)
-    for model, why in ((multi, "several outputs"), (custom_init, "init estimator"), (strings, "categories that are not numbers")):
+    dates = NAMED.assign(count=pd.Categorical(pd.Timestamp("2026-01-01") + pd.to_timedelta(NAMED["count"], unit="D")))
+    date_categories = HistGradientBoostingClassifier(max_iter=2, categorical_features="from_dtype").fit(dates, NAMED_TARGET)
+    for model, why in ((multi, "several outputs"), (custom_init, "init estimator"),
+                       (date_categories, "neither all numbers nor all strings")):
         kernel, reason = registry.kernel_for(model.predict)
         assert kernel is None and why in reason, reason
 
@@ -307,6 +308,49 @@ def test_hist_gradient_boosting_categories_are_encoded_as_its_preprocessor_encod
     check_answers(model, probe)
     with pytest.raises(Unsupported):  # the OrdinalEncoder raises on infinity
         CompiledTrees(model, "predict")(np.array([[np.inf, 0.0, 1.0]]))
+
+
+LABELS = ["NAmes", "CollgCr", "OldTown", "Edwards", "Somerst", "Gilbert", "", "ñandú", "1Story", "None"]
+
+
+@hypothesis_settings(max_examples=25)
+@given(st.data())
+def test_hist_gradient_boosting_string_categories_are_encoded_as_its_preprocessor_encodes_them(data):
+    """``categorical_features="from_dtype"`` (the default) on pandas categorical columns of strings: given
+    those, string or object columns, unknown labels, missing ones, other category orders, batches and rows."""
+    d = data.draw
+    seed = d(st.integers(0, 2 ** 16))
+    rng = np.random.default_rng(seed)
+    known = d(st.lists(st.sampled_from(LABELS), min_size=1, max_size=6, unique=True))
+    labels = np.array(known + [None] * d(st.integers(0, 2)), dtype=object)
+    frame = pd.DataFrame({"kind": pd.Categorical(rng.choice(labels, ROWS)), "size": rng.integers(0, GRID, ROWS) / 2,
+                          "other": pd.Categorical(rng.choice(["a", "b", "c"], ROWS))})
+    kind = d(st.sampled_from([HistGradientBoostingClassifier, HistGradientBoostingRegressor]))
+    target = (frame["kind"].cat.codes.to_numpy() % 2) ^ (frame["size"].to_numpy() > 1)
+    model = kind(max_iter=d(st.integers(1, 6)), max_leaf_nodes=d(st.sampled_from([3, 15])), min_samples_leaf=2,
+                 categorical_features="from_dtype", random_state=seed).fit(frame, target)
+    note(f"{model!r} categories {known}")
+    pool = np.array(LABELS + [None, np.nan], dtype=object)  # (labels unknown to the model among them)
+    rows = pd.DataFrame({"kind": rng.choice(pool, 30), "size": rng.choice([0.0, 1.5, 2.0, np.nan, 7.0], 30),
+                         "other": rng.choice(np.array(["a", "c", "z", None], dtype=object), 30)})
+    spelled = d(st.sampled_from(["category", "object", "str", "other order"]))
+    if spelled == "category":
+        rows = rows.astype({"kind": "category", "other": "category"})
+    elif spelled == "str":
+        rows = rows.astype({"kind": "str", "other": "str"})
+    elif spelled == "other order":
+        rows["kind"] = pd.Categorical(rows["kind"], categories=sorted(LABELS, reverse=True))
+        rows["other"] = rows["other"].astype("category")
+    for method in METHODS[kind]:
+        kernel = CompiledTrees(model, method, d(st.sampled_from([SERIAL, TWO])))
+        kernel.ensemble.minimum_rows = 1
+        for X in (rows, rows.iloc[[0]], frame):
+            expected = library_answer(model, method, X)
+            if expected is None:
+                with pytest.raises(Unsupported):
+                    kernel(X)
+            else:
+                assert_same(kernel(X), expected, f"{method} {spelled}\n{X!r}")
 
 
 # End to end: pipelines as users write them.
@@ -328,6 +372,14 @@ FOREST = RandomForestClassifier(n_estimators=20, min_samples_leaf=3, random_stat
     CREDIT[["income", "age"]].fillna(0), DEFAULTED)
 
 
+NATIVE = HistGradientBoostingClassifier(max_iter=20, categorical_features="from_dtype", random_state=0).fit(
+    CREDIT.astype({"region": "category", "contract": "category"}), DEFAULTED)
+
+
+def native_categories(df):
+    return NATIVE.predict_proba(df)[:, 1]
+
+
 def pipeline_predict(df):
     return PIPE.predict_proba(df)[:, 1]
 
@@ -338,6 +390,7 @@ def forest_predict(df):
 
 
 @pytest.mark.parametrize("function,operator", [(pipeline_predict, "HistGradientBoostingClassifier.predict_proba"),
+                                               (native_categories, "HistGradientBoostingClassifier.predict_proba"),
                                                (forest_predict, "RandomForestClassifier.predict_proba")])
 def test_pipelines_as_users_write_them_are_compiled_and_exact(function, operator):
     optimized = willump.optimize(function, workers=2)

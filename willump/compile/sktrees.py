@@ -26,7 +26,9 @@ scored by ``forest``'s kernels (batches split across ``workers``) with the libra
   ``0.0 + _baseline_prediction`` iteration by iteration (``_raw_predict``; its OpenMP threads
   split rows, so they change nothing). Its categorical features (``_preprocessor``, an
   ``OrdinalEncoder`` whose columns it puts first) are encoded in the kernel: a number is
-  looked up among the sorted numeric categories, unknown and NaN become NaN.
+  looked up among the sorted numeric categories, unknown and NaN become NaN; strings (pandas
+  categorical or string columns, ``categorical_features="from_dtype"``) are looked up among the
+  categories by pandas first (``labelled_values``), the kernel reading their positions.
 
 The link functions, ``argmax`` and ``classes_`` lookups after the sums are scikit-learn's own
 calls on arrays of the layout it builds (softmax sums depend on it). Input values scikit-learn
@@ -140,8 +142,9 @@ class CompiledTrees:
         names = getattr(model, "feature_names_in_", None)
         self.names = None if names is None else names.tolist()
         self._named = None  # the last columns (an immutable Index) found to be those names
+        self._labels, self._tables = {}, {}  # (string categories' columns: see labelled_values)
         if kind in HISTOGRAM:
-            self.ensemble = histogram_ensemble(model, width)
+            self.ensemble, self._labels = histogram_ensemble(model, width)
         elif kind is IsolationForest:
             self.ensemble = isolation_ensemble(model, width)
         elif kind in (GradientBoostingClassifier, GradientBoostingRegressor):
@@ -186,7 +189,7 @@ class CompiledTrees:
 
     def _frame_array(self, frame: pd.DataFrame) -> np.ndarray:
         self._named = named_columns(frame.columns, self.names, self._named)
-        return frame_values(frame)
+        return labelled_values(frame, self._labels, self._tables) if self._labels else frame_values(frame)
 
     def raw(self, X: np.ndarray) -> np.ndarray:
         """The sums of the trees' values for the rows of ``X`` (n_rows, outputs), C-ordered."""
@@ -249,20 +252,22 @@ def boosting_ensemble(model, width: int) -> Ensemble:
                     _boosting_start(model, width, stages.shape[1]), scale=float(model.learning_rate))
 
 
-def histogram_ensemble(model, width: int) -> Ensemble:
-    """A HistGradientBoosting model's: float64 values (categories encoded), its baseline plus leaf values."""
+def histogram_ensemble(model, width: int) -> tuple[Ensemble, dict]:
+    """A HistGradientBoosting model's (float64 values, categories encoded, its baseline plus leaf values)
+    and its columns of string categories (``labelled_values``)."""
     preprocessor = model._preprocessor
     if preprocessor is None:
-        reading, source = plain_reading(FLOAT64, allow_nan=True), None
+        reading, source, labels = plain_reading(FLOAT64, allow_nan=True), None, {}
     else:  # the trees read the preprocessor's outputs: read the input columns they come from instead
-        reading, source = _encoded_reading(preprocessor, width)
+        reading, source, labels = _encoded_reading(preprocessor, width)
     trees = histogram_forest(model, source)
     if preprocessor is None and ((trees.nodes[:, 2] >> 32) & CATEGORICAL).any():
         raise Unsupported("categorical splits without scikit-learn's categorical preprocessor")
     baseline = model._baseline_prediction
     if baseline.dtype != np.float64 or baseline.shape != (1, model.n_trees_per_iteration_):
         raise Unsupported("a baseline prediction that is not a float64 row")
-    return Ensemble(trees, reading, width, (np.zeros(baseline.shape) + baseline)[0])  # (_raw_predict: zeros, += baseline)
+    initial = (np.zeros(baseline.shape) + baseline)[0]  # (_raw_predict: zeros, += baseline)
+    return Ensemble(trees, reading, width, initial), labels
 
 
 _NUMBERS = {np.dtype(t) for t in (np.float64, np.float32, np.int64, np.int32, np.int16, np.int8, np.uint8, np.uint16, np.uint32)}
@@ -288,10 +293,12 @@ _JOBLIB_CONTEXTS = getattr(joblib.parallel, "_backend", None)  # .config: the th
 _JOBLIB_DEFAULT = getattr(joblib.parallel, "default_parallel_config", None) if _JOBLIB_CONTEXTS is not None else None
 
 
-def _encoded_reading(preprocessor, width: int) -> tuple[Reading, np.ndarray]:
+def _encoded_reading(preprocessor, width: int) -> tuple[Reading, np.ndarray, dict]:
     """The reading of HistGradientBoosting's ``_preprocessor``: an ``OrdinalEncoder`` of the categorical
-    columns (put first), then the numerical ones, and the input column of each of its outputs;
-    Unsupported unless it is that, with numeric categories."""
+    columns (put first), then the numerical ones, the input column of each of its outputs, and the
+    columns of string categories (pandas categorical or string columns), each with its categories:
+    ``labelled_values`` reads their positions, which the reading then takes as the categories.
+    Unsupported unless it is that, with categories of numbers or strings."""
     steps = [(name, columns) for name, _, columns in preprocessor.transformers_ if name != "remainder"]
     encoder = preprocessor.named_transformers_.get("encoder")
     if [name for name, _ in steps] != ["encoder", "numerical"] or type(encoder) is not OrdinalEncoder:
@@ -303,20 +310,72 @@ def _encoded_reading(preprocessor, width: int) -> tuple[Reading, np.ndarray]:
     if not all(m.dtype == bool and m.shape == (width,) for m in masks):
         raise Unsupported("categorical columns not given as a mask")
     source = np.concatenate([np.flatnonzero(m) for m in masks]).astype(np.int64)
-    known, bounds = [], []  # (bounds: the encoding's rows)
+    known, bounds, labels = [], [], {}  # (bounds: the encoding's rows)
     for categories in encoder.categories_:
-        if categories.dtype.kind not in "iuf":
-            raise Unsupported("categories that are not numbers (pandas categorical or string columns)")
-        values = categories.astype(np.float64)
-        values = values[:-1] if len(values) and np.isnan(values[-1]) else values
-        if not (np.all(np.abs(values) < 2.0 ** 53) and np.all(values[1:] > values[:-1])):
-            raise Unsupported("categories that are not exact as float64, or not sorted")
+        column = int(source[len(known)])
+        if categories.dtype.kind in "iuf":
+            values = categories.astype(np.float64)
+            values = values[:-1] if len(values) and np.isnan(values[-1]) else values
+            if not (np.all(np.abs(values) < 2.0 ** 53) and np.all(values[1:] > values[:-1])):
+                raise Unsupported("categories that are not exact as float64, or not sorted")
+        else:
+            labels[column] = _string_categories(categories)
+            values = np.arange(len(labels[column]), dtype=np.float64)  # (their positions, as labelled_values reads them)
         start = sum(len(k) for k in known)
-        bounds.append((source[len(known)], start, start + len(values)))
+        bounds.append((column, start, start + len(values)))
         known.append(values)
     reading = Reading(FLOAT64, True, np.array(bounds, np.int64).reshape(-1, 3),
                       np.concatenate(known) if known else np.zeros(0))
-    return reading, source
+    return reading, source, labels
+
+
+def _string_categories(categories: np.ndarray) -> pd.Index:
+    """An encoder's categories of strings (missing values, which it puts last, left out), as an Index."""
+    values = list(categories)
+    while values and (values[-1] is None or values[-1] != values[-1]):
+        values.pop()
+    if not all(isinstance(value, str) for value in values):
+        raise Unsupported("categories that are neither all numbers nor all strings")
+    return pd.Index(values, dtype=object)
+
+
+def labelled_values(frame: pd.DataFrame, labels: dict, tables: dict) -> np.ndarray:
+    """The float64 matrix the trees read of a frame whose columns ``labels`` hold string categories
+    (pandas categorical or string columns; the others numpy ints and floats): each such column's
+    values as their positions among the model's categories, NaN for a missing or unknown one, as
+    the preprocessor's ``OrdinalEncoder`` encodes them. ``tables``: the positions of each column's
+    last pandas categories, kept while its frames share them."""
+    values = np.empty(frame._mgr.shape)  # (columns, rows), transposed at the end as pandas interleaves
+    for block in frame._mgr.blocks:
+        columns = block.mgr_locs.as_array
+        if isinstance(block.dtype, np.dtype) and block.dtype.kind in "iuf" and not labels.keys() & set(columns):
+            values[columns] = block.values
+        elif block.dtype == object or isinstance(block.dtype, (pd.CategoricalDtype, pd.StringDtype)):
+            arrays = block.values if block.values.ndim == 2 else [block.values]  # (an extension block: one column)
+            for column, array in zip(columns, arrays):
+                values[column] = _positions(array, labels.get(column), tables, column)
+        else:
+            raise Unsupported("columns other than numpy numbers and the model's string categories")
+    return values.T
+
+
+def _positions(array, categories: pd.Index | None, tables: dict, column: int) -> np.ndarray:
+    """The positions among ``categories`` of a column's strings, NaN for missing and unknown ones."""
+    if categories is None:
+        raise Unsupported("strings in a numeric column (scikit-learn raises)")
+    if isinstance(array, pd.Categorical):
+        kept = tables.get(column)
+        if kept is None or kept[0] is not array.categories:
+            if pd.api.types.infer_dtype(array.categories, skipna=True) != "string":
+                raise Unsupported("pandas categories that are not strings")
+            kept = tables[column] = (array.categories, categories.get_indexer(array.categories))
+        codes = array.codes
+        found = np.where(codes >= 0, kept[1][codes], -1)
+    else:
+        if pd.api.types.infer_dtype(array, skipna=True) not in ("string", "empty"):
+            raise Unsupported("a column of strings and other values")
+        found = categories.get_indexer(array)
+    return np.where(found >= 0, found, np.nan)
 
 
 def _boosting_start(model, width: int, outputs: int) -> np.ndarray:
