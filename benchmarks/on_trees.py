@@ -45,7 +45,7 @@ import pandas as pd
 from lightgbm import Booster, LGBMClassifier
 from sklearn.base import is_classifier
 from sklearn.compose import ColumnTransformer
-from sklearn.ensemble import RandomForestClassifier
+from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
 from sklearn.impute import SimpleImputer
 from sklearn.preprocessing import OrdinalEncoder
 from threadpoolctl import threadpool_limits
@@ -64,8 +64,8 @@ from benchmarks.zoo.run import _first_difference
 
 LARGE_MODEL = "credit-large"
 MODELS = ("music", "credit", "tracking", LARGE_MODEL)
-PIPELINES = ("credit_hist_gradient_boosting", "credit_bureau_forest", "credit_forest_pipeline",
-             "credit_default_forest_pipeline")
+PIPELINES = ("credit_hist_gradient_boosting", "credit_native_categories", "credit_bureau_forest",
+             "credit_forest_pipeline", "credit_default_forest_pipeline")
 BOOSTER = "lightgbm-booster"  # the reference every model's answers are compared with
 KERNEL = "willump-kernel"  # the tree kernel alone, as the other environment's predictors are measured
 VENV_VARIABLE = "WILLUMP_TREES_VENV"
@@ -368,6 +368,7 @@ def credit_pipelines(rows: int | None, names=PIPELINES, random_state: int = 0) -
     default = split(applications.drop(columns="TARGET"), applications["TARGET"], random_state)
     builders = {
         "credit_hist_gradient_boosting": lambda: tabular.categorical_gradient_boosting(default, fitted),
+        "credit_native_categories": lambda: native_categories(default, FittedModels(__file__, rows, random_state)),
         "credit_bureau_forest": lambda: tabular.bureau_lookups_forest(rows, random_state, fitted),
         "credit_forest_pipeline": lambda: forest_pipeline(
             "credit_forest_pipeline", RandomForestClassifier(n_estimators=100, min_samples_leaf=5, random_state=0,
@@ -379,6 +380,23 @@ def credit_pipelines(rows: int | None, names=PIPELINES, random_state: int = 0) -
             FittedModels(__file__, rows, random_state)),
     }
     return [builders[name]() for name in names]
+
+
+def native_categories(data, fitted) -> Entry:
+    """scikit-learn's "Categorical Feature Support in Gradient Boosting": the categories as pandas
+    categorical columns in fit (``categorical_features="from_dtype"``), the applications' string
+    columns as they come at prediction."""
+    columns = tabular.CATEGORICAL + tabular.NUMERIC
+    model = fitted("credit_native_categories", lambda: HistGradientBoostingClassifier(
+        categorical_features="from_dtype", random_state=42).fit(
+        data.train_inputs[columns].astype({c: "category" for c in tabular.CATEGORICAL}), data.y_train))
+
+    def predict(df):
+        return model.predict_proba(df[columns])[:, 1]
+
+    return Entry("credit_native_categories", "credit", "tree-ensemble", "binary",
+                 "HistGradientBoostingClassifier(categorical_features='from_dtype') fitted on pandas categories, "
+                 "given string columns", predict, data)
 
 
 def forest_pipeline(name: str, forest, written: str, data, fitted) -> Entry:
