@@ -88,8 +88,8 @@ def models(draw):
         X[:, column] = rng.integers(0, draw(st.sampled_from([3, 40, 70])), ROWS)
     rounds = draw(st.integers(1, 8))
     queries = [QUERY] * (ROWS // QUERY) if objective in RANKING else None
-    booster = lgb.train(params, lgb.Dataset(X, labels(objective, X, rng), group=queries, categorical_feature=categorical),
-                        num_boost_round=rounds)
+    data = lgb.Dataset(X, labels(objective, X, rng), group=queries, categorical_feature=categorical)
+    booster = lgb.train(params, data, num_boost_round=rounds)
     special = np.array(SPECIAL)
     extremes = rng.choice(special, size=(60, N_FEATURES))
     rows = np.vstack([X, extremes, np.where(rng.random((40, N_FEATURES)) < 0.5, extremes[:40], X[:40])])

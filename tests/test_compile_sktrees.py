@@ -290,7 +290,8 @@ def test_unsupported_models_are_explained():
     multi = DecisionTreeRegressor().fit(NAMED, np.column_stack([NAMED["amount"], NAMED["ratio"]]))
     custom_init = GradientBoostingRegressor(init=DecisionTreeRegressor(max_depth=1), n_estimators=2).fit(NAMED, NAMED["amount"])
     dates = NAMED.assign(count=pd.Categorical(pd.Timestamp("2026-01-01") + pd.to_timedelta(NAMED["count"], unit="D")))
-    date_categories = HistGradientBoostingClassifier(max_iter=2, categorical_features="from_dtype").fit(dates, NAMED_TARGET)
+    date_categories = HistGradientBoostingClassifier(max_iter=2, categorical_features="from_dtype").fit(
+        dates, NAMED_TARGET)
     for model, why in ((multi, "several outputs"), (custom_init, "init estimator"),
                        (date_categories, "neither all numbers nor all strings")):
         kernel, reason = registry.kernel_for(model.predict)

@@ -395,7 +395,8 @@ class Reading(NamedTuple):
     float32, as ``check_array(dtype=float32)`` makes them (NaN refused unless ``allow_nan``;
     infinity refused); ``FLOAT32``: converted to float32, anything allowed (XGBoost's DMatrix);
     ``CAST_FLOAT32``: converted to float32, NaN and infinity allowed, a finite value float32 cannot
-    hold refused (``check_array(dtype=float32, ensure_all_finite=False)``: numpy warns of it); ``FLOAT64``: as float64, anything allowed. ``encoding``: rows (column, first, stop): the column
+    hold refused (``check_array(dtype=float32, ensure_all_finite=False)``: numpy warns of it);
+    ``FLOAT64``: as float64, anything allowed. ``encoding``: rows (column, first, stop): the column
     holds a category, read as its position among ``categories[first:stop]`` (sorted), NaN when
     it is not there (infinity refused)."""
 

@@ -16,8 +16,8 @@ scored by ``forest``'s kernels (batches split across ``workers``) with the libra
 - gradient boosting starts from its ``init_`` estimator's raw prediction (computed by
   scikit-learn's own ``_init_raw_predictions``; a constant, so only dummy estimators and
   ``"zero"`` are compiled) and adds ``learning_rate * value`` stage by stage (``predict_stages``);
-- an isolation forest reads float32 as trees do (NaN and infinity where scikit-learn's tags allow them), each
-  tree the features it was fitted on (``estimators_features_``, when it has fewer than all), a
+- an isolation forest reads float32 as trees do (NaN and infinity where scikit-learn's tags allow
+  them), each tree the features it was fitted on (``estimators_features_``, when it has fewer than all), a
   leaf's value the depth ``_parallel_compute_tree_depths`` adds for it (its path's length plus
   the average path length of its samples, minus one), summed tree by tree from 0.0; the scores
   are then scikit-learn's expression of those depths;
@@ -52,8 +52,8 @@ from sklearn.preprocessing import OrdinalEncoder
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from willump.compile.forest import (
-    CAST_FLOAT32, CATEGORICAL, CHECKED_FLOAT32, FLOAT64, LEAF, MISSING_LEFT, Ensemble, Forest, Reading, Tree, joined, plain_reading,
-    stacked,
+    CAST_FLOAT32, CATEGORICAL, CHECKED_FLOAT32, FLOAT64, LEAF, MISSING_LEFT, Ensemble, Forest, Reading, Tree, joined,
+    plain_reading, stacked,
 )
 from willump.compile.forms import Deferred, Unsupported, held_attributes, same_attributes
 from willump.compile.linear import frame_values, named_columns
@@ -223,9 +223,10 @@ def forest_ensemble(model, width: int) -> Ensemble:
 
 
 def isolation_ensemble(model, width: int) -> Ensemble:
-    """An IsolationForest's: float32 values, each tree reading its features, the depths of its leaves summed from 0.0."""
+    """An IsolationForest's: float32 values, each tree reading its features, its leaves' depths summed from 0.0."""
     estimators = model.estimators_
-    sources = model.estimators_features_ if model._max_features != width else None  # (as _compute_chunked_score_samples)
+    subsets = model._max_features != width  # (as _compute_chunked_score_samples decides)
+    sources = model.estimators_features_ if subsets else None
     depths = [lengths + averages - 1.0 for lengths, averages in zip(model._decision_path_lengths,
                                                                    model._average_path_length_per_tree)]
     trees = tree_forest([e.tree_ for e in estimators], [0] * len(estimators), [d.reshape(-1, 1) for d in depths],
@@ -320,7 +321,7 @@ def _encoded_reading(preprocessor, width: int) -> tuple[Reading, np.ndarray, dic
                 raise Unsupported("categories that are not exact as float64, or not sorted")
         else:
             labels[column] = _string_categories(categories)
-            values = np.arange(len(labels[column]), dtype=np.float64)  # (their positions, as labelled_values reads them)
+            values = np.arange(len(labels[column]), dtype=np.float64)  # (positions, as labelled_values reads them)
         start = sum(len(k) for k in known)
         bounds.append((column, start, start + len(values)))
         known.append(values)
@@ -329,14 +330,14 @@ def _encoded_reading(preprocessor, width: int) -> tuple[Reading, np.ndarray, dic
     return reading, source, labels
 
 
-def _string_categories(categories: np.ndarray) -> pd.Index:
-    """An encoder's categories of strings (missing values, which it puts last, left out), as an Index."""
+def _string_categories(categories: np.ndarray) -> dict:
+    """An encoder's categories of strings (missing values, which it puts last, left out): their positions."""
     values = list(categories)
     while values and (values[-1] is None or values[-1] != values[-1]):
         values.pop()
     if not all(isinstance(value, str) for value in values):
         raise Unsupported("categories that are neither all numbers nor all strings")
-    return pd.Index(values, dtype=object)
+    return {value: position for position, value in enumerate(values)}
 
 
 def labelled_values(frame: pd.DataFrame, labels: dict, tables: dict) -> np.ndarray:
@@ -359,7 +360,7 @@ def labelled_values(frame: pd.DataFrame, labels: dict, tables: dict) -> np.ndarr
     return values.T
 
 
-def _positions(array, categories: pd.Index | None, tables: dict, column: int) -> np.ndarray:
+def _positions(array, categories: dict | None, tables: dict, column: int) -> np.ndarray:
     """The positions among ``categories`` of a column's strings, NaN for missing and unknown ones."""
     if categories is None:
         raise Unsupported("strings in a numeric column (scikit-learn raises)")
@@ -368,14 +369,20 @@ def _positions(array, categories: pd.Index | None, tables: dict, column: int) ->
         if kept is None or kept[0] is not array.categories:
             if pd.api.types.infer_dtype(array.categories, skipna=True) != "string":
                 raise Unsupported("pandas categories that are not strings")
-            kept = tables[column] = (array.categories, categories.get_indexer(array.categories))
+            kept = tables[column] = (array.categories, _looked_up(array.categories, categories))
         codes = array.codes
         found = np.where(codes >= 0, kept[1][codes], -1)
     else:
         if pd.api.types.infer_dtype(array, skipna=True) not in ("string", "empty"):
             raise Unsupported("a column of strings and other values")
-        found = categories.get_indexer(array)
+        found = _looked_up(array, categories)
     return np.where(found >= 0, found, np.nan)
+
+
+def _looked_up(values, categories: dict) -> np.ndarray:
+    """Each value's position among ``categories``, -1 where it is not one. (Looked up in a dict as
+    Python objects: pandas' ``get_indexer`` takes 50-100 us to start, and is slower on objects.)"""
+    return np.array([categories.get(value, -1) for value in np.asarray(values, dtype=object)], np.int64)
 
 
 def _boosting_start(model, width: int, outputs: int) -> np.ndarray:
