@@ -5,7 +5,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from sklearn.base import is_outlier_detector
 
 from willump.analysis.costs import generator_costs, least_seconds, preprocessing_cost
 from willump.analysis.importance import ColumnsUnknown, column_blocks, permutation_importances
@@ -14,7 +13,7 @@ from willump.optimizations import cascades
 from willump.optimizations import topk as topk_fit
 from willump.optimizations.models import check_fitted, train_like
 from willump.runtime import cascade, drift, topk
-from willump.runtime.models import call, is_classifier, ranking_score, sites_of
+from willump.runtime.models import call, is_classifier, is_outlier_detector, ranking_score, sites_of
 from willump.optimizations.selection import DEFAULT_GAMMA, select_efficient
 from willump.runtime.features import feature_matrix
 from willump.runtime.joins import NotSeparable

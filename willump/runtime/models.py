@@ -4,6 +4,7 @@ import weakref
 
 import numpy as np
 from sklearn.base import is_classifier as sklearn_is_classifier
+from sklearn.base import is_outlier_detector as sklearn_is_outlier_detector
 
 from willump.compile.sites import CallSite
 
@@ -21,6 +22,14 @@ def is_classifier(model) -> bool:
     if objective is not None:
         return objective.startswith(("binary", "multiclass", "softmax", "multiclassova", "cross_entropy"))
     return sklearn_is_classifier(model) or hasattr(model, "classes_")
+
+
+def is_outlier_detector(model) -> bool:
+    """Whether the model is one of scikit-learn's outlier detectors (an IsolationForest, a Pipeline ending in one)."""
+    try:
+        return sklearn_is_outlier_detector(model)
+    except AttributeError:  # (not a scikit-learn estimator: scikit-learn >= 1.6 finds no tags)
+        return False
 
 
 _sites = weakref.WeakKeyDictionary()  # model -> {method: CallSite}
