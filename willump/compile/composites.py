@@ -23,9 +23,9 @@ from sklearn.utils import _safe_indexing
 
 from willump.compile.dense import CompiledNumpyHstack
 from willump.compile.encoders import KERNELS as ENCODERS
-from willump.compile.forms import SelectedColumns, SparseRows, Stacked, Unsupported
+from willump.compile.forms import SelectedColumns, SparseRows, Stacked, Unsupported, side_by_side
 from willump.compile.preprocessing import KERNELS as PREPROCESSING
-from willump.compile.preprocessing import is_identity, side_by_side
+from willump.compile.preprocessing import is_identity
 from willump.compile.sparse import CompiledHstack, materialize_stack, nonzero_rows
 
 UNION_STACK = "__willump_union_stack"

@@ -78,8 +78,9 @@ class Texts(Deferred):
 
 class SelectedColumns(Deferred):
     """Columns of a DataFrame by name, standing for ``frame[labels]`` (the frame a
-    ColumnTransformer gives a branch): kernels read the columns where they are, and the
-    selection is made only for a call that runs as written."""
+    ColumnTransformer gives a branch, or the user's ``df[columns]`` read only by compiled
+    calls): kernels read the columns where they are, and the selection is made only for a
+    call that runs as written."""
 
     stands_for = pd.DataFrame
 
@@ -91,8 +92,31 @@ class SelectedColumns(Deferred):
         frame = self.frame
         return [frame._get_column_array(i) for i in self.positions]
 
+    def numbers(self, kinds: str = "iuf", dtype=None) -> np.ndarray:
+        """``np.asarray(frame[labels], dtype)`` of columns of numpy numbers of ``kinds``: the arrays side
+        by side in ``dtype``, else their common dtype, as pandas interleaves them; Unsupported for others."""
+        arrays = self.arrays()
+        if not all(type(a) is np.ndarray and a.dtype.kind in kinds for a in arrays):
+            raise Unsupported("columns other than numpy numbers (converted by the library first)")
+        return side_by_side(arrays, dtype or np.result_type(*[a.dtype for a in arrays]))
+
+    def protect(self) -> None:
+        """Selected now: code that runs before a kernel reads the columns may change the frame."""
+        self.frame, self.positions = self.materialize(), list(range(len(self.labels)))
+
     def _build(self):
         return self.frame[self.labels]
+
+
+def side_by_side(columns: list, dtype) -> np.ndarray:
+    """A new array of the columns side by side, converted to ``dtype`` as numpy converts them
+    (column-major, as scikit-learn's copy of a DataFrame's values)."""
+    if len(columns[0]) == 1:  # one row: from the scalars, without a numpy call per column
+        return np.array([[column[0] for column in columns]], dtype=dtype)
+    values = np.empty((len(columns[0]), len(columns)), dtype=dtype, order="F")
+    for i, column in enumerate(columns):
+        values[:, i] = column
+    return values
 
 
 class SparseRows(Deferred):

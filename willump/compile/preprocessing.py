@@ -31,7 +31,7 @@ from sklearn.preprocessing import (
 )
 from sklearn.utils._set_output import _wrap_data_with_container
 
-from willump.compile.forms import Deferred, SelectedColumns, Unsupported
+from willump.compile.forms import Deferred, SelectedColumns, Unsupported, side_by_side
 from willump.compile.jit import njit
 from willump.compile.parallel import SERIAL
 
@@ -47,6 +47,7 @@ class FittedKernel:
 
     KIND = None
     ATTRIBUTES = ()
+    reads_columns = True  # (SelectedColumns: see columns)
     WRAPS = True  # the output follows set_output (scikit-learn's auto-wrapping)
 
     def __init__(self, model, workers=SERIAL, fitted: bool = True):
@@ -131,17 +132,6 @@ def output_config(model) -> str:
 
 
 _configuration = getattr(sklearn._config, "_get_threadlocal_config", sklearn.get_config)
-
-
-def side_by_side(columns: list, dtype) -> np.ndarray:
-    """A new array of the columns side by side, converted to ``dtype`` as numpy converts them
-    (column-major, as scikit-learn's copy of a DataFrame's values)."""
-    if len(columns[0]) == 1:  # one row: from the scalars, without a numpy call per column
-        return np.array([[column[0] for column in columns]], dtype=dtype)
-    values = np.empty((len(columns[0]), len(columns)), dtype=dtype, order="F")
-    for i, column in enumerate(columns):
-        values[:, i] = column
-    return values
 
 
 def frame_columns(frame: pd.DataFrame) -> list:

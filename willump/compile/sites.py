@@ -21,7 +21,7 @@ from types import ModuleType
 from willump.compile import registry
 from willump.compile.parallel import SERIAL, WORTH_A_THREAD
 from willump.compile.expressions import OPERAND, PLAIN, expression_function, is_element_wise, leading_operand
-from willump.compile.forms import Deferred, DeferredMethod, Unsupported
+from willump.compile.forms import Deferred, DeferredMethod, SelectedColumns, Unsupported
 from willump.compile.lookups import loc_lookup
 from willump.compile.strings import COLUMN_STR_METHODS, column_str_method
 
@@ -58,6 +58,8 @@ class CallSite:
         kernel = self.kernel(callee)
         self.calls += 1
         if kernel is not None:
+            if getattr(_outstanding, "kept", None) and not getattr(kernel, "reads_columns", False):
+                args, kwargs = [_selected(a) for a in args], {k: _selected(v) for k, v in kwargs.items()}
             inputs = (callee.__self__, *args) if getattr(kernel, "takes_receiver", False) else args
             deferring = self.defers and hasattr(kernel, "defer")
             if deferring and self.overlaps and self.cost >= WORTH_A_THREAD:
@@ -211,6 +213,11 @@ def _settle() -> None:
 def _ready(value):
     """``value`` with results still being computed by workers waited for."""
     return _converted(value, Pending, Pending.result)
+
+
+def _selected(value):
+    """``value``, a ``frame[columns]`` kept as ``SelectedColumns`` selected (for a kernel reading frames only)."""
+    return value.materialize() if type(value) is SelectedColumns else value
 
 
 def _real(value):
@@ -461,6 +468,8 @@ def keep_results_compiled(body: list, sites: list, first: int = 0) -> list:
             return statement.targets[0].id
         return None
 
+    parents = _parents(body)  # (runs_only_sites reads it)
+    body = _kept_selections(body, parents, sites, by_name, site_call, runs_only_sites, only_site_calls, produced_by)
     candidates = {produced_by(statement) for statement in body} - {None}
 
     class Uses(ast.NodeTransformer):
@@ -485,11 +494,7 @@ def keep_results_compiled(body: list, sites: list, first: int = 0) -> list:
 
     body = [ast.fix_missing_locations(Uses().visit(statement)) for statement in body]
 
-    parents = {}
-    for statement in body:
-        for node in ast.walk(statement):
-            for child in ast.iter_child_nodes(node):
-                parents[child] = node
+    parents = _parents(body)
 
     def read_by_a_site(name_node):
         parent = parents.get(name_node)
@@ -551,6 +556,70 @@ def keep_results_compiled(body: list, sites: list, first: int = 0) -> list:
             site.overlaps = first > position + 1 and not any(may_raise(s) for s in body[position + 1 : first])
             guarded.update(id(s) for s in between if not only_site_calls(s))
     return [guarded_statement for s in body for guarded_statement in _guarded(s, id(s) in guarded)]
+
+
+def _parents(body: list) -> dict:
+    """Each node's parent, in the statements of ``body``."""
+    return {child: node for statement in body for node in ast.walk(statement) for child in ast.iter_child_nodes(node)}
+
+
+def _kept_selections(body, parents, sites, by_name, site_call, runs_only_sites, only_site_calls, produced_by) -> list:
+    """``body`` with each ``frame[columns]`` that only site calls read as a site of ``operator.getitem``
+    (``frame`` a name, not a site's result; ``columns`` a list of strings or a name), which
+    ``keep_results_compiled`` then keeps in the kernel's form (``tables.CompiledSelection``: the columns
+    where they are): written as an argument of a site call, or bound once by a top-level statement
+    to a name that only arguments of site calls read, in statements running nothing else."""
+    results = {produced_by(statement) for statement in body} - {None}
+
+    def selection(node) -> bool:
+        key = getattr(node, "slice", None)
+        return (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name)
+                and node.value.id not in results
+                and (isinstance(key, ast.Name) or isinstance(key, ast.List) and bool(key.elts) and all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in key.elts)))
+
+    def argument_of_a_site(node) -> bool:
+        parent = parents.get(node)
+        if isinstance(parent, (ast.List, ast.Tuple)):
+            node, parent = parent, parents.get(parent)
+        if isinstance(parent, ast.keyword):
+            node, parent = parent, parents.get(parent)
+        return site_call(parent) and parent.func is not node and parent.args[:1] != [node] and runs_only_sites(parent)
+
+    def bound_once(name: str) -> bool:
+        return sum(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
+                   for statement in body for n in ast.walk(statement)) == 1
+
+    def read_only_by_sites(position: int, name: str) -> bool:
+        loads = [(later, n) for later in body[position + 1:] for n in ast.walk(later)
+                 if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+        scoped = {id(n) for s in body for scope in ast.walk(s)
+                  if isinstance(scope, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp))
+                  for n in ast.walk(scope)}
+        return bool(loads) and all(argument_of_a_site(n) and only_site_calls(later) and id(n) not in scoped
+                                   for later, n in loads)
+
+    chosen = set()
+    for position, statement in enumerate(body):
+        for node in ast.walk(statement):
+            if selection(node) and argument_of_a_site(node):
+                chosen.add(id(node))
+        if (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)
+                and selection(statement.value) and bound_once(statement.targets[0].id)
+                and read_only_by_sites(position, statement.targets[0].id)):
+            chosen.add(id(statement.value))
+
+    class Selections(ast.NodeTransformer):
+        def visit_Subscript(self, node):
+            if id(node) not in chosen:
+                return self.generic_visit(node)
+            site = CallSite(f"{SITE_PREFIX}{len(sites)}", node)
+            sites.append(site)
+            by_name[site.name] = site
+            call = ast.Call(ast.Name(site.name, ast.Load()), [ast.Name(GETITEM, ast.Load()), node.value, node.slice], [])
+            return ast.copy_location(call, node)
+
+    return [ast.fix_missing_locations(Selections().visit(statement)) for statement in body] if chosen else body
 
 
 def _guarded(statement, guard: bool) -> list:

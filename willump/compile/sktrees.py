@@ -55,8 +55,9 @@ from willump.compile.forest import (
     CAST_FLOAT32, CATEGORICAL, CHECKED_FLOAT32, FLOAT64, LEAF, MISSING_LEFT, Ensemble, Forest, Reading, Tree, joined,
     plain_reading, stacked,
 )
-from willump.compile.forms import Deferred, Unsupported, held_attributes, same_attributes
+from willump.compile.forms import Deferred, SelectedColumns, Unsupported, held_attributes, same_attributes
 from willump.compile.linear import frame_values, named_columns
+from willump.compile.preprocessing import frame_columns
 from willump.compile.parallel import SERIAL
 
 _CLASSIFY = ("predict", "predict_proba")
@@ -128,6 +129,8 @@ def histogram_forest(model, source=None) -> Forest:
 class CompiledTrees:
     """One method of a fitted scikit-learn tree model (see the module's docstring)."""
 
+    reads_columns = True  # (given frame[columns] kept as SelectedColumns: see _matrix)
+
     def __init__(self, model, method: str, workers=SERIAL):
         kind = type(model)
         if method not in METHODS.get(kind, ()):
@@ -171,10 +174,15 @@ class CompiledTrees:
 
     def _matrix(self, X) -> np.ndarray:
         """The array scikit-learn's checks would convert (the kernel converts each value as they do)."""
-        if isinstance(X, Deferred) and X.stands_for is pd.DataFrame:
+        if isinstance(X, Deferred) and X.stands_for is pd.DataFrame and type(X) is not SelectedColumns:
             X = X.materialize()  # (the call as written builds it too)
         if type(X) is pd.DataFrame:
-            matrix = self._frame_array(X)
+            self._named = named_columns(X.columns, self.names, self._named)
+            matrix = labelled_values(frame_columns(X), self._labels, self._tables) if self._labels else frame_values(X)
+        elif type(X) is SelectedColumns:  # (frame[columns]: the columns where they are)
+            if X.labels != self.names:
+                raise Unsupported("columns that are not the feature names seen in fit, in order (scikit-learn warns)")
+            matrix = labelled_values(X.arrays(), self._labels, self._tables) if self._labels else X.numbers()
         elif type(X) is np.ndarray:
             if self.names is not None:
                 raise Unsupported("an array given to a model fitted on named features (scikit-learn warns)")
@@ -186,10 +194,6 @@ class CompiledTrees:
         if matrix.dtype not in _NUMBERS:
             raise Unsupported(f"{matrix.dtype} values (converted by scikit-learn, not here)")
         return matrix
-
-    def _frame_array(self, frame: pd.DataFrame) -> np.ndarray:
-        self._named = named_columns(frame.columns, self.names, self._named)
-        return labelled_values(frame, self._labels, self._tables) if self._labels else frame_values(frame)
 
     def raw(self, X: np.ndarray) -> np.ndarray:
         """The sums of the trees' values for the rows of ``X`` (n_rows, outputs), C-ordered."""
@@ -340,30 +344,25 @@ def _string_categories(categories: np.ndarray) -> dict:
     return {value: position for position, value in enumerate(values)}
 
 
-def labelled_values(frame: pd.DataFrame, labels: dict, tables: dict) -> np.ndarray:
-    """The float64 matrix the trees read of a frame whose columns ``labels`` hold string categories
-    (pandas categorical or string columns; the others numpy ints and floats): each such column's
-    values as their positions among the model's categories, NaN for a missing or unknown one, as
-    the preprocessor's ``OrdinalEncoder`` encodes them. ``tables``: the positions of each column's
-    last pandas categories, kept while its frames share them."""
-    values = np.empty(frame._mgr.shape)  # (columns, rows), transposed at the end as pandas interleaves
-    for block in frame._mgr.blocks:
-        columns = block.mgr_locs.as_array
-        if isinstance(block.dtype, np.dtype) and block.dtype.kind in "iuf" and not labels.keys() & set(columns):
-            values[columns] = block.values
-        elif block.dtype == object or isinstance(block.dtype, (pd.CategoricalDtype, pd.StringDtype)):
-            arrays = block.values if block.values.ndim == 2 else [block.values]  # (an extension block: one column)
-            for column, array in zip(columns, arrays):
-                values[column] = _positions(array, labels.get(column), tables, column)
+def labelled_values(columns: list, labels: dict, tables: dict) -> np.ndarray:
+    """The float64 matrix the trees read of a frame's column arrays, of which ``labels`` hold string
+    categories (pandas categorical or string columns; the others numpy ints and floats): each such
+    column's values as their positions among the model's categories, NaN for a missing or unknown
+    one, as the preprocessor's ``OrdinalEncoder`` encodes them. ``tables``: the positions of each
+    column's last pandas categories, kept while its frames share them."""
+    values = np.empty((len(columns), len(columns[0])))  # (columns, rows), transposed as pandas interleaves
+    for column, array in enumerate(columns):
+        if column in labels:
+            values[column] = _positions(array, labels[column], tables, column)
+        elif type(array) is np.ndarray and array.dtype.kind in "iuf":
+            values[column] = array
         else:
             raise Unsupported("columns other than numpy numbers and the model's string categories")
     return values.T
 
 
-def _positions(array, categories: dict | None, tables: dict, column: int) -> np.ndarray:
+def _positions(array, categories: dict, tables: dict, column: int) -> np.ndarray:
     """The positions among ``categories`` of a column's strings, NaN for missing and unknown ones."""
-    if categories is None:
-        raise Unsupported("strings in a numeric column (scikit-learn raises)")
     if isinstance(array, pd.Categorical):
         kept = tables.get(column)
         if kept is None or kept[0] is not array.categories:

@@ -22,7 +22,7 @@ import weakref
 import numpy as np
 import pandas as pd
 
-from willump.compile.forms import Deferred, ReceiverKernel, Unsupported
+from willump.compile.forms import Deferred, ReceiverKernel, SelectedColumns, Unsupported
 
 _SMALL = 16  # rows looked up one by one in a dict; more go through pandas' vectorized get_indexer
 _MAX_ENTRIES = 1024  # per process-wide cache below: past it, the cache starts again
@@ -262,13 +262,16 @@ class CompiledMerge(ReceiverKernel):
 
 
 class CompiledSelection:
-    """``joined[[columns]]`` on a ``JoinedFrame``, kept compiled for the model kernel."""
+    """``frame[[columns]]`` kept for the kernels reading it: of a ``JoinedFrame``, the joins' rows
+    gathered by the model's kernel; of a DataFrame, the columns where they are (``SelectedColumns``)."""
 
     def __call__(self, frame, key):
         raise Unsupported("its result is used as a DataFrame")
 
     @staticmethod
-    def defer(frame, key) -> SelectedFrame:
+    def defer(frame, key) -> SelectedFrame | SelectedColumns:
+        if type(frame) is pd.DataFrame:
+            return _selected_columns(frame, key)
         if not isinstance(frame, JoinedFrame) or frame.rows == 0:
             raise Unsupported("a selection from something other than compiled joins with rows")
         if type(key) is not list or len(set(key)) != len(key) or not all(type(c) is str for c in key):
@@ -281,6 +284,19 @@ class CompiledSelection:
     @staticmethod
     def still_valid() -> bool:
         return True
+
+
+def _selected_columns(frame: pd.DataFrame, key) -> SelectedColumns:
+    """``frame[key]`` for a list of distinct names of columns of a frame with rows and unique column names."""
+    if type(key) is not list or not key or not all(type(c) is str for c in key) or len(set(key)) != len(key):
+        raise Unsupported("a selection other than a list of distinct column names")
+    columns = frame.columns
+    if not len(frame) or not columns.is_unique:
+        raise Unsupported("no rows, or repeated column names")
+    try:
+        return SelectedColumns(frame, key, [columns.get_loc(c) for c in key])
+    except KeyError:
+        raise Unsupported("a column that is not in the frame (pandas raises)") from None
 
 
 def _grouping(joined: "JoinedFrame", columns: list) -> list:

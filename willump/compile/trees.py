@@ -43,7 +43,7 @@ from willump.compile.forest import (
     CATEGORICAL, EXP, IDENTITY, LEAF, LOG1P_EXP, MISSING_LEFT, SIGMOID, SIGNED_SQUARE, SOFTMAX, ZERO, ZERO_MISSING,
     Ensemble, Trees, joined, kept_ensemble, plain_reading,
 )
-from willump.compile.forms import Unsupported, held_attributes, same_attributes
+from willump.compile.forms import SelectedColumns, Unsupported, held_attributes, same_attributes
 from willump.compile.jit import njit
 from willump.compile.lgbmtext import model_text, sections
 from willump.compile.linear import interleaved
@@ -61,6 +61,8 @@ BOOSTER_METHODS = {Booster: ("predict",)}
 
 class CompiledBooster:
     """``predict_proba`` / ``predict`` of a fitted LightGBM scikit-learn model."""
+
+    reads_columns = True  # (given frame[columns] kept as SelectedColumns: see _matrix)
 
     def __init__(self, model, method: str, workers=None):
         kind = type(model)
@@ -148,6 +150,8 @@ class CompiledBoosterPredict:
     """``Booster.predict(data)`` (``raw_score`` too) of a LightGBM Booster, trained by ``lgb.train`` or
     loaded from a model file or string, by the tree kernels: what LightGBM returns, to the bit. A
     model they do not take, and other arguments, run as LightGBM's own call."""
+
+    reads_columns = True
 
     def __init__(self, booster, method: str, workers=None):
         if method not in BOOSTER_METHODS[Booster]:
@@ -428,9 +432,13 @@ def _float64_values(frame: pd.DataFrame, width: int) -> np.ndarray | None:
 
 def _matrix(X, width: int, pandas_categorical) -> np.ndarray:
     """The matrix LightGBM builds from ``X``; Unsupported where it would do more (or raise)."""
+    if type(X) is SelectedColumns and pandas_categorical:
+        X = X.materialize()  # (frame[columns]: the frame, whose categories LightGBM reads)
     if pandas_categorical and type(X) is not pd.DataFrame:
         raise Unsupported("a model trained on pandas categorical columns, given no DataFrame")
-    if isinstance(X, SelectedFrame):
+    if type(X) is SelectedColumns:  # (frame[columns]: the columns where they are, each number's double)
+        matrix = X.numbers("iufb", np.float64)
+    elif isinstance(X, SelectedFrame):
         matrix = numeric_matrix(X)
     elif isinstance(X, ConcatenatedColumns):  # as the DataFrame below
         matrix = X.matrix(np.result_type(*[d.type for d in X.dtypes], np.float32))

@@ -1,0 +1,127 @@
+"""``frame[columns]`` read only by compiled calls stays the frame's columns (``SelectedColumns``): the
+model's kernel reads them where they are, and the answer is the one the function as written gives
+(values, dtype, shape, exception), whatever runs in between or reads the selection."""
+
+import warnings
+
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+import willump
+
+pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
+RNG = np.random.default_rng(0)
+FRAME = pd.DataFrame(RNG.normal(size=(300, 5)), columns=["a", "b", "c", "d", "e"])
+FRAME["count"] = RNG.integers(0, 5, 300)
+FRAME["kind"] = pd.Categorical(RNG.choice(["x", "y", "z"], 300))
+FEATURES = ["a", "b", "c", "count"]
+Y = (FRAME["a"] + FRAME["count"] > 2).to_numpy()
+BOOSTED = lgb.LGBMClassifier(n_estimators=30, verbose=-1).fit(FRAME[FEATURES], Y)
+FOREST = RandomForestClassifier(n_estimators=20, random_state=0).fit(FRAME[FEATURES], Y)
+NATIVE = HistGradientBoostingClassifier(max_iter=10, categorical_features="from_dtype").fit(FRAME[["a", "kind"]], Y)
+LINEAR = LogisticRegression().fit(FRAME[FEATURES], Y)
+SCALED = make_pipeline(StandardScaler(), LogisticRegression()).fit(FRAME[FEATURES], Y)
+
+
+def boosted_direct(df):
+    return BOOSTED.predict_proba(df[FEATURES])[:, 1]
+
+
+def forest_bound(df):
+    X = df[FEATURES]
+    return FOREST.predict_proba(X)[:, 1]
+
+
+def native_literal(df):
+    X = df[["a", "kind"]]
+    return NATIVE.predict_proba(X)[:, 1]
+
+
+def scaled(df):
+    return SCALED.predict_proba(df[FEATURES])[:, 1]
+
+
+def linear(df):  # (a kernel that reads frames, not kept columns: given the selected frame)
+    return LINEAR.predict_proba(df[FEATURES])[:, 1]
+
+
+def changed_in_between(df):
+    X = df[FEATURES]
+    df["a"] = 0.0  # (the selection was taken before: the model reads the old values)
+    return FOREST.predict_proba(X)[:, 1]
+
+
+def read_by_python(df):
+    X = df[FEATURES]
+    return FOREST.predict_proba(X)[:, 1] + X["a"].to_numpy()
+
+
+def selection_of_a_selection(df):
+    X = df[FEATURES]
+    return BOOSTED.predict_proba(X[FEATURES])[:, 1]
+
+
+MISSING = FEATURES + ["zz"]
+
+
+def missing_column(df):
+    return FOREST.predict_proba(df[MISSING])[:, 1]
+
+
+ROWS = [FRAME, FRAME.iloc[[7]], FRAME.iloc[::-1], FRAME.iloc[100:140]]
+
+
+def answers(function, rows):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return function(rows.copy())
+        except Exception as error:
+            return error
+
+
+@pytest.mark.parametrize("function, kept", [
+    (boosted_direct, True), (forest_bound, True), (native_literal, True), (scaled, True), (linear, True),
+    (changed_in_between, True), (read_by_python, False), (selection_of_a_selection, True), (missing_column, True),
+])
+def test_selections_give_the_answers_as_written(function, kept):
+    optimized = willump.optimize(function)
+    for rows in ROWS + [FRAME.rename(columns={"a": "A"}), FRAME.assign(b=FRAME["b"].astype(np.float32))]:
+        ours, theirs = answers(optimized, rows), answers(function, rows)
+        if isinstance(theirs, Exception):
+            assert type(ours) is type(theirs) and str(ours) == str(theirs)
+        else:
+            assert ours.dtype == theirs.dtype and ours.shape == theirs.shape and ours.tobytes() == theirs.tobytes()
+    table = optimized.explain_compilation()
+    selections = table[~table["call"].str.contains("(", regex=False)]  # (frame[columns], not calls)
+    assert (len(selections) == 1 and bool(selections["kept"].iloc[0])) is kept, table
+    if function is not missing_column:
+        models = table[table["operator"].str.contains("predict", na=False)]
+        assert (models["status"] == "compiled").all(), table
+
+
+def test_a_selection_kept_costs_less_than_the_frame_it_stands_for():
+    """The selection's frame is never built when the model's kernel reads the columns."""
+    optimized = willump.optimize(forest_bound)
+    optimized(FRAME.iloc[[3]])
+    built = []
+    original = pd.DataFrame.__getitem__
+
+    def counted(frame, key):
+        built.append(key)
+        return original(frame, key)
+
+    pd.DataFrame.__getitem__ = counted
+    try:
+        optimized(FRAME.iloc[[3]])
+        assert built == []
+        forest_bound(FRAME.iloc[[3]])
+        assert built == [FEATURES]
+    finally:
+        pd.DataFrame.__getitem__ = original
