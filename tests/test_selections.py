@@ -92,7 +92,9 @@ def answers(function, rows):
 ])
 def test_selections_give_the_answers_as_written(function, kept):
     optimized = willump.optimize(function)
-    for rows in ROWS + [FRAME.rename(columns={"a": "A"}), FRAME.assign(b=FRAME["b"].astype(np.float32))]:
+    others = [FRAME.rename(columns={"a": "A"}), FRAME.assign(b=FRAME["b"].astype(np.float32)),
+              pd.concat([FRAME, FRAME[["a"]]], axis=1), pd.concat({"x": FRAME}, axis=1), FRAME.iloc[:0]]
+    for rows in ROWS + others:  # (a name missing or repeated, columns of two levels, no rows: as written)
         ours, theirs = answers(optimized, rows), answers(function, rows)
         if isinstance(theirs, Exception):
             assert type(ours) is type(theirs) and str(ours) == str(theirs)
@@ -103,7 +105,7 @@ def test_selections_give_the_answers_as_written(function, kept):
     assert (len(selections) == 1 and bool(selections["kept"].iloc[0])) is kept, table
     if function is not missing_column:
         models = table[table["operator"].str.contains("predict", na=False)]
-        assert (models["status"] == "compiled").all(), table
+        assert models["status"].str.startswith("compiled").all() and (models["compiled_calls"] >= len(ROWS)).all(), table
 
 
 def test_a_selection_kept_costs_less_than_the_frame_it_stands_for():

@@ -291,8 +291,8 @@ def _selected_columns(frame: pd.DataFrame, key) -> SelectedColumns:
     if type(key) is not list or not key or not all(type(c) is str for c in key) or len(set(key)) != len(key):
         raise Unsupported("a selection other than a list of distinct column names")
     columns = frame.columns
-    if not len(frame) or not columns.is_unique:
-        raise Unsupported("no rows, or repeated column names")
+    if not len(frame) or isinstance(columns, pd.MultiIndex) or not columns.is_unique:
+        raise Unsupported("no rows, or repeated or multi-level column names")
     try:
         return SelectedColumns(frame, key, [columns.get_loc(c) for c in key])
     except KeyError:
