@@ -21,6 +21,7 @@ from sklearn.svm import LinearSVC
 import willump
 from willump.compile.forms import Unsupported
 from willump.compile.linear import CompiledLinearModel
+from willump.compile.tables import CompiledSelection
 
 rng = np.random.default_rng(3)
 N = 300
@@ -127,6 +128,28 @@ def test_a_frame_gets_scikit_learns_answer_or_runs_scikit_learn(frame, which):
     plain = all(isinstance(frame[c].dtype, np.dtype) and frame[c].dtype.kind in "if" for c in frame)
     if list(frame.columns) == COLUMNS and plain and np.isfinite(frame.to_numpy(dtype=float)).all():
         assert got is not REFUSED  # every frame of numbers with the names seen in fit is compiled
+
+
+@settings(max_examples=200, deadline=None)
+@given(frame=frames(), which=st.sampled_from(METHODS), extra=st.integers(0, 4))
+def test_selected_columns_of_a_wider_frame_get_the_selected_frames_answer(frame, which, extra):
+    """``df[COLUMNS]`` kept as the columns where they are: the answer scikit-learn gives the selected frame."""
+    name, method = which
+    model = MODELS[name]
+    wide = frame.copy()
+    wide.insert(min(extra, wide.shape[1]), "extra", np.arange(len(frame), dtype=np.int64))  # (another block)
+    try:
+        selection = CompiledSelection.defer(wide, COLUMNS)
+    except Unsupported:
+        assert not set(COLUMNS) <= set(wide.columns)  # (a name missing: pandas raises)
+        return
+    expected = answer(model, method, wide[COLUMNS])
+    got = compiled_answer(CompiledLinearModel(model, method), selection)
+    if expected is REFUSED:
+        assert got is REFUSED
+    elif got is not REFUSED:
+        assert_same(got, expected)
+        assert got.tobytes() == expected.tobytes()
 
 
 @pytest.mark.parametrize("name, method", METHODS)
