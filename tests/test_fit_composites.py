@@ -152,3 +152,25 @@ def test_a_small_model_that_cannot_be_trained_on_the_efficient_ifvs_is_said_not_
     assert summary["cascades"].startswith("off: a small model like Pipeline cannot be trained on the efficient IFVs")
     assert "small_model=" in summary["cascades"]
     np.testing.assert_array_equal(optimized(FRAME.iloc[800:]), predict(FRAME.iloc[800:]))
+
+
+def test_a_passthrough_remainder_is_a_feature_vector_fit_can_take_rows_of():
+    """``remainder="passthrough"`` hands its columns on unread (``SelectedColumns``) to the compiled join;
+    fit and the cascade computing that branch alone get the columns as the frame scikit-learn passes on."""
+    global passthrough
+    encoded = ColumnTransformer([("city", OneHotEncoder(handle_unknown="ignore"), ["city"])], remainder="passthrough")
+    passthrough = make_pipeline(encoded, LogisticRegression(max_iter=1000)).fit(
+        FRAME.iloc[:800][["city", "amount", "age"]], Y[:800])
+
+    def chance(frame):
+        return passthrough.predict_proba(frame[["city", "amount", "age"]])[:, 1]
+
+    optimized = willump.optimize(chance)
+    assert len(optimized.graph.ifvs) == 2
+    optimized.fit(FRAME.iloc[:800], y=Y[:800], validation=(FRAME.iloc[800:], Y[800:]), progress=False)
+    for rows in (FRAME.iloc[800:], FRAME.iloc[[900]]):
+        answers = optimized(rows)
+        assert answers.shape == chance(rows).shape
+    optimized.fit(FRAME.iloc[:800], y=Y[:800], validation=(FRAME.iloc[800:], Y[800:]), cascades=False, top_k=False,
+                  progress=False)
+    np.testing.assert_array_equal(optimized(FRAME.iloc[800:]), chance(FRAME.iloc[800:]))

@@ -18,6 +18,7 @@ import operator
 import threading
 from dataclasses import dataclass
 
+from willump.compile.forms import Deferred
 from willump.compile.parallel import SERIAL
 from willump.compile.programs import MISS, chain_of, program_for
 from willump.compile.sites import HELPERS as SITE_HELPERS
@@ -319,12 +320,15 @@ class GraphExecutor:
         return any(name in bound for run in runs for name in run.reads)
 
     def compute(self, env: dict, index: int):
-        """The value of IFV ``index``, computed by its generator from ``env``."""
+        """The value of IFV ``index``, computed by its generator from ``env`` (a value a kernel handed
+        on in its own form, as a passthrough branch's ``SelectedColumns``, built: fit and cascades
+        take its rows)."""
         own = {}
         for run in self._runs:
             if run.block == index:
                 _update(own, run, self._run(run, own, env))
-        return self._run(self._roots[index], own, env)
+        value = self._run(self._roots[index], own, env)
+        return value.materialize() if isinstance(value, Deferred) else value
 
     def values(self, env: dict, indices=None) -> dict:
         """{index: value} of the IFVs ``indices`` (default all), computed one after the other."""
