@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
+from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -127,3 +128,20 @@ def test_a_selection_kept_costs_less_than_the_frame_it_stands_for():
         assert built == [FEATURES]
     finally:
         pd.DataFrame.__getitem__ = original
+
+
+TEXT = "words"  # (a name holding one column's name: the selection stays pandas' own, as text programs read it)
+WORDS = FRAME.assign(words=np.where(FRAME["a"] > 0, "good day", "bad day"))
+VECTORIZER = TfidfVectorizer().fit(WORDS[TEXT])
+READER = LogisticRegression().fit(VECTORIZER.transform(WORDS[TEXT]), Y)
+
+
+def text_by_name(df):
+    return READER.predict_proba(VECTORIZER.transform(df[TEXT]))[:, 1]
+
+
+def test_a_name_holding_one_column_is_not_a_kept_selection():
+    optimized = willump.optimize(text_by_name)
+    np.testing.assert_array_equal(optimized(WORDS), text_by_name(WORDS))
+    calls = optimized.explain_compilation()["call"].tolist()
+    assert "df[TEXT]" not in calls, calls

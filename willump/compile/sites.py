@@ -401,7 +401,7 @@ def attribute(value, name: str):
 HELPERS[ATTRIBUTE] = attribute
 
 
-def keep_results_compiled(body: list, sites: list, first: int = 0) -> list:
+def keep_results_compiled(body: list, sites: list, first: int = 0, column_lists=None) -> list:
     """Let a site keep its result in a kernel's form when that result only reaches other sites.
 
     The result must be bound once, by a top-level ``name = site(...)`` statement.
@@ -414,7 +414,8 @@ def keep_results_compiled(body: list, sites: list, first: int = 0) -> list:
     exception or side effect comes first, so here they stay in place and a call of
     ``protect_kept()`` before each keeps the answer the same). Returns the rewritten
     statements; ``sites`` gets the new subscript sites (``sites[first:]`` are the ones
-    ``body`` calls).
+    ``body`` calls). ``column_lists(key)``: whether a name indexing a frame holds a list of
+    column names (``_kept_selections``).
     """
     by_name = {site.name: site for site in sites[first:]}
 
@@ -469,7 +470,8 @@ def keep_results_compiled(body: list, sites: list, first: int = 0) -> list:
         return None
 
     parents = _parents(body)  # (runs_only_sites reads it)
-    body = _kept_selections(body, parents, sites, by_name, site_call, runs_only_sites, only_site_calls, produced_by)
+    body = _kept_selections(body, parents, sites, by_name, site_call, runs_only_sites, only_site_calls, produced_by,
+                            column_lists or (lambda key: False))
     candidates = {produced_by(statement) for statement in body} - {None}
 
     class Uses(ast.NodeTransformer):
@@ -563,9 +565,11 @@ def _parents(body: list) -> dict:
     return {child: node for statement in body for node in ast.walk(statement) for child in ast.iter_child_nodes(node)}
 
 
-def _kept_selections(body, parents, sites, by_name, site_call, runs_only_sites, only_site_calls, produced_by) -> list:
+def _kept_selections(body, parents, sites, by_name, site_call, runs_only_sites, only_site_calls, produced_by,
+                     column_lists) -> list:
     """``body`` with each ``frame[columns]`` that only site calls read as a site of ``operator.getitem``
-    (``frame`` a name, not a site's result; ``columns`` a list of strings or a name), which
+    (``frame`` a name, not a site's result; ``columns`` a list of strings, or a name ``column_lists``
+    says holds one: a name of one column stays pandas' own, read by text programs), which
     ``keep_results_compiled`` then keeps in the kernel's form (``tables.CompiledSelection``: the columns
     where they are): written as an argument of a site call, or bound once by a top-level statement
     to a name that only arguments of site calls read, in statements running nothing else."""
@@ -575,8 +579,8 @@ def _kept_selections(body, parents, sites, by_name, site_call, runs_only_sites, 
         key = getattr(node, "slice", None)
         return (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name)
                 and node.value.id not in results
-                and (isinstance(key, ast.Name) or isinstance(key, ast.List) and bool(key.elts) and all(
-                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in key.elts)))
+                and (isinstance(key, (ast.Name, ast.Attribute)) and column_lists(key) or isinstance(key, ast.List)
+                     and bool(key.elts) and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in key.elts)))
 
     def argument_of_a_site(node) -> bool:
         parent = parents.get(node)

@@ -132,12 +132,17 @@ class GraphExecutor:
             if self._plain.chain is not None:  # (kernels found at decoration may already make a program)
                 self._plain.update_program()
 
+    def _column_list(self, key) -> bool:
+        """Whether ``key`` (a name or attribute) holds a list of column names, as decoration finds it."""
+        value = self._resolver.resolve(key) if self._resolver is not None else None
+        return type(value) is list and all(type(c) is str for c in value)
+
     def _whole_call(self, body: list) -> "_WholeCall":
         """``body`` (statements of the function) as one block, with compiled call sites."""
         if self._compile:
             first = len(self.sites)
             body = rewrite_calls(body, self.sites, self._workers, self._source.filename)
-            body = keep_results_compiled(body, self.sites, first)
+            body = keep_results_compiled(body, self.sites, first, self._column_list)
         # (a new dict, not an update: other threads may be copying the helpers into a namespace)
         self._helpers = {**self._helpers, **{site.name: site for site in self.sites}, **SITE_HELPERS}
         # A body that is one chain of compiled calls may be answered by one program (see programs).
