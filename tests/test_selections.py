@@ -63,6 +63,11 @@ def read_by_python(df):
     return FOREST.predict_proba(X)[:, 1] + X["a"].to_numpy()
 
 
+def read_in_a_comprehension(df):  # (read at any time: never kept)
+    X = df[FEATURES]
+    return [model.predict_proba(X)[:, 1] for model in (FOREST,)][0]
+
+
 def selection_of_a_selection(df):
     X = df[FEATURES]
     return BOOSTED.predict_proba(X[FEATURES])[:, 1]
@@ -89,7 +94,8 @@ def answers(function, rows):
 
 @pytest.mark.parametrize("function, kept", [
     (boosted_direct, True), (forest_bound, True), (native_literal, True), (scaled, True), (linear, True),
-    (changed_in_between, True), (read_by_python, False), (selection_of_a_selection, True), (missing_column, True),
+    (changed_in_between, True), (read_by_python, False), (read_in_a_comprehension, False),
+    (selection_of_a_selection, True), (missing_column, True),
 ])
 def test_selections_give_the_answers_as_written(function, kept):
     optimized = willump.optimize(function)

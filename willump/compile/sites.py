@@ -594,12 +594,13 @@ def _kept_selections(body, parents, sites, by_name, site_call, runs_only_sites, 
         return sum(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
                    for statement in body for n in ast.walk(statement)) == 1
 
+    scoped = {id(n) for s in body for scope in ast.walk(s)  # (read at any time: never kept)
+              if isinstance(scope, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp))
+              for n in ast.walk(scope)}
+
     def read_only_by_sites(position: int, name: str) -> bool:
         loads = [(later, n) for later in body[position + 1:] for n in ast.walk(later)
                  if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
-        scoped = {id(n) for s in body for scope in ast.walk(s)
-                  if isinstance(scope, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp))
-                  for n in ast.walk(scope)}
         return bool(loads) and all(argument_of_a_site(n) and only_site_calls(later) and id(n) not in scoped
                                    for later, n in loads)
 
