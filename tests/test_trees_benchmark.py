@@ -53,7 +53,7 @@ def test_every_way_of_answering_the_model_gives_lightgbms_bits(tiny_run):
     assert set(document["builds"]) == {"credit", "200-trees"} and document["builds"]["200-trees"]["trees"] == 200
     for build in document["builds"].values():
         assert 0 < build["model_to_string_s"] and 0 < build["lightgbm_load_s"] and 0 < build["willump_build_s"]
-        assert 0 < build["export_s"] < build["willump_build_s"]
+        assert 0 < build["export_s"]  # (a part of the build timed apart: no ordering of two noisy minima)
 
 
 def test_the_other_environment_runs_each_tool_or_says_why_not(tiny_run):
