@@ -87,6 +87,13 @@ class SelectedColumns(Deferred):
     def __init__(self, frame: pd.DataFrame, labels: list, positions: list):
         self.frame, self.labels, self.positions = frame, labels, positions
 
+    def named(self, names: list | None, library: str = "scikit-learn") -> "SelectedColumns":
+        """The selection, when its labels are the feature names seen in fit (``names``), in order;
+        Unsupported otherwise (the library raises or warns)."""
+        if self.labels != names:
+            raise Unsupported(f"columns that are not the feature names seen in fit, in order ({library} raises or warns)")
+        return self
+
     def arrays(self) -> list:
         """The selected columns' arrays, in the selection's order."""
         frame = self.frame

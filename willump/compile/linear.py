@@ -190,9 +190,7 @@ class CompiledLinearModel:
     def _selected_array(self, selection: SelectedColumns) -> np.ndarray:
         """``_frame_array`` of the frame the selection stands for: the columns side by side in their
         common dtype, column-major as pandas gives the frame's values (BLAS sums in that order)."""
-        if selection.labels != self.names:
-            raise Unsupported("columns that are not the feature names seen in fit, in order (scikit-learn raises or warns)")
-        values = selection.numbers()
+        values = selection.named(self.names).numbers()
         check_finite(values, finite=True)
         return values
 

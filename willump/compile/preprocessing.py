@@ -91,9 +91,7 @@ class FittedKernel:
         its checks of feature names and count; Unsupported where scikit-learn warns or raises."""
         kind = type(X)
         if kind is SelectedColumns:  # (a frame with rows, its labels unique)
-            if X.labels != self.names:
-                raise Unsupported("a DataFrame whose columns are not the feature names seen in fit")
-            return X.arrays()
+            return X.named(self.names).arrays()
         if kind is pd.DataFrame:
             if self.names is None or X.columns.tolist() != self.names:
                 raise Unsupported("a DataFrame whose columns are not the feature names seen in fit")

@@ -180,8 +180,7 @@ class CompiledTrees:
             self._named = named_columns(X.columns, self.names, self._named)
             matrix = labelled_values(frame_columns(X), self._labels, self._tables) if self._labels else frame_values(X)
         elif type(X) is SelectedColumns:  # (frame[columns]: the columns where they are)
-            if X.labels != self.names:
-                raise Unsupported("columns that are not the feature names seen in fit, in order (scikit-learn warns)")
+            X = X.named(self.names)
             matrix = labelled_values(X.arrays(), self._labels, self._tables) if self._labels else X.numbers()
         elif type(X) is np.ndarray:
             if self.names is not None:

@@ -84,9 +84,7 @@ class CompiledXGBoost:
                 self._named = named_columns(X.columns, self.names, self._named)
             matrix = frame_values(X)
         elif type(X) is SelectedColumns:  # (frame[columns]: the columns where they are)
-            if self.names is not None and X.labels != self.names:
-                raise Unsupported("columns that are not the feature names seen in fit, in order (XGBoost raises)")
-            matrix = X.numbers()
+            matrix = (X if self.names is None else X.named(self.names, "XGBoost")).numbers()
         elif type(X) is np.ndarray and X.ndim == 2 and X.dtype.kind in "iuf":
             matrix = X
         else:
