@@ -11,6 +11,7 @@ import cloudpickle
 import numpy as np
 import pandas as pd
 import pytest
+import sklearn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.compose import ColumnTransformer, make_column_selector, make_column_transformer
@@ -77,6 +78,13 @@ def column_transformers():
             ("range", make_pipeline("passthrough", SimpleImputer(), MinMaxScaler().set_output(transform="pandas")), NUMERIC),
             ("log", FunctionTransformer(np.log1p), ["age"]),
         ]),
+        "pandas_output": make_column_transformer(  # (scikit-learn's categorical-features example)
+            (OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=np.nan), ["city"]), (numeric, NUMERIC),
+            verbose_feature_names_out=False,
+        ).set_output(transform="pandas"),
+        "pandas_output_prefixed": ColumnTransformer([
+            ("num", numeric, NUMERIC), ("cat", OneHotEncoder(sparse_output=False, handle_unknown="ignore"), ["city"]),
+        ]).set_output(transform="pandas"),
         "union_inside": ColumnTransformer([
             ("text", make_union(TfidfVectorizer(), TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 3))), "text"),
             ("num", numeric, NUMERIC),
@@ -152,7 +160,8 @@ def test_column_transformers_are_exact_on_batches_and_single_rows(name):
         min_size=1, max_size=6,
     ),
     name=st.sampled_from(
-        ["mixed_types", "remainder_passthrough", "dense_output", "union_inside", "encoders_and_scalers", "imputed_categories"]
+        ["mixed_types", "remainder_passthrough", "dense_output", "union_inside", "encoders_and_scalers", "imputed_categories",
+         "pandas_output", "pandas_output_prefixed"]
     ),
 )
 def test_any_rows_give_the_composites_answers(rows, name):
@@ -275,8 +284,47 @@ def test_a_composite_changed_after_decoration_runs_as_written_with_a_warning():
     assert_same(optimized(FRAME.iloc[:5]), probability(FRAME.iloc[:5]))
 
 
+def test_the_categorical_features_example_with_pandas_output_is_its_steps_and_exact():
+    """scikit-learn's 'Categorical Feature Support in Gradient Boosting': an OrdinalEncoder on the
+    categories, the rest passed through, the frame's names telling the model which are categorical."""
+    global composite
+    encoder = make_column_transformer(
+        (OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=np.nan), ["city"]),
+        remainder="passthrough", verbose_feature_names_out=False,
+    )
+    composite = make_pipeline(
+        encoder, HistGradientBoostingClassifier(categorical_features=["city"], max_iter=20, random_state=0),
+    ).set_output(transform="pandas").fit(FRAME[["city", *NUMERIC]], Y)
+
+    def predict(frame):
+        return composite.predict_proba(frame[["city", *NUMERIC]])[:, 1]
+
+    optimized = optimize_quietly(predict)
+    unseen = FRAME.iloc[:4].assign(city=["rome", None, "paris", ""])
+    for rows in (FRAME, FRAME.iloc[[7]], FRAME.iloc[::-1], unseen):
+        assert_same(optimized(rows), predict(rows))
+    table = optimized.explain_compilation().set_index("call")
+    assert table.filter(like="predict_proba", axis=0)["status"].eq("compiled").all(), table
+
+
+def test_a_global_pandas_output_is_read_and_a_change_of_it_runs_as_written():
+    """``sklearn.config_context(transform_output="pandas")`` around decoration and calls; outside it
+    the composites return arrays again (scikit-learn warns of the names its steps no longer get)."""
+    global composite
+    with sklearn.config_context(transform_output="pandas"):
+        composite = make_pipeline(ColumnTransformer([
+            ("num", make_pipeline(SimpleImputer(), StandardScaler()), NUMERIC),
+            ("cat", OneHotEncoder(sparse_output=False, handle_unknown="ignore"), ["city"]),
+        ]), LogisticRegression()).fit(FRAME, Y)
+        optimized = optimize_quietly(probability)
+        for rows in (FRAME, FRAME.iloc[[3]]):
+            assert_same(optimized(rows), probability(rows))
+    with pytest.warns(willump.WillumpWarning, match="changed after decoration"):
+        assert_same(optimized(FRAME), probability(FRAME))
+
+
 @pytest.mark.parametrize("why, make", [
-    ("set_output", lambda: ColumnTransformer([("num", StandardScaler(), NUMERIC)]).set_output(transform="pandas")),
+    ("set_output", lambda: make_union(StandardScaler(), MinMaxScaler()).set_output(transform="pandas")),
     ("transformer_weights", lambda: ColumnTransformer([("num", StandardScaler(), NUMERIC)], transformer_weights={"num": 2.0})),
 ])
 def test_a_composite_left_as_one_call_says_so(why, make):

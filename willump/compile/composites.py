@@ -20,12 +20,13 @@ import scipy.sparse as sp
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer
 from sklearn.utils import _safe_indexing
+from sklearn.utils._set_output import _wrap_data_with_container
 
 from willump.compile.dense import CompiledNumpyHstack
 from willump.compile.encoders import KERNELS as ENCODERS
 from willump.compile.forms import SelectedColumns, SparseRows, Stacked, Unsupported, side_by_side
 from willump.compile.preprocessing import KERNELS as PREPROCESSING
-from willump.compile.preprocessing import is_identity
+from willump.compile.preprocessing import is_identity, output_config
 from willump.compile.sparse import CompiledHstack, materialize_stack, nonzero_rows
 
 UNION_STACK = "__willump_union_stack"
@@ -145,10 +146,14 @@ COLUMN_READERS = {*ENCODERS, *PREPROCESSING} - {FunctionTransformer}  # (it call
 
 
 def column_stack(transformer, blocks, X):
-    """``ColumnTransformer.transform``'s result, from its branches' outputs."""
+    """``ColumnTransformer.transform``'s result, from its branches' outputs (a DataFrame wrapped
+    as ``set_output`` wraps its transform's)."""
     blocks = list(blocks)
     transformer._validate_output(blocks)
-    return transformer._hstack(blocks, n_samples=X.shape[0])
+    joined = transformer._hstack(blocks, n_samples=X.shape[0])
+    if output_config(transformer) == "default":
+        return joined
+    return _wrap_data_with_container("transform", joined, X, transformer)
 
 
 class CompiledUnionStack:
@@ -169,14 +174,22 @@ class CompiledColumnStack:
     """``column_stack``: CSR blocks for a sparse output, 2-D numeric arrays for a dense one."""
 
     def __call__(self, transformer, blocks, X):
-        return _joined(_sparse_or_dense(blocks, sparse=bool(transformer.sparse_output_)))
+        return _joined(_column_blocks(transformer, blocks))
 
     def defer(self, transformer, blocks, X):
-        return _deferred(_sparse_or_dense(blocks, sparse=bool(transformer.sparse_output_)))
+        return _deferred(_column_blocks(transformer, blocks))
 
     @staticmethod
     def still_valid() -> bool:
         return True
+
+
+def _column_blocks(transformer, blocks) -> tuple[bool, list]:
+    """``_sparse_or_dense`` of a ColumnTransformer's arrays; its frames (``set_output``) are
+    joined by scikit-learn."""
+    if output_config(transformer) != "default":
+        raise Unsupported('set_output(transform="pandas"): scikit-learn joins the frames')
+    return _sparse_or_dense(blocks, sparse=bool(transformer.sparse_output_))
 
 
 _HSTACK = CompiledHstack()

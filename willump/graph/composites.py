@@ -25,7 +25,6 @@ import operator
 import re
 from dataclasses import dataclass, field
 
-import sklearn
 from sklearn.compose import ColumnTransformer, TransformedTargetRegressor
 from sklearn.compose._column_transformer import _is_empty_column_selection
 from sklearn.exceptions import NotFittedError
@@ -34,6 +33,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from willump.compile.composites import COLUMN_INPUT, COLUMN_STACK, COLUMNS, HELPERS, UNION_STACK
 from willump.compile.meta import READ_AS_STEPS, TARGET_INVERSE, target_inverse
+from willump.compile.preprocessing import output_config
 from willump.graph.recognize import MODEL_METHODS
 from willump.graph.statements import replace_node, walk_scope
 
@@ -53,7 +53,7 @@ class Expansion:
     _receivers: list = field(default_factory=list)  # (function, name, the composite the name held)
     _lists: list = field(default_factory=list)  # (owner, attribute, its items at decoration)
     _held: list = field(default_factory=list)  # (owner, attribute, the object it held at decoration)
-    _joins: list = field(default_factory=list)  # FeatureUnions and ColumnTransformers written out
+    _joins: list = field(default_factory=list)  # (FeatureUnion or ColumnTransformer written out, its output)
 
     def current(self) -> bool:
         """Do the names still hold the composites, and these the steps the rewritten code calls,
@@ -68,7 +68,7 @@ class Expansion:
         for owner, attribute, held in self._held:
             if getattr(owner, attribute, None) is not held:
                 return False
-        return all(_plain_output(join) for join in self._joins)
+        return all(output_config(join) == output for join, output in self._joins)
 
     def fitted_since(self) -> bool:
         """Has a composite that was not fitted at decoration been fitted since (fit adds attributes)?"""
@@ -215,7 +215,7 @@ class _Writer:
             if not isinstance(block, ast.Name) or block.id == getattr(source, "id", None):
                 block = self.assign(block, branch_path, before)
             blocks.append(block)
-        self.expansion._joins.append(composite)
+        self.expansion._joins.append((composite, output_config(composite)))
         entries = ast.List([copy.copy(b) for b in blocks], ast.Load())
         joined = self.helper(UNION_STACK, [owner, entries]) if union else self.helper(COLUMN_STACK, [owner, entries, source])
         return self.assign(joined, path, before)
@@ -297,8 +297,9 @@ def _not_written_out(composite, method: str) -> str | None:
         return None
     if getattr(composite, "transformer_weights", None):
         return "transformer_weights are set"
-    if not _plain_output(composite):
-        return "set_output(transform=...) makes it return DataFrames"
+    output = output_config(composite)
+    if output != "default" and (kind is not ColumnTransformer or output != "pandas"):
+        return f'set_output(transform="{output}") makes it return {output} frames'
     if not any(True for _ in _branches(composite)):
         return "every branch is dropped"
     if kind is FeatureUnion:
@@ -318,12 +319,6 @@ _UNFITTED = "it was not fitted when the function was decorated: it is read as it
 def _final(composite):
     """The object fitting changes last: a Pipeline's final step, else the composite."""
     return composite.steps[-1][1] if type(composite) is Pipeline and composite.steps else composite
-
-
-def _plain_output(composite) -> bool:
-    """Does the composite return arrays (scikit-learn's default output), not DataFrames?"""
-    own = getattr(composite, "_sklearn_output_config", {}).get("transform")
-    return (own or sklearn.get_config()["transform_output"]) == "default"
 
 
 def _composite_call(statement: ast.stmt, resolver):
