@@ -131,7 +131,22 @@ def category_frames(draw):
     new = pd.DataFrame({n: draw(category_column(rows, k, False)) for n, k in zip(names, kinds)})
     if draw(st.integers(0, 3)) == 0:
         new = pd.concat([new] * 16, ignore_index=True)
+    fit, new = (draw(categoricals(frame)) if draw(st.booleans()) else frame for frame in (fit, new))
     return fit, new.set_axis(draw(indexes(len(new))))
+
+
+@st.composite
+def categoricals(draw, frame: pd.DataFrame):
+    """The frame's columns as pandas categoricals: their values in any order, with or without an
+    unused category (missing values are codes -1, NaN once read)."""
+    columns = {}
+    for name, column in frame.items():
+        values = column.dropna().unique().tolist()
+        categories = draw(st.permutations(values)) + draw(st.sampled_from([[], ["unused"] if column.dtype == object else [42]]))
+        if len(set(map(type, categories))) > 1 and column.dtype != object:
+            categories = categories[:len(values)]
+        columns[name] = pd.Categorical(column, categories=pd.Index(categories, dtype=column.dtype))
+    return pd.DataFrame(columns, index=frame.index)
 
 
 def indexes(rows: int):

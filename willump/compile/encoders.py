@@ -32,6 +32,7 @@ class Categories:
 
     def __init__(self, categories: np.ndarray):
         self.size = len(categories)
+        self.categorical = None, None  # (the dtype of a pandas categorical, its categories' positions and NaN's)
         self.objects = categories.dtype.kind == "O"
         if self.objects:
             values = categories.tolist()
@@ -59,6 +60,8 @@ class Categories:
             found = self._arrow_positions(column._pa_array)
             if found is not None:
                 return found
+        if type(column) is pd.Categorical:
+            return self._categorical_positions(column)
         values = _values(column)
         if self.objects:
             if values.dtype.kind != "O":
@@ -76,6 +79,20 @@ class Categories:
         if self.nan is not None:
             positions[np.isnan(values)] = self.nan
         return positions
+
+    def _categorical_positions(self, column: pd.Categorical) -> np.ndarray:
+        """The positions of a pandas categorical's values, as of the values ``np.asarray`` gives
+        (what scikit-learn reads): each category's found once per categories, gathered by code
+        (a missing value, NaN there, is at the NaN category or unknown)."""
+        dtype, positions = self.categorical
+        if dtype is not column.dtype:
+            dtype = column.dtype
+            values = np.asarray(pd.Categorical.from_codes(np.arange(len(dtype.categories)), dtype=dtype))
+            if values.dtype.kind not in "Of":  # (ints and bools: a missing value makes them floats)
+                return self.positions_of(np.asarray(column))
+            positions = np.append(self.positions_of(values), self.nan if self.nan is not None else UNKNOWN)
+            self.categorical = dtype, positions
+        return positions[column.codes]
 
     def _object_positions(self, values: np.ndarray) -> np.ndarray:
         if len(values) > _FEW:  # the str categories found by pandas; the other values as below
