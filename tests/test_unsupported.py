@@ -1,5 +1,6 @@
 """What the analysis does not understand runs as plain Python: one warning, the same answer."""
 
+import re
 import warnings
 
 import numpy as np
@@ -225,6 +226,15 @@ def test_no_return_runs_the_function_unmodified():
     optimized, message = optimize_warning_once(no_model)
     assert "no call to .predict" in message
     pd.testing.assert_series_equal(optimized(FRAME), no_model(FRAME))
+
+
+def test_a_model_given_its_input_by_keyword_is_named_in_the_warning():
+    def by_keyword(df):
+        return model.predict(X=np.hstack([df[["x"]].to_numpy(), df[["y"]].to_numpy()]))
+
+    optimized, message = optimize_warning_once(by_keyword)
+    assert re.search(r"line \d+: \.predict\(\.\.\.\) is given its input by keyword; write it by position", message), message
+    np.testing.assert_array_equal(optimized(FRAME), by_keyword(FRAME))
 
 
 def test_match_is_an_opaque_node():

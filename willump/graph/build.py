@@ -22,7 +22,7 @@ from willump.graph.composites import Expansion, expand
 from willump.graph.inline import Inlined, inline_helpers
 from willump.graph.graph import PLACEHOLDER, IFV, Combiner, ModelNode, TransformationGraph
 from willump.graph.joins import HELPERS, JOIN_ASSEMBLE, find_join_chain
-from willump.graph.recognize import COMPOSITE_JOINS, Resolver, concatenation_calls, model_call
+from willump.graph.recognize import COMPOSITE_JOINS, Resolver, concatenation_calls, keyword_model_call, model_call
 from willump.graph.source import FunctionSource
 from willump.graph.statements import Statement, analyze_statement, names_read, walk_scope
 
@@ -147,6 +147,10 @@ def build_plan(source: FunctionSource) -> Plan:
 
     model = _find_model(statements, flow)
     if model is None:
+        keyword = keyword_model_call(definition)
+        if keyword is not None:
+            return _unmodified(plan, keyword.lineno, f".{keyword.func.attr}(...) is given its input by keyword; "
+                               "write it by position (model.predict(X)) to have the function optimized", "no model")
         return _unmodified(
             plan,
             last.lineno,

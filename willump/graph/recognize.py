@@ -103,6 +103,15 @@ def model_call(expr: ast.AST) -> ast.Call | None:
     return None
 
 
+def keyword_model_call(expr: ast.AST) -> ast.Call | None:
+    """The first model method call given its input by keyword only (``model.predict(X=df)``)."""
+    for node in walk_scope(expr):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MODEL_METHODS:
+            if not node.args and node.keywords:
+                return node
+    return None
+
+
 def concatenation_kind(call: ast.Call, resolver: Resolver) -> str | None:
     """The qualified name of the concatenation ``call`` performs along columns, or None."""
     target = resolver.resolve(call.func)
