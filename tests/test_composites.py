@@ -303,8 +303,49 @@ def test_the_categorical_features_example_with_pandas_output_is_its_steps_and_ex
     unseen = FRAME.iloc[:4].assign(city=["rome", None, "paris", ""])
     for rows in (FRAME, FRAME.iloc[[7]], FRAME.iloc[::-1], unseen):
         assert_same(optimized(rows), predict(rows))
-    table = optimized.explain_compilation().set_index("call")
-    assert table.filter(like="predict_proba", axis=0)["status"].eq("compiled").all(), table
+    assert optimized.explain_compilation()["status"].eq("compiled").all()  # (the frames joined as columns)
+
+
+def pandas_columns():
+    return ColumnTransformer([
+        ("num", make_pipeline(SimpleImputer(), StandardScaler()), NUMERIC),
+        ("cat", OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1), ["city"]),
+        ("rest", "passthrough", ["age"]),
+    ]).set_output(transform="pandas").fit(FRAME)
+
+
+def test_a_pandas_output_returned_is_scikit_learns_frame():
+    global columns, model
+    columns = pandas_columns()
+    model = LogisticRegression().fit(columns.transform(FRAME), Y)
+
+    def scores_and_features(frame):
+        X = columns.transform(frame)
+        return model.predict_proba(X)[:, 1], X
+
+    optimized = optimize_quietly(scores_and_features)
+    for rows in (FRAME, FRAME.iloc[[4]], FRAME.iloc[::-1].set_axis([f"r{i}" for i in range(N)])):
+        (got, got_frame), (expected, expected_frame) = optimized(rows), scores_and_features(rows)
+        assert_same(got, expected)
+        pd.testing.assert_frame_equal(got_frame, expected_frame, check_exact=True)
+
+
+def test_pandas_output_kept_as_columns_until_the_model_reads_them():
+    global columns, model
+    columns = pandas_columns()
+    model = LogisticRegression().fit(columns.transform(FRAME), Y)
+
+    def probability_after_change(frame):
+        X = columns.transform(frame)
+        frame.loc[:, "age"] = 0  # in place, while the features are kept as the frame's columns
+        probabilities = model.predict_proba(X)
+        return probabilities[:, 1]
+
+    optimized = optimize_quietly(probability_after_change)
+    for rows in (FRAME, FRAME.iloc[[4]]):
+        assert_same(optimized(rows.copy()), probability_after_change(rows.copy()))
+    status = optimized.explain_compilation().set_index("call")["status"]
+    assert status.filter(like="column_stack").eq("compiled").all(), status
 
 
 def test_a_global_pandas_output_is_read_and_a_change_of_it_runs_as_written():

@@ -2,7 +2,7 @@
 
 The composite is read as its steps: each FeatureUnion / ColumnTransformer branch is an IFV, and
 fit trains the small model as a clone of the final estimator on the efficient branches. Where a
-composite stays one call (here: its output set to DataFrames), the function has one feature
+composite stays one call (here: with transformer_weights), the function has one feature
 vector, and fit says why there is no cascade or filter.
 """
 
@@ -100,15 +100,39 @@ def test_fit_splits_the_branches_and_cascades_on_a_clone_of_the_final_estimator(
 
 def test_a_composite_left_as_one_call_is_one_feature_vector_and_fit_says_why():
     global composite
-    columns = ColumnTransformer([("numbers", StandardScaler(), ["amount", "age"]), ("city", OneHotEncoder(sparse_output=False), ["city"])])
-    composite = Pipeline([("columns", columns.set_output(transform="pandas")), ("model", LogisticRegression())])
+    columns = ColumnTransformer([("numbers", StandardScaler(), ["amount", "age"]), ("city", OneHotEncoder(sparse_output=False), ["city"])],
+                                transformer_weights={"numbers": 2.0, "city": 1.0})
+    composite = Pipeline([("columns", columns), ("model", LogisticRegression())])
     composite.fit(FRAME.iloc[:800], Y[:800])
-    with pytest.warns(willump.WillumpWarning, match="runs as one call .set_output"):
+    with pytest.warns(willump.WillumpWarning, match="runs as one call .transformer_weights"):
         optimized = willump.optimize(probability)
     optimized.fit(FRAME.iloc[:800], y=Y[:800], validation=(FRAME.iloc[800:], Y[800:]), progress=False)
     summary = optimized.explain().attrs["summary"]
     assert summary["cascades"].startswith("off: the function has a single feature vector"), summary["cascades"]
     np.testing.assert_array_equal(optimized(FRAME.iloc[800:]), probability(FRAME.iloc[800:]))
+
+
+def test_a_column_transformer_with_pandas_output_cascades_on_its_branches_frames():
+    """Branches whose frames stay their columns while served are IFVs like any other: fit builds
+    the frames, the small model is trained and served on them."""
+    global composite
+    columns = ColumnTransformer([
+        ("numbers", StandardScaler(), ["amount", "age"]), ("city", OneHotEncoder(sparse_output=False, handle_unknown="ignore"), ["city"]),
+    ]).set_output(transform="pandas")
+    composite = Pipeline([("columns", columns), ("model", LogisticRegression())]).fit(FRAME.iloc[:800], Y[:800])
+    optimized = willump.optimize(probability)
+    assert [ifv.name for ifv in optimized.graph.ifvs] == ["columns__numbers", "columns__city"]
+    test = FRAME.iloc[800:]
+    np.testing.assert_array_equal(optimized(test), probability(test))
+    optimized.fit(FRAME.iloc[:800], y=Y[:800], validation=(test, Y[800:]), progress=False,
+                  costs={"columns__numbers": 1e-7, "columns__city": 1e-5}, check_speed=False)
+    summary = optimized.explain().attrs["summary"]
+    assert summary["cascades"].startswith("on"), summary["cascades"]
+    cascaded, exact = optimized(test), probability(test)
+    assert cascaded.dtype == exact.dtype and cascaded.shape == exact.shape
+    assert np.mean((cascaded > 0.5) == (exact > 0.5)) >= 0.97
+    for row in range(3):  # a row alone is answered as in the batch
+        np.testing.assert_allclose(optimized(test.iloc[[row]]), cascaded[row:row + 1], rtol=1e-12)
 
 
 def test_a_column_transformer_feeding_a_lightgbm_model():

@@ -24,7 +24,9 @@ from sklearn.utils._set_output import _wrap_data_with_container
 
 from willump.compile.dense import CompiledNumpyHstack
 from willump.compile.encoders import KERNELS as ENCODERS
-from willump.compile.forms import SelectedColumns, SparseRows, Stacked, Unsupported, side_by_side
+from willump.compile.forms import (
+    Columns, Deferred, FrameColumns, SelectedColumns, SparseRows, Stacked, Unsupported, side_by_side,
+)
 from willump.compile.preprocessing import KERNELS as PREPROCESSING
 from willump.compile.preprocessing import is_identity, output_config
 from willump.compile.sparse import CompiledHstack, materialize_stack, nonzero_rows
@@ -177,6 +179,8 @@ class CompiledColumnStack:
         return _joined(_column_blocks(transformer, blocks))
 
     def defer(self, transformer, blocks, X):
+        if output_config(transformer) == "pandas":
+            return _joined_frame(transformer, list(blocks), X)
         return _deferred(_column_blocks(transformer, blocks))
 
     @staticmethod
@@ -192,6 +196,33 @@ def _column_blocks(transformer, blocks) -> tuple[bool, list]:
     return _sparse_or_dense(blocks, sparse=bool(transformer.sparse_output_))
 
 
+def _joined_frame(transformer, blocks: list, X) -> FrameColumns:
+    """The frame a ColumnTransformer with pandas output makes of its branches' frames, kept as
+    their columns under its ``get_feature_names_out()``; built by ``column_stack`` when needed."""
+    if not blocks or not all(isinstance(b, Columns) for b in blocks):
+        raise Unsupported("a branch's frame that was built (scikit-learn joins the frames)")
+    index = blocks[0].index
+    if index is None or any(b.index is not index for b in blocks):
+        raise Unsupported("branches' frames of different indexes (pandas aligns them)")
+    arrays = [array for block in blocks for array in block.arrays()]
+    labels = _names_out(transformer, blocks)
+    if len(labels) != len(arrays):
+        raise Unsupported("not a name for each column")
+    return FrameColumns(labels, arrays, index, lambda: column_stack(
+        transformer, [b.materialize() for b in blocks], X.materialize() if isinstance(X, Deferred) else X))
+
+
+def _names_out(transformer, blocks: list) -> list:
+    """``transformer.get_feature_names_out()`` as a list, computed again when the branches' names
+    or ``verbose_feature_names_out`` change (the steps themselves are checked before each call)."""
+    key = (transformer.verbose_feature_names_out, tuple(tuple(b.labels) for b in blocks))
+    known = _NAMES_OUT.get(transformer)
+    if known is None or known[0] != key:
+        known = _NAMES_OUT[transformer] = key, transformer.get_feature_names_out().tolist()
+    return known[1]
+
+
+_NAMES_OUT = weakref.WeakKeyDictionary()  # ColumnTransformer -> (its branches' names, its names out)
 _HSTACK = CompiledHstack()
 _NUMPY_HSTACK = CompiledNumpyHstack()
 
@@ -201,7 +232,7 @@ def _sparse_or_dense(blocks, sparse: bool | None) -> tuple[bool, list]:
     (scikit-learn's code then joins them). ``sparse`` None: CSR if any block is sparse."""
     if type(blocks) not in (list, tuple) or len(blocks) < 2:
         raise Unsupported("fewer than two blocks")
-    blocks = [_frame_values(b) if type(b) in (pd.DataFrame, SelectedColumns) else b for b in blocks]
+    blocks = [_frame_values(b) if type(b) is pd.DataFrame or isinstance(b, Columns) else b for b in blocks]
     is_sparse = [isinstance(b, SparseRows) or sp.issparse(b) for b in blocks]
     if sparse is None:
         sparse = any(is_sparse)
@@ -223,7 +254,7 @@ def _frame_values(frame) -> np.ndarray:
     joins them: ``np.asarray`` (as ``np.hstack``, and ``check_array`` for a sparse output, convert
     columns of numbers; of selected columns, the arrays side by side in their common dtype, as
     pandas interleaves them); Unsupported for others."""
-    arrays = frame.arrays() if type(frame) is SelectedColumns else None
+    arrays = frame.arrays() if isinstance(frame, Columns) else None
     dtypes = frame.dtypes.tolist() if arrays is None else [a.dtype if type(a) is np.ndarray else None for a in arrays]
     if not all(isinstance(d, np.dtype) and d.kind in "biuf" for d in dtypes):
         raise Unsupported("a passthrough frame of other than numbers (scikit-learn converts it its own way)")

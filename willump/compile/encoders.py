@@ -250,7 +250,7 @@ class CompiledOneHotEncoder(_Encoding):
     def defer(self, X):
         """As calling it; sparse output kept as ``SparseRows`` for the compiled calls reading it."""
         if not self.model.sparse_output:
-            return self(X)
+            return super().defer(X)
         if output_config(self.model) != "default":
             raise Unsupported("set_output with sparse output (scikit-learn raises)")
         indices, indptr = _csr_arrays(self._columns(X))

@@ -76,36 +76,48 @@ class Texts(Deferred):
         return self._original()
 
 
-class SelectedColumns(Deferred):
-    """Columns of a DataFrame by name, standing for ``frame[labels]`` (the frame a
-    ColumnTransformer gives a branch, or the user's ``df[columns]`` read only by compiled
-    calls): kernels read the columns where they are, and the selection is made only for a
-    call that runs as written."""
+class Columns(Deferred):
+    """Named columns standing for a DataFrame (``labels``, ``arrays()``, ``index``): kernels that
+    read frames read the arrays, and the frame is built only for a call that runs as written."""
 
     stands_for = pd.DataFrame
+    labels: list
 
-    def __init__(self, frame: pd.DataFrame, labels: list, positions: list):
-        self.frame, self.labels, self.positions = frame, labels, positions
-
-    def named(self, names: list | None, library: str = "scikit-learn") -> "SelectedColumns":
-        """The selection, when its labels are the feature names seen in fit (``names``), in order;
+    def named(self, names: list | None, library: str = "scikit-learn") -> "Columns":
+        """The columns, when their labels are the feature names seen in fit (``names``), in order;
         Unsupported otherwise (the library raises or warns)."""
         if self.labels != names:
             raise Unsupported(f"columns that are not the feature names seen in fit, in order ({library} raises or warns)")
         return self
 
     def arrays(self) -> list:
-        """The selected columns' arrays, in the selection's order."""
-        frame = self.frame
-        return [frame._get_column_array(i) for i in self.positions]
+        """The columns' arrays, in order."""
+        raise NotImplementedError
 
     def numbers(self, kinds: str = "iuf", dtype=None) -> np.ndarray:
-        """``np.asarray(frame[labels], dtype)`` of columns of numpy numbers of ``kinds``: the arrays side
+        """``np.asarray(frame, dtype)`` of columns of numpy numbers of ``kinds``: the arrays side
         by side in ``dtype``, else their common dtype, as pandas interleaves them; Unsupported for others."""
         arrays = self.arrays()
         if not all(type(a) is np.ndarray and a.dtype.kind in kinds for a in arrays):
             raise Unsupported("columns other than numpy numbers (converted by the library first)")
         return side_by_side(arrays, dtype or np.result_type(*[a.dtype for a in arrays]))
+
+
+class SelectedColumns(Columns):
+    """Columns of a DataFrame by name, standing for ``frame[labels]`` (the frame a
+    ColumnTransformer gives a branch, or the user's ``df[columns]`` read only by compiled
+    calls): kernels read the columns where they are."""
+
+    def __init__(self, frame: pd.DataFrame, labels: list, positions: list):
+        self.frame, self.labels, self.positions = frame, labels, positions
+
+    @property
+    def index(self) -> pd.Index:
+        return self.frame.index
+
+    def arrays(self) -> list:
+        frame = self.frame
+        return [frame._get_column_array(i) for i in self.positions]
 
     def protect(self) -> None:
         """Selected now: code that runs before a kernel reads the columns may change the frame."""
@@ -113,6 +125,27 @@ class SelectedColumns(Deferred):
 
     def _build(self):
         return self.frame[self.labels]
+
+
+class FrameColumns(Columns):
+    """The DataFrame scikit-learn's ``set_output(transform="pandas")`` makes of a kernel's answer
+    (or a ColumnTransformer makes of its branches' frames), kept as its columns; ``build()`` makes
+    it as scikit-learn does."""
+
+    def __init__(self, labels: list, arrays: list, index: pd.Index | None, build):
+        self.labels, self._arrays, self.index, self._make = labels, arrays, index, build
+
+    def arrays(self) -> list:
+        return self._arrays
+
+    def protect(self) -> None:
+        """Built now (its arrays may be the caller's columns): code that runs before a kernel reads
+        them may change them in place."""
+        frame = self.materialize()
+        self._arrays = [frame._get_column_array(i) for i in range(frame.shape[1])]
+
+    def _build(self):
+        return self._make()
 
 
 def side_by_side(columns: list, dtype) -> np.ndarray:

@@ -27,7 +27,7 @@ from sklearn.svm import LinearSVC
 from sklearn.utils.extmath import softmax
 
 from willump.compile import fused
-from willump.compile.forms import LazyRows, SelectedColumns, SparseRows, Stacked, Unsupported, stacked_dtype
+from willump.compile.forms import Columns, LazyRows, SparseRows, Stacked, Unsupported, stacked_dtype
 from willump.compile.jit import njit
 from willump.compile.parallel import SERIAL, WORTH_A_THREAD, Faster
 from willump.compile.preprocessing import check_finite
@@ -67,7 +67,7 @@ class CompiledLinearModel:
     # Whether the model multiplies sparse input of any real dtype as it is (scipy then converts
     # the values to float64, which is exact), rather than refusing other than float64 here.
     converts_values = False
-    reads_columns = True  # (given frame[columns] kept as SelectedColumns: see _product)
+    reads_columns = True  # (given frame[columns] kept as Columns: see _product)
 
     def __init__(self, model, method: str, workers=SERIAL):
         kind = type(model)
@@ -159,7 +159,7 @@ class CompiledLinearModel:
     def _product(self, X, weights):
         if type(X) is pd.DataFrame:
             return self._frame_array(X) @ weights
-        if type(X) is SelectedColumns:  # (frame[columns]: the columns where they are)
+        if isinstance(X, Columns):  # (frame[columns], a set_output frame: the columns where they are)
             return self._selected_array(X) @ weights
         self._refuse_named_features()
         if type(X) is np.ndarray:  # not np.matrix or other subclasses, which scikit-learn refuses
@@ -187,7 +187,7 @@ class CompiledLinearModel:
         check_finite(values, finite=True)
         return values
 
-    def _selected_array(self, selection: SelectedColumns) -> np.ndarray:
+    def _selected_array(self, selection: Columns) -> np.ndarray:
         """``_frame_array`` of the frame the selection stands for: the columns side by side in their
         common dtype, column-major as pandas gives the frame's values (BLAS sums in that order)."""
         values = selection.named(self.names).numbers()

@@ -29,9 +29,9 @@ from sklearn.preprocessing import (
     RobustScaler,
     StandardScaler,
 )
-from sklearn.utils._set_output import _wrap_data_with_container
+from sklearn.utils._set_output import _auto_wrap_is_configured, _wrap_data_with_container
 
-from willump.compile.forms import Deferred, SelectedColumns, Unsupported, side_by_side
+from willump.compile.forms import Columns, Deferred, FrameColumns, Unsupported, side_by_side
 from willump.compile.jit import njit
 from willump.compile.parallel import SERIAL
 
@@ -47,7 +47,7 @@ class FittedKernel:
 
     KIND = None
     ATTRIBUTES = ()
-    reads_columns = True  # (SelectedColumns: see columns)
+    reads_columns = True  # (Columns: see columns)
     WRAPS = True  # the output follows set_output (scikit-learn's auto-wrapping)
 
     def __init__(self, model, workers=SERIAL, fitted: bool = True):
@@ -77,20 +77,48 @@ class FittedKernel:
         if args or kwargs:
             raise Unsupported("arguments other than X")
         out = self.transform(X)
+        if not self._wraps():
+            return out
+        X, out = (value.materialize() if isinstance(value, Columns) else value for value in (X, out))
+        return _wrap_data_with_container("transform", out, X, self.model)
+
+    def defer(self, X, *args, **kwargs):
+        """As calling it; a frame ``set_output(transform="pandas")`` makes of the answer is kept as
+        its columns (``FrameColumns``), built by scikit-learn's wrapping when a call needs it."""
+        if args or kwargs:
+            raise Unsupported("arguments other than X")
+        out = self.transform(X)
+        if not self._wraps():
+            return out
+        if isinstance(out, Columns):  # (the identity's: its input)
+            arrays = out.arrays()
+        elif type(out) is np.ndarray and out.ndim == 2:
+            arrays = [out[:, j] for j in range(out.shape[1])]
+        else:
+            raise Unsupported(f"an answer of type {type(out).__name__} under set_output")
+        index = X.index if isinstance(X, (Columns, pd.DataFrame)) else None
+        labels = self.model.get_feature_names_out().tolist()
+        return FrameColumns(labels, arrays, index, lambda: self._wrapped(out, index))
+
+    def _wraps(self) -> bool:
+        """Whether scikit-learn wraps the answer in a DataFrame; Unsupported for other wrappings."""
         config = output_config(self.model)
         if config == "default":
-            return out
+            return False
         if config != "pandas" or not self.WRAPS:
             raise Unsupported(f'set_output(transform="{config}")')
-        if type(X) is SelectedColumns:
-            X = X.materialize()
-        return _wrap_data_with_container("transform", out, X, self.model)
+        return _auto_wrap_is_configured(self.model)
+
+    def _wrapped(self, out, index: pd.Index | None) -> pd.DataFrame:
+        """The frame scikit-learn's wrapping makes of ``out`` for an input with this ``index``."""
+        out = out.materialize() if isinstance(out, Columns) else out
+        return _wrap_data_with_container("transform", out, None if index is None else pd.DataFrame(index=index), self.model)
 
     def columns(self, X) -> list:
         """The columns of ``X`` (a DataFrame or a 2-D ndarray) as scikit-learn reads them, after
         its checks of feature names and count; Unsupported where scikit-learn warns or raises."""
         kind = type(X)
-        if kind is SelectedColumns:  # (a frame with rows, its labels unique)
+        if isinstance(X, Columns):  # (a frame with rows, its labels unique)
             return X.named(self.names).arrays()
         if kind is pd.DataFrame:
             if self.names is None or X.columns.tolist() != self.names:
@@ -325,7 +353,7 @@ class CompiledFunctionTransformer(FittedKernel):
 
     KIND = FunctionTransformer
     ATTRIBUTES = ("func", "kw_args", "validate", "feature_names_out", "accept_sparse")
-    WRAPS = False  # FunctionTransformer follows set_output its own way: only the default is compiled
+    WRAPS = False  # FunctionTransformer follows set_output its own way: only the identity's frame is wrapped
 
     def __init__(self, model, workers=SERIAL):
         # With validate=False, scikit-learn checks nothing: the object need not even be fitted.
@@ -333,6 +361,7 @@ class CompiledFunctionTransformer(FittedKernel):
         if model.kw_args:
             raise Unsupported("kw_args")
         self.one_to_one = model.feature_names_out == "one-to-one" and is_identity(model)
+        self.WRAPS = self.one_to_one  # (its output, a frame of the names seen in fit, is wrapped as any other)
         if model.feature_names_out is not None and not self.one_to_one:
             raise Unsupported('feature_names_out other than "one-to-one" of the identity')
         func = model.func
@@ -356,7 +385,7 @@ class CompiledFunctionTransformer(FittedKernel):
     def _check_names_out(self, X) -> None:
         """Unsupported unless the identity's output keeps its columns: none, or a frame's that are
         ``get_feature_names_out()`` (the names seen in fit)."""
-        if type(X) is SelectedColumns:
+        if isinstance(X, Columns):
             labels = X.labels
         elif isinstance(X, Deferred) or hasattr(X, "columns"):
             if type(X) is not pd.DataFrame:

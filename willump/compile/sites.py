@@ -21,7 +21,7 @@ from types import ModuleType
 from willump.compile import registry
 from willump.compile.parallel import SERIAL, WORTH_A_THREAD
 from willump.compile.expressions import OPERAND, PLAIN, expression_function, is_element_wise, leading_operand
-from willump.compile.forms import Deferred, DeferredMethod, SelectedColumns, Unsupported
+from willump.compile.forms import Columns, Deferred, DeferredMethod, Unsupported
 from willump.compile.lookups import loc_lookup
 from willump.compile.strings import COLUMN_STR_METHODS, column_str_method
 
@@ -216,8 +216,8 @@ def _ready(value):
 
 
 def _selected(value):
-    """``value``, a ``frame[columns]`` kept as ``SelectedColumns`` selected (for a kernel reading frames only)."""
-    return value.materialize() if type(value) is SelectedColumns else value
+    """``value``, a frame kept as ``Columns`` built (for a kernel reading frames only)."""
+    return value.materialize() if isinstance(value, Columns) else value
 
 
 def _real(value):

@@ -55,7 +55,7 @@ from willump.compile.forest import (
     CAST_FLOAT32, CATEGORICAL, CHECKED_FLOAT32, FLOAT64, LEAF, MISSING_LEFT, Ensemble, Forest, Reading, Tree, joined,
     plain_reading, stacked,
 )
-from willump.compile.forms import Deferred, SelectedColumns, Unsupported, held_attributes, same_attributes
+from willump.compile.forms import Columns, Deferred, Unsupported, held_attributes, same_attributes
 from willump.compile.linear import frame_values, named_columns
 from willump.compile.preprocessing import frame_columns
 from willump.compile.parallel import SERIAL
@@ -129,7 +129,7 @@ def histogram_forest(model, source=None) -> Forest:
 class CompiledTrees:
     """One method of a fitted scikit-learn tree model (see the module's docstring)."""
 
-    reads_columns = True  # (given frame[columns] kept as SelectedColumns: see _matrix)
+    reads_columns = True  # (given frame[columns] kept as Columns: see _matrix)
 
     def __init__(self, model, method: str, workers=SERIAL):
         kind = type(model)
@@ -174,12 +174,12 @@ class CompiledTrees:
 
     def _matrix(self, X) -> np.ndarray:
         """The array scikit-learn's checks would convert (the kernel converts each value as they do)."""
-        if isinstance(X, Deferred) and X.stands_for is pd.DataFrame and type(X) is not SelectedColumns:
+        if isinstance(X, Deferred) and X.stands_for is pd.DataFrame and not isinstance(X, Columns):
             X = X.materialize()  # (the call as written builds it too)
         if type(X) is pd.DataFrame:
             self._named = named_columns(X.columns, self.names, self._named)
             matrix = labelled_values(frame_columns(X), self._labels, self._tables) if self._labels else frame_values(X)
-        elif type(X) is SelectedColumns:  # (frame[columns]: the columns where they are)
+        elif isinstance(X, Columns):  # (frame[columns], a set_output frame: the columns where they are)
             X = X.named(self.names)
             matrix = labelled_values(X.arrays(), self._labels, self._tables) if self._labels else X.numbers()
         elif type(X) is np.ndarray:

@@ -43,7 +43,7 @@ from willump.compile.forest import (
     CATEGORICAL, EXP, IDENTITY, LEAF, LOG1P_EXP, MISSING_LEFT, SIGMOID, SIGNED_SQUARE, SOFTMAX, ZERO, ZERO_MISSING,
     Ensemble, Trees, joined, kept_ensemble, plain_reading,
 )
-from willump.compile.forms import SelectedColumns, Unsupported, held_attributes, same_attributes
+from willump.compile.forms import Columns, Unsupported, held_attributes, same_attributes
 from willump.compile.jit import njit
 from willump.compile.lgbmtext import model_text, sections
 from willump.compile.linear import interleaved
@@ -62,7 +62,7 @@ BOOSTER_METHODS = {Booster: ("predict",)}
 class CompiledBooster:
     """``predict_proba`` / ``predict`` of a fitted LightGBM scikit-learn model."""
 
-    reads_columns = True  # (given frame[columns] kept as SelectedColumns: see _matrix)
+    reads_columns = True  # (given frame[columns] kept as Columns: see _matrix)
 
     def __init__(self, model, method: str, workers=None):
         kind = type(model)
@@ -432,11 +432,11 @@ def _float64_values(frame: pd.DataFrame, width: int) -> np.ndarray | None:
 
 def _matrix(X, width: int, pandas_categorical) -> np.ndarray:
     """The matrix LightGBM builds from ``X``; Unsupported where it would do more (or raise)."""
-    if type(X) is SelectedColumns and pandas_categorical:
+    if isinstance(X, Columns) and pandas_categorical:
         X = X.materialize()  # (frame[columns]: the frame, whose categories LightGBM reads)
     if pandas_categorical and type(X) is not pd.DataFrame:
         raise Unsupported("a model trained on pandas categorical columns, given no DataFrame")
-    if type(X) is SelectedColumns:  # (frame[columns]: the columns where they are, each number's double)
+    if isinstance(X, Columns):  # (frame[columns], a set_output frame: the columns where they are, each number's double)
         matrix = X.numbers("iufb", np.float64)
     elif isinstance(X, SelectedFrame):
         matrix = numeric_matrix(X)

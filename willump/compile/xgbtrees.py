@@ -26,7 +26,7 @@ from willump.compile.forest import (
     EXP32, FLOAT32, IDENTITY, LEAF, MISSING_LEFT, SIGMOID32, SOFTMAX32, Ensemble, Tree, joined, kept_ensemble,
     plain_reading, stacked,
 )
-from willump.compile.forms import SelectedColumns, Unsupported, held_attributes, same_attributes
+from willump.compile.forms import Columns, Unsupported, held_attributes, same_attributes
 from willump.compile.jit import njit
 from willump.compile.linear import frame_values, named_columns
 from willump.compile.parallel import SERIAL
@@ -38,7 +38,7 @@ METHODS = {xgboost.XGBClassifier: ("predict_proba", "predict"), xgboost.XGBRegre
 class CompiledXGBoost:
     """One method of a fitted XGBoost scikit-learn model."""
 
-    reads_columns = True  # (given frame[columns] kept as SelectedColumns)
+    reads_columns = True  # (given frame[columns] kept as Columns)
 
     def __init__(self, model, method: str, workers=SERIAL):
         kind = type(model)
@@ -76,14 +76,14 @@ class CompiledXGBoost:
             raise Unsupported("arguments other than X given by position")
         ensemble, margin = self._ensemble_of_call(kwargs)
         X = args[0]
-        qid = hasattr(X, "qid") if type(X) is pd.DataFrame else type(X) is SelectedColumns and "qid" in X.labels
+        qid = hasattr(X, "qid") if type(X) is pd.DataFrame else isinstance(X, Columns) and "qid" in X.labels
         if self.ranker and qid:
             raise Unsupported("a frame with a qid column (XGBRanker's predict drops it)")
         if type(X) is pd.DataFrame:
             if self.names is not None:  # (fitted without names, XGBoost reads any frame's columns in order)
                 self._named = named_columns(X.columns, self.names, self._named)
             matrix = frame_values(X)
-        elif type(X) is SelectedColumns:  # (frame[columns]: the columns where they are)
+        elif isinstance(X, Columns):  # (frame[columns], a set_output frame: the columns where they are)
             matrix = (X if self.names is None else X.named(self.names, "XGBoost")).numbers()
         elif type(X) is np.ndarray and X.ndim == 2 and X.dtype.kind in "iuf":
             matrix = X

@@ -147,6 +147,9 @@ class _Writer:
         rewritten = replace_node(statement, call, result)
         if _calls_helper(result, TARGET_INVERSE):
             ast.copy_location(result, statement)  # (replace_node put it where the model call is)
+        if _aliases(rewritten, before[-1] if before else None):  # X = step: the last step binds X itself
+            before[-1].targets = rewritten.targets
+            return [self.located(s) for s in before]
         return [self.located(s) for s in before] + self.statement(rewritten, resolver)
 
     def predicted(self, estimator, call: ast.Call, value: ast.expr, path: str, before: list) -> ast.expr:
@@ -247,6 +250,17 @@ class _Writer:
 
     def located(self, statement: ast.stmt) -> ast.stmt:
         return ast.fix_missing_locations(_located(statement, self.location))
+
+
+def _aliases(statement: ast.stmt, last: ast.stmt | None) -> bool:
+    """Whether ``statement`` is ``name = temporary`` of the temporary ``last`` binds (the user's
+    ``X = composite.transform(df)`` written out): binding ``name`` there keeps the result one
+    call's, which the calls reading ``name`` may keep in their own form."""
+    return (
+        isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)
+        and isinstance(statement.value, ast.Name) and isinstance(last, ast.Assign)
+        and [t.id for t in last.targets if isinstance(t, ast.Name)] == [statement.value.id]
+    )
 
 
 def _calls_helper(node: ast.expr, helper: str) -> bool:
