@@ -44,9 +44,10 @@ import numpy as np
 import pandas as pd
 from lightgbm import Booster, LGBMClassifier
 from sklearn.base import is_classifier
-from sklearn.compose import ColumnTransformer
+from sklearn.compose import ColumnTransformer, make_column_selector, make_column_transformer
 from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
 from sklearn.impute import SimpleImputer
+from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OrdinalEncoder
 from threadpoolctl import threadpool_limits
 
@@ -57,15 +58,15 @@ from willump.compile.trees import lightgbm_ensemble
 from benchmarks.measure import _rounds, blocked_rounds, timed
 from benchmarks.run import machine_facts, write_document
 from benchmarks.workloads import WORKLOADS
-from benchmarks.workloads.common import FeatureCapture, encode_categories, split
+from benchmarks.workloads.common import FeatureCapture, Split, encode_categories, split
 from benchmarks.zoo import tabular
 from benchmarks.zoo.common import Entry, FittedModels, difference
 from benchmarks.zoo.run import _first_difference
 
 LARGE_MODEL = "credit-large"
 MODELS = ("music", "credit", "tracking", LARGE_MODEL)
-PIPELINES = ("credit_hist_gradient_boosting", "credit_native_categories", "credit_bureau_forest",
-             "credit_forest_pipeline", "credit_default_forest_pipeline")
+PIPELINES = ("credit_hist_gradient_boosting", "credit_native_categories", "credit_pandas_output",
+             "credit_bureau_forest", "credit_forest_pipeline", "credit_default_forest_pipeline")
 BOOSTER = "lightgbm-booster"  # the reference every model's answers are compared with
 KERNEL = "willump-kernel"  # the tree kernel alone, as the other environment's predictors are measured
 VENV_VARIABLE = "WILLUMP_TREES_VENV"
@@ -369,6 +370,7 @@ def credit_pipelines(rows: int | None, names=PIPELINES, random_state: int = 0) -
     builders = {
         "credit_hist_gradient_boosting": lambda: tabular.categorical_gradient_boosting(default, fitted),
         "credit_native_categories": lambda: native_categories(default, FittedModels(__file__, rows, random_state)),
+        "credit_pandas_output": lambda: pandas_output(default, FittedModels(__file__, rows, random_state)),
         "credit_bureau_forest": lambda: tabular.bureau_lookups_forest(rows, random_state, fitted),
         "credit_forest_pipeline": lambda: forest_pipeline(
             "credit_forest_pipeline", RandomForestClassifier(n_estimators=100, min_samples_leaf=5, random_state=0,
@@ -397,6 +399,30 @@ def native_categories(data, fitted) -> Entry:
     return Entry("credit_native_categories", "credit", "tree-ensemble", "binary",
                  "HistGradientBoostingClassifier(categorical_features='from_dtype') fitted on pandas categories, "
                  "given string columns", predict, data)
+
+
+def pandas_output(data, fitted) -> Entry:
+    """scikit-learn's "Categorical Feature Support in Gradient Boosting" as its example writes it:
+    the categories (pandas categorical columns, as the example's data comes) ordinal-encoded by a
+    ColumnTransformer with DataFrame output, the model told the categorical columns by name."""
+    categories = {c: pd.CategoricalDtype(sorted(data.train_inputs[c].dropna().unique())) for c in tabular.CATEGORICAL}
+    data = Split(*(frame.astype(categories) if isinstance(frame, pd.DataFrame) else frame for frame in data))
+    columns = tabular.CATEGORICAL + tabular.NUMERIC
+    encoder = make_column_transformer(
+        (OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=np.nan), make_column_selector(dtype_include="category")),
+        remainder="passthrough", verbose_feature_names_out=False,
+    )
+    model = fitted("credit_pandas_output", lambda: make_pipeline(
+        encoder, HistGradientBoostingClassifier(categorical_features=tabular.CATEGORICAL, random_state=42),
+    ).set_output(transform="pandas").fit(data.train_inputs[columns], data.y_train))
+
+    def predict(df):
+        return model.predict_proba(df[columns])[:, 1]
+
+    return Entry("credit_pandas_output", "credit", "tree-ensemble", "binary",
+                 "make_pipeline(make_column_transformer(OrdinalEncoder, remainder='passthrough'), "
+                 "HistGradientBoostingClassifier(categorical_features=names)).set_output(transform='pandas') "
+                 "on pandas categories", predict, data)
 
 
 def forest_pipeline(name: str, forest, written: str, data, fitted) -> Entry:

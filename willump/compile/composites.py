@@ -45,10 +45,12 @@ def union_stack(union, blocks):
 def column_input(transformer, X):
     """``X``, once ``ColumnTransformer.transform``'s checks pass: the columns it needs are there.
 
-    A DataFrame with the columns seen in fit, or an array as wide as in fit, is what it serves;
-    for anything else scikit-learn's own ``transform`` runs first, so that what it raises is
-    raised (and what it accepts is then selected from as it selects)."""
+    A DataFrame with the columns seen in fit (or the user's ``df[columns]`` kept as
+    ``SelectedColumns``), or an array as wide as in fit, is what it serves; for anything else
+    scikit-learn's own ``transform`` runs first, so that what it raises is raised (and what it
+    accepts is then selected from as it selects)."""
     if not _checked(transformer, X):
+        X = X.materialize() if isinstance(X, SelectedColumns) else X
         transformer.transform(X)
     return X
 
@@ -57,6 +59,8 @@ def _checked(transformer, X) -> bool:
     names = getattr(transformer, "feature_names_in_", None)
     if type(X) is pd.DataFrame:
         return names is not None and _layout(transformer, X.columns).checked
+    if type(X) is SelectedColumns:
+        return names is not None and _layout(transformer, X.labels).checked
     return type(X) is np.ndarray and names is None and X.ndim == 2 and X.shape[1] == transformer.n_features_in_
 
 
@@ -64,9 +68,9 @@ class _Layout:
     """What a fitted ColumnTransformer learned of a frame's column names: whether its transform's
     checks pass, and where each name is (None when names repeat)."""
 
-    def __init__(self, transformer, columns: pd.Index):
+    def __init__(self, transformer, columns: pd.Index | list):
         self.fitted = _fitted(transformer)
-        self.columns, self.names = columns, columns.tolist()
+        self.columns, self.names = columns, list(columns)
         self.checked = all(isinstance(c, str) for c in self.names) and _needed(transformer) <= set(self.names)
         self.positions = {name: i for i, name in enumerate(self.names)}
         if len(self.positions) != len(self.names):
@@ -79,14 +83,15 @@ def _fitted(transformer) -> tuple:
     return transformer.feature_names_in_, transformer._transformer_to_input_indices
 
 
-def _layout(transformer, columns: pd.Index) -> _Layout:
-    """The transformer's layout of these columns: the last one if the names are the same (frames
-    built per call, e.g. by ``assign``, have new Index objects of the same names)."""
+def _layout(transformer, columns: pd.Index | list) -> _Layout:
+    """The transformer's layout of these columns (a frame's, or the labels a ``SelectedColumns``
+    selects): the last one if the names are the same (frames built per call, e.g. by ``assign``,
+    have new Index objects of the same names)."""
     layout = _LAYOUTS.get(transformer)
     if layout is not None and all(map(operator.is_, layout.fitted, _fitted(transformer))):
         if layout.columns is columns:
             return layout
-        if columns.tolist() == layout.names:
+        if list(columns) == layout.names:
             layout.columns = columns
             return layout
     layout = _Layout(transformer, columns)
@@ -114,6 +119,12 @@ def columns(X, transformer, position: int):
     A branch whose first step is a kernel reading columns where they are (an encoder, scaler,
     imputer) gets them as ``SelectedColumns``: building the frame costs more than the kernel."""
     name, branch, selection = transformer.transformers_[position]
+    if type(X) is SelectedColumns:  # (the user's df[columns]: selected from the frame it selects from)
+        layout = _layout(transformer, X.labels)
+        if np.isscalar(selection) or not len(X.frame) or layout.positions is None or not _reads_columns(branch):
+            return columns(X.materialize(), transformer, position)
+        labels = _branch_labels(transformer, layout, position, name)
+        return SelectedColumns(X.frame, labels, [X.positions[layout.positions[label]] for label in labels])
     if not (hasattr(transformer, "feature_names_in_") and isinstance(X, pd.DataFrame)):
         return _safe_indexing(X, selection, axis=1)
     if np.isscalar(selection):
@@ -121,13 +132,19 @@ def columns(X, transformer, position: int):
     if type(X) is not pd.DataFrame or not len(X) or not _reads_columns(branch):
         return X[_labels(transformer, name)]  # as X.loc[:, labels]
     layout = _layout(transformer, X.columns)
-    labels = layout.labels.get(position)
-    if labels is None:
-        labels = layout.labels[position] = _labels(transformer, name)
+    labels = _branch_labels(transformer, layout, position, name)
     try:
         return SelectedColumns(X, labels, [layout.positions[label] for label in labels])
     except (KeyError, TypeError):  # (a name missing or repeated: the frame selects, or raises, as written)
         return X[labels]
+
+
+def _branch_labels(transformer, layout: _Layout, position: int, name: str) -> list:
+    """The names branch ``position`` selects, found once per layout."""
+    labels = layout.labels.get(position)
+    if labels is None:
+        labels = layout.labels[position] = _labels(transformer, name)
+    return labels
 
 
 def _labels(transformer, name: str) -> list:
@@ -158,6 +175,28 @@ def column_stack(transformer, blocks, X):
     return _wrap_data_with_container("transform", joined, X, transformer)
 
 
+class CompiledColumnHelper:
+    """A kernel for one of the helpers a ColumnTransformer's written-out transform calls, so that the
+    user's ``df[columns]`` it reads may stay ``SelectedColumns`` (see ``sites``): deferred, the
+    helper's answer as it is; called, the real object."""
+
+    reads_columns = True
+
+    def __init__(self, helper):
+        self.helper = helper
+
+    def __call__(self, *args):
+        found = self.helper(*args)
+        return found.materialize() if isinstance(found, Columns) else found
+
+    def defer(self, *args):
+        return self.helper(*args)
+
+    @staticmethod
+    def still_valid() -> bool:
+        return True
+
+
 class CompiledUnionStack:
     """``union_stack`` of CSR blocks (``scipy.sparse.hstack(...).tocsr()``) or of 2-D float arrays."""
 
@@ -174,6 +213,8 @@ class CompiledUnionStack:
 
 class CompiledColumnStack:
     """``column_stack``: CSR blocks for a sparse output, 2-D numeric arrays for a dense one."""
+
+    reads_columns = True  # (its input, the user's df[columns] kept, is read only for its rows and index)
 
     def __call__(self, transformer, blocks, X):
         return _joined(_column_blocks(transformer, blocks))

@@ -94,8 +94,13 @@ FUNCTION_KERNELS = {
     loc_lookup: CompiledLoc(),
     composites.union_stack: composites.CompiledUnionStack(),
     composites.column_stack: composites.CompiledColumnStack(),
+    composites.column_input: composites.CompiledColumnHelper(composites.column_input),
+    composites.columns: composites.CompiledColumnHelper(composites.columns),
 }
-FUNCTION_NAMES = {"hstack", "column_stack", "concat", "DataFrame", composites.UNION_STACK, composites.COLUMN_STACK}
+FUNCTION_NAMES = {
+    "hstack", "column_stack", "concat", "DataFrame", composites.UNION_STACK, composites.COLUMN_STACK,
+    composites.COLUMN_INPUT, composites.COLUMNS,
+}
 NAMES = {method for _, method in [*METHOD_KERNELS, *RECEIVER_KERNELS]} | FUNCTION_NAMES  # callee names worth a call site
 
 
