@@ -23,7 +23,7 @@ from sklearn.ensemble import (
 )
 from sklearn.impute import SimpleImputer
 from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import OrdinalEncoder, StandardScaler
+from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 import willump
@@ -296,6 +296,25 @@ def test_unsupported_models_are_explained():
                        (date_categories, "neither all numbers nor all strings")):
         kernel, reason = registry.kernel_for(model.predict)
         assert kernel is None and why in reason, reason
+
+
+def test_sparse_input_runs_as_written_and_is_named_so():
+    """A ColumnTransformer's sparse output (one-hot categories) reaches a forest: scikit-learn's call."""
+    global sparse_pipeline
+    frame = NAMED.assign(kind=np.where(NAMED["amount"] > 0, "high", "low"))
+    sparse_pipeline = Pipeline([
+        ("columns", ColumnTransformer([("kind", OneHotEncoder(), ["kind"]), ("amount", StandardScaler(), ["amount"])],
+                                      sparse_threshold=1.0)),
+        ("forest", RandomForestClassifier(n_estimators=5, random_state=0)),
+    ]).fit(frame, NAMED_TARGET)
+
+    def probability(df):
+        return sparse_pipeline.predict_proba(df)[:, 1]
+
+    optimized = willump.optimize(probability)
+    assert_same(optimized(frame), probability(frame))
+    status = optimized.explain_compilation().set_index("operator").loc["RandomForestClassifier.predict_proba", "status"]
+    assert status == "plain Python: this input: input of type sparse matrix", status
 
 
 def test_hist_gradient_boosting_categories_are_encoded_as_its_preprocessor_encodes_them():

@@ -227,7 +227,8 @@ def test_a_meta_estimator_run_as_one_call_says_why():
     table = optimized.explain_compilation().set_index("operator")
     assert table.loc["TransformedTargetRegressor.predict", "status"] == (
         "plain Python: a TransformedTargetRegressor runs as one call here: willump reads its predict as its steps "
-        "when it is called as <variable>.predict(X), first in its statement, on a global or closure variable "
-        "holding it; for one fitted only after decorating, on the first call after fitting (a WillumpWarning at "
-        "decoration says why one was left as one call)"
+        "only when it is called as <variable>.predict(X), first in its statement, on a global or closure variable "
+        "holding it (not an attribute such as self.pipe, a local variable or an item of a dict); one fitted only "
+        "after decorating is read on the first call after fitting, and one left as one call for another reason is "
+        "named by a WillumpWarning at decoration"
     )

@@ -148,6 +148,14 @@ class FrameColumns(Columns):
         return self._make()
 
 
+def kind_of(value) -> str:
+    """The name of ``value``'s type as the user knows it (a value kept in a kernel's form is named
+    by what it stands for), for the reasons explanations give."""
+    if isinstance(value, (SparseRows, Stacked)):
+        return "sparse matrix"
+    return (value.stands_for if isinstance(value, Deferred) and value.stands_for is not object else type(value)).__name__
+
+
 def side_by_side(columns: list, dtype) -> np.ndarray:
     """A new array of the columns side by side, converted to ``dtype`` as numpy converts them
     (column-major, as scikit-learn's copy of a DataFrame's values)."""

@@ -27,7 +27,7 @@ from sklearn.svm import LinearSVC
 from sklearn.utils.extmath import softmax
 
 from willump.compile import fused
-from willump.compile.forms import Columns, LazyRows, SparseRows, Stacked, Unsupported, stacked_dtype
+from willump.compile.forms import Columns, LazyRows, SparseRows, Stacked, Unsupported, kind_of, stacked_dtype
 from willump.compile.jit import njit
 from willump.compile.parallel import SERIAL, WORTH_A_THREAD, Faster
 from willump.compile.preprocessing import check_finite
@@ -310,7 +310,7 @@ def _sparse_blocks(X, width: int, converts: bool = False) -> list:
     elif type(X) in (sp.csr_matrix, sp.csr_array) and len(X.data) == len(X.indices) == X.indptr[-1] and not X.indptr[0]:
         blocks = [SparseRows.of(X)]
     else:
-        raise Unsupported(f"input of type {type(X).__name__}")
+        raise Unsupported(f"input of type {kind_of(X)}")
     if blocks[0].rows == 0 or sum(b.width for b in blocks) != width:
         raise Unsupported("no rows, or not the model's width (scikit-learn raises)")
     dtype = np.result_type(*[b.data.dtype for b in blocks])  # what the stacked matrix holds

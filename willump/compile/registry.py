@@ -146,10 +146,11 @@ def _not_compiled(kind: type, name: str) -> str:
     (``graph.composites``), where it does."""
     if name in meta.READ_AS_STEPS.get(kind, ()):
         return (
-            f"a {kind.__name__} runs as one call here: willump reads its {name} as its steps when it is "
+            f"a {kind.__name__} runs as one call here: willump reads its {name} as its steps only when it is "
             f"called as <variable>.{name}(X), first in its statement, on a global or closure variable holding "
-            "it; for one fitted only after decorating, on the first call after fitting (a WillumpWarning "
-            "at decoration says why one was left as one call)"
+            "it (not an attribute such as self.pipe, a local variable or an item of a dict); one fitted only "
+            "after decorating is read on the first call after fitting, and one left as one call for another "
+            "reason is named by a WillumpWarning at decoration"
         )
     return f"{kind.__name__}.{name} is not an operator willump compiles"
 

@@ -55,7 +55,7 @@ from willump.compile.forest import (
     CAST_FLOAT32, CATEGORICAL, CHECKED_FLOAT32, FLOAT64, LEAF, MISSING_LEFT, Ensemble, Forest, Reading, Tree, joined,
     plain_reading, stacked,
 )
-from willump.compile.forms import Columns, Deferred, Unsupported, held_attributes, same_attributes
+from willump.compile.forms import Columns, Deferred, Unsupported, held_attributes, kind_of, same_attributes
 from willump.compile.linear import frame_values, named_columns
 from willump.compile.preprocessing import frame_columns
 from willump.compile.parallel import SERIAL
@@ -187,7 +187,7 @@ class CompiledTrees:
                 raise Unsupported("an array given to a model fitted on named features (scikit-learn warns)")
             matrix = X
         else:
-            raise Unsupported(f"input of type {type(X).__name__}")
+            raise Unsupported(f"input of type {kind_of(X)}")
         if matrix.ndim != 2 or matrix.shape[0] == 0 or matrix.shape[1] != self.width:
             raise Unsupported("no rows, or not the model's number of features (scikit-learn raises)")
         if matrix.dtype not in _NUMBERS:

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
 
-from willump.compile.forms import LazyRows, SparseRows, Unsupported, configured_csr
+from willump.compile.forms import LazyRows, SparseRows, Unsupported, configured_csr, kind_of
 from willump.compile.parallel import SERIAL
 from willump.compile.text import CompiledVectorizer, tfidf_weights
 
@@ -85,7 +85,7 @@ class CompiledTfidfTransformer:
         elif type(X) is configured_csr() and X.has_canonical_format:
             rows = SparseRows.of(X)
         else:
-            raise Unsupported(f"input of type {type(X).__name__} (only integer count rows are compiled)")
+            raise Unsupported(f"input of type {kind_of(X)} (only integer count rows are compiled)")
         counts = rows.data
         if counts.dtype.kind != "i" or rows.kind is not configured_csr() or not len(rows.indptr) > 1:
             raise Unsupported(f"{counts.dtype} values (only integer counts are compiled)")

@@ -43,7 +43,7 @@ from willump.compile.forest import (
     CATEGORICAL, EXP, IDENTITY, LEAF, LOG1P_EXP, MISSING_LEFT, SIGMOID, SIGNED_SQUARE, SOFTMAX, ZERO, ZERO_MISSING,
     Ensemble, Trees, joined, kept_ensemble, plain_reading,
 )
-from willump.compile.forms import Columns, Unsupported, held_attributes, same_attributes
+from willump.compile.forms import Columns, Unsupported, held_attributes, kind_of, same_attributes
 from willump.compile.jit import njit
 from willump.compile.lgbmtext import model_text, sections
 from willump.compile.linear import interleaved
@@ -454,7 +454,7 @@ def _matrix(X, width: int, pandas_categorical) -> np.ndarray:
         # float32 and float64 as they are, other numbers as float32 (LightGBM's _np2d_to_np1d)
         matrix = X if X.dtype in (np.float32, np.float64) else X.astype(np.float32)
     else:
-        raise Unsupported(f"input of type {type(X).__name__}")
+        raise Unsupported(f"input of type {kind_of(X)}")
     if matrix.ndim != 2 or matrix.shape[0] == 0 or matrix.shape[1] != width:
         raise Unsupported("no rows, or not the model's number of features (LightGBM raises)")
     return matrix

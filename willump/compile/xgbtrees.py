@@ -26,7 +26,7 @@ from willump.compile.forest import (
     EXP32, FLOAT32, IDENTITY, LEAF, MISSING_LEFT, SIGMOID32, SOFTMAX32, Ensemble, Tree, joined, kept_ensemble,
     plain_reading, stacked,
 )
-from willump.compile.forms import Columns, Unsupported, held_attributes, same_attributes
+from willump.compile.forms import Columns, Unsupported, held_attributes, kind_of, same_attributes
 from willump.compile.jit import njit
 from willump.compile.linear import frame_values, named_columns
 from willump.compile.parallel import SERIAL
@@ -88,7 +88,7 @@ class CompiledXGBoost:
         elif type(X) is np.ndarray and X.ndim == 2 and X.dtype.kind in "iuf":
             matrix = X
         else:
-            raise Unsupported(f"input of type {type(X).__name__}")
+            raise Unsupported(f"input of type {kind_of(X)}")
         if matrix.shape[0] == 0 or matrix.shape[1] != self.width:
             raise Unsupported("no rows, or not the model's number of features (XGBoost raises)")
         out = ensemble.predict(matrix, self.workers, raw=margin).astype(np.float32)
