@@ -123,3 +123,28 @@ def test_split_makes_parts_a_worker_of_at_least_the_minimum():
     assert len(parts) == 8 and parts[0].start == 0 and parts[-1].stop == 10_000
     assert all(a.stop == b.start for a, b in zip(parts, parts[1:])) and min(map(len, parts)) >= 500
     assert len(Workers(2).split(1_200, 500, per_worker=4)) == 2
+
+
+def test_work_handed_to_workers_that_became_cheap_runs_here_again():
+    """A branch whose first calls were slow (a kernel's compilation) is handed to a worker; its time
+    there keeps counting, so once it is cheap it runs on the calling thread, without a thread's wait."""
+    from sklearn.preprocessing import StandardScaler
+
+    from willump.compile.parallel import WORTH_A_THREAD, Workers
+    from willump.compile.sites import CallSite, Pending, begin_call, end_call
+
+    scaler = StandardScaler().fit(np.arange(20.0).reshape(10, 2))
+    site = CallSite("branch", workers=Workers(2))
+    site.defers = site.overlaps = True
+    site.cost = 0.05  # (as after a first call that compiled the kernel)
+    handed = []
+    for _ in range(60):
+        outer = begin_call()
+        try:
+            result = site(scaler.transform, np.ones((1, 2)))
+            handed.append(type(result) is Pending)
+            value = result.result() if type(result) is Pending else result
+        finally:
+            end_call(outer)
+        np.testing.assert_array_equal(value, scaler.transform(np.ones((1, 2))))
+    assert handed[0] and not handed[-1] and site.cost < WORTH_A_THREAD, (handed, site.cost)

@@ -63,7 +63,7 @@ class CallSite:
             inputs = (callee.__self__, *args) if getattr(kernel, "takes_receiver", False) else args
             deferring = self.defers and hasattr(kernel, "defer")
             if deferring and self.overlaps and self.cost >= WORTH_A_THREAD:
-                pending = self.workers.try_submit(self._attempt, kernel.defer, inputs, kwargs)
+                pending = self.workers.try_submit(self._measured, kernel.defer, inputs, kwargs)
                 if pending is not None:  # computed by a worker while this thread goes on
                     result = Pending(pending, callee, args, kwargs)
                     if getattr(_outstanding, "pending", None) is None:
@@ -74,11 +74,8 @@ class CallSite:
                 run = kernel.defer_lazily  # computed by whoever needs it (while workers compute, compute now)
             else:
                 run = kernel.defer if deferring else kernel
-            started = time.perf_counter() if self.overlaps else 0.0  # the cost decides only that
-            result = self._attempt(run, inputs, kwargs)
+            result = (self._measured if self.overlaps else self._attempt)(run, inputs, kwargs)  # (the cost decides only that)
             if result is not _REFUSED:
-                if self.overlaps:
-                    self.cost = 0.8 * self.cost + 0.2 * (time.perf_counter() - started)
                 if isinstance(result, Deferred):
                     kept = getattr(_outstanding, "kept", None)
                     if kept is not None:
@@ -88,6 +85,15 @@ class CallSite:
         for value in getattr(_outstanding, "kept", None) or ():  # the callee may change its arguments in place
             value.protect()
         return _as_written(callee, args, kwargs)
+
+    def _measured(self, kernel, args, kwargs):
+        """``_attempt``, its time kept in the moving average ``cost``, where it runs (here, or on a
+        worker: work that became cheap, such as a first call's compilation, comes back here)."""
+        started = time.perf_counter()
+        result = self._attempt(kernel, args, kwargs)
+        if result is not _REFUSED:
+            self.cost = 0.8 * self.cost + 0.2 * (time.perf_counter() - started)
+        return result
 
     def _attempt(self, kernel, args, kwargs):
         """The kernel's answer, or _REFUSED (and why) when the call must run as written."""
