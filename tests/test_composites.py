@@ -306,18 +306,19 @@ def test_the_categorical_features_example_with_pandas_output_is_its_steps_and_ex
     assert optimized.explain_compilation()["status"].eq("compiled").all()  # (the frames joined as columns)
 
 
-def pandas_columns():
-    return ColumnTransformer([
+def fit_pandas_columns():
+    """The functions below read ``columns`` (a ColumnTransformer with pandas output) and ``model``."""
+    global columns, model
+    columns = ColumnTransformer([
         ("num", make_pipeline(SimpleImputer(), StandardScaler()), NUMERIC),
         ("cat", OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1), ["city"]),
         ("rest", "passthrough", ["age"]),
     ]).set_output(transform="pandas").fit(FRAME)
+    model = LogisticRegression().fit(columns.transform(FRAME), Y)
 
 
 def test_a_pandas_output_returned_is_scikit_learns_frame():
-    global columns, model
-    columns = pandas_columns()
-    model = LogisticRegression().fit(columns.transform(FRAME), Y)
+    fit_pandas_columns()
 
     def scores_and_features(frame):
         X = columns.transform(frame)
@@ -331,9 +332,7 @@ def test_a_pandas_output_returned_is_scikit_learns_frame():
 
 
 def test_pandas_output_kept_as_columns_until_the_model_reads_them():
-    global columns, model
-    columns = pandas_columns()
-    model = LogisticRegression().fit(columns.transform(FRAME), Y)
+    fit_pandas_columns()
 
     def probability_after_change(frame):
         X = columns.transform(frame)
