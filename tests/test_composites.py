@@ -20,7 +20,9 @@ from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.pipeline import FeatureUnion, Pipeline, make_pipeline, make_union
-from sklearn.preprocessing import FunctionTransformer, MinMaxScaler, OneHotEncoder, OrdinalEncoder, StandardScaler
+from sklearn.preprocessing import (
+    FunctionTransformer, MinMaxScaler, OneHotEncoder, OrdinalEncoder, QuantileTransformer, StandardScaler,
+)
 
 import willump
 
@@ -345,6 +347,22 @@ def test_pandas_output_kept_as_columns_until_the_model_reads_them():
         assert_same(optimized(rows.copy()), probability_after_change(rows.copy()))
     status = optimized.explain_compilation().set_index("call")["status"]
     assert status.filter(like="column_stack").eq("compiled").all(), status
+
+
+def test_a_branch_frame_built_as_written_on_the_way_still_joins_as_columns():
+    """A step without a kernel (here QuantileTransformer) wraps its frame in an index of its own,
+    equal to the others: the join still keeps the columns, as pandas joins them without aligning."""
+    global composite
+    composite = make_pipeline(ColumnTransformer([
+        ("num", make_pipeline(SimpleImputer(), QuantileTransformer(n_quantiles=10), StandardScaler()), NUMERIC),
+        ("cat", OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1), ["city"]),
+    ]).set_output(transform="pandas"), LogisticRegression()).fit(FRAME, Y)
+    optimized = optimize_quietly(probability)
+    for rows in (FRAME, FRAME.iloc[[5]], FRAME.iloc[::-1].set_axis([f"r{i}" for i in range(N)])):
+        assert_same(optimized(rows), probability(rows))
+    status = optimized.explain_compilation().set_index("call")["status"]
+    assert status.filter(like="column_stack").eq("compiled").all(), status
+    assert status.filter(like="quantiletransformer'].transform").str.startswith("plain Python").all(), status
 
 
 def test_a_global_pandas_output_is_read_and_a_change_of_it_runs_as_written():

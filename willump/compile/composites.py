@@ -243,7 +243,7 @@ def _joined_frame(transformer, blocks: list, X) -> FrameColumns:
     if not blocks or not all(isinstance(b, Columns) for b in blocks):
         raise Unsupported("a branch's frame that was built (scikit-learn joins the frames)")
     index = blocks[0].index
-    if index is None or any(b.index is not index for b in blocks):
+    if index is None or not all(_same_index(b.index, index) for b in blocks):
         raise Unsupported("branches' frames of different indexes (pandas aligns them)")
     arrays = [array for block in blocks for array in block.arrays()]
     labels = _names_out(transformer, blocks)
@@ -251,6 +251,13 @@ def _joined_frame(transformer, blocks: list, X) -> FrameColumns:
         raise Unsupported("not a name for each column")
     return FrameColumns(labels, arrays, index, lambda: column_stack(
         transformer, [b.materialize() for b in blocks], X.materialize() if isinstance(X, Deferred) else X))
+
+
+def _same_index(index, other) -> bool:
+    """Whether pandas joins frames of these indexes side by side without aligning them, keeping
+    the first (a branch that ran as written wraps its frame in an equal index of its own)."""
+    return index is other or (
+        other is not None and type(index) is type(other) and index.names == other.names and index.equals(other))
 
 
 def _names_out(transformer, blocks: list) -> list:
