@@ -354,7 +354,7 @@ def test_a_branch_frame_built_as_written_on_the_way_still_joins_as_columns():
     equal to the others: the join still keeps the columns, as pandas joins them without aligning."""
     global composite
     composite = make_pipeline(ColumnTransformer([
-        ("num", make_pipeline(SimpleImputer(), QuantileTransformer(n_quantiles=10), StandardScaler()), NUMERIC),
+        ("num", make_pipeline(QuantileTransformer(n_quantiles=10), SimpleImputer(), StandardScaler()), NUMERIC),
         ("cat", OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1), ["city"]),
     ]).set_output(transform="pandas"), LogisticRegression()).fit(FRAME, Y)
     optimized = optimize_quietly(probability)
