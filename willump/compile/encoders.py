@@ -32,7 +32,7 @@ class Categories:
 
     def __init__(self, categories: np.ndarray):
         self.size = len(categories)
-        self.categorical = None, None  # (the dtype of a pandas categorical, its categories' positions and NaN's)
+        self.categorical = None, None  # (the last pandas categorical's dtype; its categories' and NaN's positions, None: read its values)
         self.objects = categories.dtype.kind == "O"
         if self.objects:
             values = categories.tolist()
@@ -88,10 +88,13 @@ class Categories:
         if dtype is not column.dtype:
             dtype = column.dtype
             values = np.asarray(pd.Categorical.from_codes(np.arange(len(dtype.categories)), dtype=dtype))
-            if values.dtype.kind not in "Of":  # (ints and bools: a missing value makes them floats)
-                return self.positions_of(np.asarray(column))
-            positions = np.append(self.positions_of(values), self.nan if self.nan is not None else UNKNOWN)
+            if values.dtype.kind in "Of":
+                positions = np.append(self.positions_of(values), self.nan if self.nan is not None else UNKNOWN)
+            else:  # (ints and bools: a missing value makes them floats, so the column's values are read)
+                positions = None
             self.categorical = dtype, positions
+        if positions is None:
+            return self.positions_of(np.asarray(column))
         return positions[column.codes]
 
     def _object_positions(self, values: np.ndarray) -> np.ndarray:
