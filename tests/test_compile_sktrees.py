@@ -265,16 +265,48 @@ def test_dataframes_are_read_as_validate_data_reads_them(kind):
             kernel(frame.astype({"count": "Int64"}))  # (an extension dtype: converted by scikit-learn)
 
 
-def test_a_forest_on_threads_runs_as_written():
-    model = RandomForestClassifier(n_estimators=4, n_jobs=2, random_state=0).fit(NAMED, NAMED_TARGET)
-    with pytest.raises(Unsupported, match="n_jobs"):
-        CompiledTrees(model, "predict_proba")(NAMED)
-    model.set_params(n_jobs=None)  # one job, unless a joblib context says otherwise
-    kernel = CompiledTrees(model, "predict_proba")
-    with joblib.parallel_config(n_jobs=2):
-        with pytest.raises(Unsupported, match="n_jobs"):
-            kernel(NAMED)
-    assert_same(kernel(NAMED), model.predict_proba(NAMED))
+THREADED = pd.DataFrame({"a": np.sin(np.arange(400)), "b": np.cos(np.arange(400) * 0.7), "c": np.arange(400) % 9})
+THREADED_TARGET = (THREADED["a"] + 0.3 * THREADED["b"] + 0.05 * THREADED["c"] > 0.2).to_numpy()
+
+
+@pytest.mark.parametrize("kind, method", [
+    (RandomForestClassifier, "predict_proba"), (ExtraTreesClassifier, "predict_proba"),
+    (RandomForestRegressor, "predict"), (RandomForestClassifier, "predict"),
+])
+def test_a_forest_on_threads_is_compiled_with_the_sum_of_one_job(kind, method):
+    """scikit-learn's threads add the trees in the order they finish: its answers vary in the last
+    bits from call to call. The kernel gives the tree-order sum (one job's answer), one of them."""
+    target = THREADED_TARGET if kind is not RandomForestRegressor else THREADED["a"] * THREADED["c"]
+    model = kind(n_estimators=40, min_samples_leaf=3, n_jobs=2, random_state=0).fit(THREADED, target)
+    threaded_answers = [getattr(model, method)(THREADED) for _ in range(5)]
+    compiled = CompiledTrees(model, method)(THREADED)
+    with joblib.parallel_config(n_jobs=2):  # (a forest of n_jobs=None in a context of two jobs: the same)
+        in_context = CompiledTrees(model.set_params(n_jobs=None), method)(THREADED)
+    one_job = getattr(model.set_params(n_jobs=1), method)(THREADED)
+    assert_same(compiled, one_job, method)
+    assert_same(in_context, one_job, method)
+    largest = 1.0 if method == "predict_proba" else np.abs(target).max()  # (a leaf's value, at most)
+    for threaded in threaded_answers:  # (40 values added in another order: within 40 ulps of the largest)
+        assert threaded.dtype == compiled.dtype and threaded.shape == compiled.shape
+        if method == "predict_proba" or kind is RandomForestRegressor:
+            np.testing.assert_allclose(threaded, compiled, rtol=0, atol=40 * np.finfo(float).eps * largest)
+
+
+def test_a_forest_of_all_the_cores_is_compiled_in_a_decorated_function():
+    model = RandomForestClassifier(n_estimators=30, min_samples_leaf=2, n_jobs=-1, random_state=0).fit(
+        THREADED, THREADED_TARGET)
+
+    def score(frame):
+        return model.predict_proba(frame)[:, 1]
+
+    optimized = willump.optimize(score)
+    inputs = [THREADED, THREADED.iloc[[7]]]
+    answers = [optimized(rows) for rows in inputs]
+    table = optimized.explain_compilation()
+    assert table["status"].tolist() == ["compiled"], table
+    model.set_params(n_jobs=1)
+    for rows, answer in zip(inputs, answers):
+        assert_same(answer, score(rows))
 
 
 def test_refitting_or_setting_a_parameter_rebuilds_the_kernel():
@@ -455,9 +487,12 @@ def test_anomaly_detection_as_users_write_it_is_compiled_and_exact(function, ope
     assert_same(optimized(CREDIT), function(CREDIT))  # (nothing changed by the refused fit)
 
 
-def test_an_isolation_forest_in_a_joblib_context_of_several_jobs_runs_as_written():
+def test_an_isolation_forest_in_a_joblib_context_of_several_jobs_sums_in_tree_order():
     kernel = CompiledTrees(DETECTOR, "decision_function")
     with joblib.parallel_config(n_jobs=2):  # (its threads add the trees' depths in the order they finish)
-        with pytest.raises(Unsupported, match="joblib"):
-            kernel(NUMBERS)
-    assert_same(kernel(NUMBERS), DETECTOR.decision_function(NUMBERS))
+        threaded = DETECTOR.decision_function(NUMBERS)
+        compiled = kernel(NUMBERS)
+    assert_same(compiled, DETECTOR.decision_function(NUMBERS))  # (one job: tree order)
+    np.testing.assert_allclose(threaded, compiled, rtol=1e-12)
+
+
