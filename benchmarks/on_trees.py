@@ -45,10 +45,11 @@ import pandas as pd
 from lightgbm import Booster, LGBMClassifier
 from sklearn.base import is_classifier
 from sklearn.compose import ColumnTransformer, make_column_selector, make_column_transformer
-from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
+from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier, VotingClassifier
 from sklearn.impute import SimpleImputer
+from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import OrdinalEncoder
+from sklearn.preprocessing import OrdinalEncoder, StandardScaler
 from threadpoolctl import threadpool_limits
 
 import willump
@@ -66,7 +67,7 @@ from benchmarks.zoo.run import _first_difference
 LARGE_MODEL = "credit-large"
 MODELS = ("music", "credit", "tracking", LARGE_MODEL)
 PIPELINES = ("credit_hist_gradient_boosting", "credit_native_categories", "credit_pandas_output",
-             "credit_bureau_forest", "credit_forest_pipeline", "credit_default_forest_pipeline")
+             "credit_bureau_forest", "credit_forest_pipeline", "credit_default_forest_pipeline", "credit_voting")
 BOOSTER = "lightgbm-booster"  # the reference every model's answers are compared with
 KERNEL = "willump-kernel"  # the tree kernel alone, as the other environment's predictors are measured
 VENV_VARIABLE = "WILLUMP_TREES_VENV"
@@ -380,6 +381,9 @@ def credit_pipelines(rows: int | None, names=PIPELINES, random_state: int = 0) -
             "credit_default_forest_pipeline", RandomForestClassifier(random_state=0, n_jobs=1),
             "RandomForestClassifier() (deep trees: every leaf one row)", default,
             FittedModels(__file__, rows, random_state)),
+        "credit_voting": lambda: forest_pipeline(
+            "credit_voting", soft_vote(), "VotingClassifier(scaled LogisticRegression, RandomForestClassifier(n_jobs=-1), "
+            "HistGradientBoostingClassifier, voting='soft')", default, FittedModels(__file__, rows, random_state)),
     }
     return [builders[name]() for name in names]
 
@@ -425,15 +429,25 @@ def pandas_output(data, fitted) -> Entry:
                  "on pandas categories", predict, data)
 
 
-def forest_pipeline(name: str, forest, written: str, data, fitted) -> Entry:
-    """Imputed numbers and ordinal-encoded categories by a ColumnTransformer, then ``forest``."""
+def soft_vote() -> VotingClassifier:
+    """The soft vote of notebooks: a scaled logistic regression, a forest on all the cores and
+    gradient boosting (the forest's leaves hold one row each: its sums are exact in any order)."""
+    return VotingClassifier([
+        ("lr", make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))),
+        ("rf", RandomForestClassifier(n_estimators=100, n_jobs=-1, random_state=0)),
+        ("hgb", HistGradientBoostingClassifier(random_state=0)),
+    ], voting="soft")
+
+
+def forest_pipeline(name: str, classifier, written: str, data, fitted) -> Entry:
+    """Imputed numbers and ordinal-encoded categories by a ColumnTransformer, then ``classifier``."""
     preprocessor = ColumnTransformer(transformers=[
         ("num", SimpleImputer(strategy="median"), tabular.NUMERIC),
         ("cat", OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1, encoded_missing_value=-1),
          tabular.CATEGORICAL),
     ])
     return tabular.positive_class_pipeline(
-        name, "tree-ensemble", [("preprocessor", preprocessor), ("classifier", forest)],
+        name, "tree-ensemble", [("preprocessor", preprocessor), ("classifier", classifier)],
         f"Pipeline(ColumnTransformer(SimpleImputer numbers, OrdinalEncoder categories), {written})"
         ".predict_proba(df)[:, 1]", data, fitted)
 

@@ -3,11 +3,14 @@
 ``READ_AS_STEPS`` names the methods ``graph.composites`` writes out as the
 steps the meta-estimator runs (the kernels' reasons name them too).
 ``TransformedTargetRegressor.predict(X)`` is written out as its regressor's
-``predict`` followed by ``target_inverse``, the rest of scikit-learn's method.
+``predict`` followed by ``target_inverse``, the rest of scikit-learn's method;
+a ``VotingClassifier``'s or ``VotingRegressor``'s method as each estimator's
+answer followed by ``vote``, the rest of scikit-learn's.
 """
 
 import numpy as np
 from sklearn.compose import ColumnTransformer, TransformedTargetRegressor
+from sklearn.ensemble import VotingClassifier, VotingRegressor
 from sklearn.pipeline import FeatureUnion, Pipeline
 from sklearn.preprocessing import FunctionTransformer
 
@@ -19,8 +22,11 @@ READ_AS_STEPS = {
     FeatureUnion: ("transform",),
     ColumnTransformer: ("transform",),
     TransformedTargetRegressor: ("predict",),
+    VotingClassifier: ("predict", "predict_proba"),
+    VotingRegressor: ("predict",),
 }
 TARGET_INVERSE = "__willump_target_inverse"  # the name the rewritten code calls target_inverse by
+VOTE = "__willump_vote"  # the name it calls vote by
 
 
 def target_inverse(regressor: TransformedTargetRegressor, prediction):
@@ -53,3 +59,24 @@ def _checked_as_is(transformer, values) -> bool:
     except Unsupported:
         return False
     return True
+
+
+def voted_method(voting, method: str) -> str:
+    """The method of its estimators ``voting.method(X)`` collects: ``predict_proba`` for soft voting."""
+    return "predict_proba" if getattr(voting, "voting", None) == "soft" else "predict"
+
+
+def vote(voting, method: str, answers: list):
+    """What ``voting.method(X)`` returns, given its ``estimators_``' answers for ``X`` (of the
+    method ``voted_method`` names, in order): scikit-learn's weighted average, argmax, or count of
+    votes, as its ``_voting`` module computes them."""
+    weights = voting._weights_not_none
+    if type(voting) is VotingRegressor:
+        return np.average(np.asarray(answers).T, axis=1, weights=weights)
+    if voted_method(voting, method) == "predict_proba":
+        average = np.average(np.asarray(answers), axis=0, weights=weights)
+        return average if method == "predict_proba" else voting.le_.inverse_transform(np.argmax(average, axis=1))
+    majority = np.apply_along_axis(
+        lambda x: np.argmax(np.bincount(x, weights=weights)), axis=1, arr=np.asarray(answers).T,
+    )
+    return voting.le_.inverse_transform(majority)

@@ -24,7 +24,7 @@ from willump.graph.graph import PLACEHOLDER, IFV, Combiner, ModelNode, Transform
 from willump.graph.joins import HELPERS, JOIN_ASSEMBLE, find_join_chain
 from willump.graph.recognize import COMPOSITE_JOINS, Resolver, concatenation_calls, keyword_model_call, model_call
 from willump.graph.source import FunctionSource
-from willump.graph.statements import Statement, analyze_statement, names_read, walk_scope
+from willump.graph.statements import Statement, analyze_statement, names_read, replace_node, walk_scope
 
 PARAMETER = -1  # the definition index of a value the function received as an argument
 _DYNAMIC_SCOPE = {"locals", "vars", "eval", "exec", "super", "__class__"}
@@ -526,22 +526,11 @@ def _list_definition(statements, flow, index, name):
 
 
 def _replace(tree: ast.AST, old: ast.AST, new: ast.AST) -> ast.AST:
-    """A copy of ``tree`` with the node ``old`` replaced by ``new``."""
-    position = (type(old), old.lineno, old.col_offset, old.end_lineno, old.end_col_offset)
-
-    class Replacer(ast.NodeTransformer):
-        def visit(self, node):
-            if (
-                type(node),
-                getattr(node, "lineno", None),
-                getattr(node, "col_offset", None),
-                getattr(node, "end_lineno", None),
-                getattr(node, "end_col_offset", None),
-            ) == position:
-                return ast.copy_location(copy.deepcopy(new), node)
-            return self.generic_visit(node)
-
-    return ast.fix_missing_locations(Replacer().visit(copy.deepcopy(tree)))
+    """A copy of ``tree`` with the node ``old`` (one of its nodes) replaced by ``new``, at its position.
+    (By identity: code written out for a composite has many nodes at the one position of the user's call.)"""
+    copies = {}
+    copied = copy.deepcopy(tree, copies)
+    return replace_node(copied, copies[id(old)], copy.deepcopy(new))
 
 
 def _separate_safely(flow, preprocessing, generators, root_reads, holder):

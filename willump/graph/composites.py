@@ -8,7 +8,9 @@ its columns), the branches joined by the composite's own join
 (``compile.composites``), and the final estimator's method. A
 ``TransformedTargetRegressor``'s ``predict`` is its regressor's ``predict``
 (itself read as its steps when it is a Pipeline), then the inverse of the target
-transform (``compile.meta.target_inverse``). The branches of
+transform (``compile.meta.target_inverse``); a ``VotingClassifier``'s or
+``VotingRegressor``'s, each estimator's answer on its own (each read as its steps),
+then the vote (``compile.meta.vote``). The branches of
 the join closest to the model become IFVs, the vectorizers and models compiled
 kernels, as if the steps had been written out by hand.
 
@@ -27,12 +29,13 @@ from dataclasses import dataclass, field
 
 from sklearn.compose import ColumnTransformer, TransformedTargetRegressor
 from sklearn.compose._column_transformer import _is_empty_column_selection
+from sklearn.ensemble import VotingClassifier, VotingRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.pipeline import FeatureUnion, Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from willump.compile.composites import COLUMN_INPUT, COLUMN_STACK, COLUMNS, HELPERS, UNION_STACK
-from willump.compile.meta import READ_AS_STEPS, TARGET_INVERSE, target_inverse
+from willump.compile.meta import READ_AS_STEPS, TARGET_INVERSE, VOTE, target_inverse, vote, voted_method
 from willump.compile.preprocessing import output_config
 from willump.graph.recognize import MODEL_METHODS
 from willump.graph.statements import replace_node, walk_scope
@@ -96,9 +99,10 @@ _NAME = re.compile(r"__willump_\w+")
 # How explanations show the joins and selections the rewritten code calls.
 _HELPER_DISPLAY = {
     UNION_STACK: "union_stack", COLUMN_INPUT: "check_input", COLUMNS: "select_columns", COLUMN_STACK: "column_stack",
-    TARGET_INVERSE: "target_inverse",
+    TARGET_INVERSE: "target_inverse", VOTE: "vote",
 }
-_HELPERS = {**HELPERS, TARGET_INVERSE: target_inverse}
+_HELPERS = {**HELPERS, TARGET_INVERSE: target_inverse, VOTE: vote}
+_VOTERS = (VotingClassifier, VotingRegressor)
 _NOT_WORD = re.compile(r"\W+")
 
 
@@ -145,7 +149,7 @@ class _Writer:
             result = self.predicted(composite, call, call.args[0], name, before)
         self.expansion.lines.append(call.lineno)
         rewritten = replace_node(statement, call, result)
-        if _calls_helper(result, TARGET_INVERSE):
+        if _calls_helper(result, TARGET_INVERSE) or _calls_helper(result, VOTE):
             ast.copy_location(result, statement)  # (replace_node put it where the model call is)
         if _aliases(rewritten, before[-1] if before else None):  # X = step: the last step binds X itself
             before[-1].targets = rewritten.targets
@@ -155,9 +159,12 @@ class _Writer:
     def predicted(self, estimator, call: ast.Call, value: ast.expr, path: str, before: list) -> ast.expr:
         """The expression computing ``estimator.<call's method>(value)`` as the estimator computes
         it: a Pipeline's steps then its final estimator's method, a TransformedTargetRegressor's
-        regressor then ``target_inverse``, else the estimator's own method. (Each node where the one it stands
-        for was: the graph finds the model's input by position.)"""
+        regressor then ``target_inverse``, a vote its estimators' answers then ``vote``, else the
+        estimator's own method. (Each node where the one it stands for was: the graph finds the
+        model's input by position.)"""
         kind = type(estimator)
+        if kind in _VOTERS and not _not_written_out(estimator, call.func.attr):
+            return self.vote(estimator, call, value, path, before)
         if kind is TransformedTargetRegressor and not _not_written_out(estimator, call.func.attr):
             self.expansion._held.append((estimator, "regressor_", estimator.regressor_))
             inner = self.predicted(estimator.regressor_, call, value, f"{path}.regressor_", before)
@@ -171,6 +178,25 @@ class _Writer:
         model = ast.copy_location(self.bind(estimator, path), call.func.value)
         method = ast.copy_location(ast.Attribute(model, call.func.attr, ast.Load()), call.func)
         return ast.Call(method, [ast.copy_location(copy.copy(value), call.args[0])], [])
+
+    def vote(self, voting, call: ast.Call, value: ast.expr, path: str, before: list) -> ast.Call:
+        """Each estimator's answer in its own statements (the input computed once, as the vote
+        passes it to each), then ``vote`` of them."""
+        self.expansion._lists.append((voting, "estimators_", list(voting.estimators_)))
+        if type(voting) is VotingClassifier:  # (soft or hard: which method it collects)
+            self.expansion._held.append((voting, "voting", voting.voting))
+        if not _reads_again_alike(value):
+            value = self.assign(value, path, before, "input")
+        asked = copy.copy(call)
+        asked.func = copy.copy(call.func)
+        asked.func.attr = voted_method(voting, call.func.attr)
+        names = [name for name, estimator in voting.estimators if not (isinstance(estimator, str) and estimator == "drop")]
+        answers = []
+        for name, estimator in zip(names, voting.estimators_):
+            estimator_path = f"{path}.named_estimators_[{name!r}]"
+            answers.append(self.assign(self.predicted(estimator, asked, value, estimator_path, before), estimator_path, before))
+        arguments = [self.bind(voting, path), ast.Constant(call.func.attr), ast.List(answers, ast.Load())]
+        return ast.copy_location(self.helper(VOTE, arguments), self.location)
 
     def steps(self, steps, value: ast.expr, path: str, before: list) -> ast.expr:
         for step_name, step in steps:
@@ -307,7 +333,7 @@ def _not_written_out(composite, method: str) -> str | None:
     except Exception as error:
         return f"{type(error).__name__}: {error}"
     kind = type(composite)
-    if kind in (Pipeline, TransformedTargetRegressor):
+    if kind in (Pipeline, TransformedTargetRegressor, *_VOTERS):
         return None
     if getattr(composite, "transformer_weights", None):
         return "transformer_weights are set"
@@ -339,7 +365,7 @@ def _composite_call(statement: ast.stmt, resolver):
     """(call, composite, name) of the statement's first composite call written out in place, or None.
 
     The call is ``<name>.<method>(X)`` on a global or closure variable holding a Pipeline,
-    FeatureUnion, ColumnTransformer or TransformedTargetRegressor, of a method in READ_AS_STEPS;
+    FeatureUnion, ColumnTransformer, TransformedTargetRegressor or vote, of a method in READ_AS_STEPS;
     its steps run before the statement's other code, so the statement's other calls must come
     after it (or take its result)."""
     if not isinstance(statement, (ast.Return, ast.Assign, ast.Expr, ast.AnnAssign)) or statement.value is None:

@@ -190,8 +190,8 @@ class GraphExecutor:
             self._changed_warned = True
             warn(
                 f"willump: in {self._func.__qualname__}, line {self._expansion.lines[0]}: the scikit-learn "
-                "composite it calls changed after decoration (a step replaced, refitted into new steps, or its "
-                "output set to DataFrames): calls run the function as written; decorate it again to optimize "
+                "composite it calls changed after decoration (a step replaced, refitted into new steps, its "
+                "output set to DataFrames or its voting changed): calls run the function as written; decorate it again to optimize "
                 "the new steps"
             )
         if self._inlined is not None:  # (the user's own function, not the one its helpers were read into)

@@ -1,0 +1,272 @@
+"""VotingClassifier and VotingRegressor read as their steps: each estimator's answer, then the vote.
+
+``voting.predict_proba(X)`` held in a global or closure variable is written out as each fitted
+estimator's method (compiled by the kernels, read as its steps when it is a Pipeline) followed
+by ``vote``; the optimized function must return what scikit-learn returns (values, dtype, shape)
+or raise what it raises.
+"""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.ensemble import (
+    GradientBoostingRegressor, HistGradientBoostingClassifier, RandomForestClassifier, RandomForestRegressor,
+    VotingClassifier, VotingRegressor,
+)
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.naive_bayes import GaussianNB
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.tree import DecisionTreeClassifier
+
+import willump
+from willump.compile.meta import vote, voted_method
+
+rng = np.random.default_rng(11)
+N = 500
+FRAME = pd.DataFrame({"income": rng.lognormal(9, 1, N), "debt": rng.lognormal(8, 1.2, N), "age": rng.integers(18, 80, N)})
+RATIO = FRAME["debt"] / FRAME["income"]
+DEFAULTED = (RATIO + rng.normal(0, 0.3, N) > 0.6).astype(int).to_numpy()
+GRADE = np.select([RATIO < 0.2, RATIO < 0.6], ["A", "B"], "C")  # three classes, strings
+AMOUNT = (FRAME["debt"] * 0.3 + FRAME["age"] * 10).to_numpy()
+
+
+def scaled_logistic():
+    return make_pipeline(StandardScaler(), LogisticRegression())
+
+
+def voters():
+    """Votes as scikit-learn's documentation and Kaggle notebooks write them."""
+    forest = RandomForestClassifier(n_estimators=20, min_samples_leaf=3, random_state=0)
+    boosted = HistGradientBoostingClassifier(max_iter=20, random_state=0)
+    return {
+        "soft": (VotingClassifier([("lr", scaled_logistic()), ("rf", forest), ("hgb", boosted)], voting="soft"), DEFAULTED),
+        "soft_weights": (VotingClassifier(
+            [("lr", scaled_logistic()), ("rf", forest), ("hgb", boosted)], voting="soft", weights=[2, 1, 3]), DEFAULTED),
+        "hard": (VotingClassifier(
+            [("lr", scaled_logistic()), ("dt", DecisionTreeClassifier(max_depth=3, random_state=0)), ("nb", GaussianNB())]),
+            DEFAULTED),
+        "hard_weights": (VotingClassifier(
+            [("lr", scaled_logistic()), ("rf", forest), ("nb", GaussianNB())], weights=[1, 2, 1]), DEFAULTED),
+        "dropped": (VotingClassifier(
+            [("lr", scaled_logistic()), ("unused", "drop"), ("rf", forest)], voting="soft", weights=[1, 5, 2]), DEFAULTED),
+        "strings": (VotingClassifier([("lr", scaled_logistic()), ("rf", forest), ("hgb", boosted)], voting="soft"), GRADE),
+        "strings_hard": (VotingClassifier([("lr", scaled_logistic()), ("rf", forest), ("hgb", boosted)]), GRADE),
+        "regressor": (VotingRegressor([
+            ("ridge", make_pipeline(StandardScaler(), Ridge())), ("rf", RandomForestRegressor(n_estimators=20, random_state=0)),
+            ("gb", GradientBoostingRegressor(n_estimators=20, random_state=0)),
+        ], weights=[1, 2, 2]), AMOUNT),
+    }
+
+
+FITTED = {name: model.fit(FRAME, target) for name, (model, target) in voters().items()}
+
+
+def methods(model):
+    if isinstance(model, VotingRegressor):
+        return ["predict"]
+    return ["predict", "predict_proba"] if model.voting == "soft" else ["predict"]
+
+
+def predicting(model, method):
+    """The user's function, with ``model`` in a closure variable, and its optimized version."""
+    def predict(df):
+        X = df[["income", "debt", "age"]]
+        return model.predict(X)
+
+    def predict_proba(df):
+        X = df[["income", "debt", "age"]]
+        return model.predict_proba(X)
+
+    function = predict if method == "predict" else predict_proba
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", willump.WillumpWarning)  # nothing is left as one call
+        return function, willump.optimize(function)
+
+
+OPTIMIZED = {(name, method): predicting(model, method) for name, model in FITTED.items() for method in methods(model)}
+
+
+def outcome(function, *args):
+    try:
+        return function(*args)
+    except Exception as error:
+        return type(error), str(error)
+
+
+def assert_same(got, expected):
+    if isinstance(expected, tuple):
+        assert got == expected
+        return
+    assert type(got) is type(expected)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("name, method", sorted(OPTIMIZED))
+def test_each_estimator_is_compiled_and_the_answers_are_scikit_learns(name, method):
+    function, optimized = OPTIMIZED[(name, method)]
+    for rows in (FRAME, FRAME.iloc[[3]], FRAME.iloc[::-7]):
+        assert_same(optimized(rows), function(rows))
+    table = optimized.explain_compilation()
+    assert not table["call"].str.contains("__willump").any()
+    compiled = table.loc[table["status"] == "compiled", "operator"].tolist()
+    assert "RandomForestClassifier.predict" in " ".join(compiled) or name in ("hard", "regressor"), table
+    assert len(table) >= len(FITTED[name].estimators_), table  # (a call per estimator at least)
+    if name == "regressor":
+        assert {"Ridge.predict", "RandomForestRegressor.predict", "GradientBoostingRegressor.predict"} <= set(compiled)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    rows=st.lists(st.tuples(
+        st.one_of(st.floats(0, 1e7), st.floats(-1e308, 1e308), st.just(np.nan)),
+        st.one_of(st.floats(0, 1e7), st.just(np.inf)), st.integers(-5, 120),
+    ), min_size=1, max_size=5),
+    key=st.sampled_from(sorted(OPTIMIZED)),
+)
+def test_any_rows_give_scikit_learns_answer_or_error(rows, key):
+    """NaN or infinity make the logistic regression raise (the forests take NaN): the same error."""
+    function, optimized = OPTIMIZED[key]
+    frame = pd.DataFrame(rows, columns=["income", "debt", "age"])
+    with warnings.catch_warnings(record=True) as expected_warnings:
+        warnings.simplefilter("always")
+        expected = outcome(function, frame)
+    with warnings.catch_warnings(record=True) as got_warnings:
+        warnings.simplefilter("always")
+        got = outcome(optimized, frame)
+    assert_same(got, expected)
+    assert [str(w.message) for w in got_warnings] == [str(w.message) for w in expected_warnings]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    name=st.sampled_from(sorted(FITTED)),
+    data=st.data(),
+    weights=st.one_of(st.none(), st.lists(st.sampled_from([0.5, 1, 2, 3]), min_size=3, max_size=3)),
+)
+def test_the_vote_is_scikit_learns_for_any_answers(name, data, weights):
+    """``vote`` against the estimator's own method, its estimators answering drawn values: ties in
+    probabilities and in counts of votes, weights."""
+    model = FITTED[name]
+    rows = data.draw(st.integers(1, 4))
+    classes = len(getattr(model, "classes_", [None]))
+    asked = voted_method(model, "predict")
+    fitted_estimators, saved_weights = model.estimators_, model.weights
+    answers = []
+    for _ in fitted_estimators:
+        if asked == "predict_proba":
+            values = data.draw(st.lists(st.sampled_from([0.0, 0.25, 0.5, 1 / 3, 0.75, 1.0]), min_size=rows * classes,
+                                        max_size=rows * classes))
+            answers.append(np.array(values).reshape(rows, classes))
+        elif isinstance(model, VotingRegressor):
+            answers.append(np.array(data.draw(st.lists(st.floats(-1e6, 1e6), min_size=rows, max_size=rows))))
+        else:
+            answers.append(np.array(data.draw(st.lists(st.integers(0, classes - 1), min_size=rows, max_size=rows))))
+
+    class Answering:
+        def __init__(self, answer):
+            self.answer = answer
+
+        def predict(self, X):
+            return self.answer
+
+        predict_proba = predict
+
+    model.estimators_ = [Answering(answer) for answer in answers]
+    model.weights = weights
+    try:
+        for method in methods(model):
+            expected = outcome(getattr(model, method), FRAME.iloc[:rows])
+            assert_same(outcome(vote, model, method, answers), expected)
+    finally:
+        model.estimators_, model.weights = fitted_estimators, saved_weights
+
+
+def test_hard_voting_has_no_predict_proba_as_in_scikit_learn():
+    model = FITTED["hard"]
+
+    def probabilities(df):
+        return model.predict_proba(df)
+
+    optimized = willump.optimize(probabilities)
+    assert_same(outcome(optimized, FRAME), outcome(probabilities, FRAME))
+    assert outcome(optimized, FRAME)[0] is AttributeError
+
+
+def test_weights_set_after_decoration_are_the_votes_weights():
+    global reweighted
+    reweighted = VotingClassifier([("lr", scaled_logistic()), ("nb", GaussianNB())], voting="soft").fit(FRAME, DEFAULTED)
+
+    def predict(df):
+        return reweighted.predict_proba(df)[:, 1]
+
+    optimized = willump.optimize(predict)
+    before = optimized(FRAME)
+    reweighted.set_params(weights=[1, 4])
+    after = optimized(FRAME)
+    assert_same(after, predict(FRAME))
+    assert not np.array_equal(after, before)
+
+
+def test_a_vote_changed_after_decoration_runs_as_written():
+    global changing
+    changing = VotingClassifier([("lr", scaled_logistic()), ("dt", DecisionTreeClassifier(max_depth=2))],
+                                voting="soft").fit(FRAME, DEFAULTED)
+
+    def predict(df):
+        return changing.predict(df)
+
+    optimized = willump.optimize(predict)
+    assert_same(optimized(FRAME), predict(FRAME))
+    changing.set_params(voting="hard")  # (now each estimator's predict is counted)
+    with pytest.warns(willump.WillumpWarning, match="changed after decoration"):
+        assert_same(optimized(FRAME), predict(FRAME))
+    changing.set_params(voting="soft")
+    assert_same(optimized(FRAME), predict(FRAME))
+    changing.fit(FRAME, 1 - DEFAULTED)  # (refitted: new estimators_; warned once already)
+    assert_same(optimized(FRAME), predict(FRAME))
+
+
+def test_a_vote_at_the_end_of_a_pipeline_is_read_too():
+    global piped
+    piped = make_pipeline(StandardScaler(), voters()["soft"][0]).fit(FRAME, DEFAULTED)
+
+    def predict(df):
+        return piped.predict_proba(df)[:, 1]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", willump.WillumpWarning)
+        optimized = willump.optimize(predict)
+    for rows in (FRAME, FRAME.iloc[[9]]):
+        assert_same(optimized(rows), predict(rows))
+    operators = optimized.explain_compilation()["operator"].tolist()
+    assert "StandardScaler.transform" in operators and "RandomForestClassifier.predict_proba" in operators
+
+
+def test_the_input_is_computed_once_for_all_the_estimators():
+    model = FITTED["soft"]
+
+    class Filling:
+        calls = 0
+
+        def __call__(self, df):
+            self.calls += 1
+            return df.fillna(0)
+
+    prepare = Filling()
+
+    def predict(df):
+        return model.predict_proba(prepare(df))[:, 1]
+
+    optimized = willump.optimize(predict)
+    expected = predict(FRAME)
+    for rows in (FRAME, FRAME.iloc[[2]]):
+        before = prepare.calls
+        got = optimized(rows)
+        assert prepare.calls == before + 1
+    assert_same(optimized(FRAME), expected)
