@@ -5,12 +5,14 @@ steps the meta-estimator runs (the kernels' reasons name them too).
 ``TransformedTargetRegressor.predict(X)`` is written out as its regressor's
 ``predict`` followed by ``target_inverse``, the rest of scikit-learn's method;
 a ``VotingClassifier``'s or ``VotingRegressor``'s method as each estimator's
-answer followed by ``vote``, the rest of scikit-learn's.
+answer followed by ``vote``, the rest of scikit-learn's; a ``StackingClassifier``'s or
+``StackingRegressor``'s as each estimator's answer, ``stack`` (scikit-learn's own
+concatenation) and the final estimator's method (its labels by ``stacked_labels``).
 """
 
 import numpy as np
 from sklearn.compose import ColumnTransformer, TransformedTargetRegressor
-from sklearn.ensemble import VotingClassifier, VotingRegressor
+from sklearn.ensemble import StackingClassifier, StackingRegressor, VotingClassifier, VotingRegressor
 from sklearn.pipeline import FeatureUnion, Pipeline
 from sklearn.preprocessing import FunctionTransformer
 
@@ -24,9 +26,13 @@ READ_AS_STEPS = {
     TransformedTargetRegressor: ("predict",),
     VotingClassifier: ("predict", "predict_proba"),
     VotingRegressor: ("predict",),
+    StackingClassifier: ("predict", "predict_proba", "decision_function"),
+    StackingRegressor: ("predict",),
 }
 TARGET_INVERSE = "__willump_target_inverse"  # the name the rewritten code calls target_inverse by
 VOTE = "__willump_vote"  # the name it calls vote by
+STACK = "__willump_stack"
+STACKED_LABELS = "__willump_stacked_labels"
 
 
 def target_inverse(regressor: TransformedTargetRegressor, prediction):
@@ -80,3 +86,14 @@ def vote(voting, method: str, answers: list):
         lambda x: np.argmax(np.bincount(x, weights=weights)), axis=1, arr=np.asarray(answers).T,
     )
     return voting.le_.inverse_transform(majority)
+
+
+def stack(stacking, predictions: list, X):
+    """What ``stacking.transform(X)`` returns (default output), given its ``estimators_``' answers
+    for ``X`` (of their ``stack_method_``, in order): scikit-learn's own concatenation."""
+    return stacking._concatenate_predictions(X, predictions)
+
+
+def stacked_labels(stacking, predicted):
+    """What ``StackingClassifier.predict`` returns, given its final estimator's ``predict``."""
+    return stacking._label_encoder.inverse_transform(predicted)

@@ -10,7 +10,9 @@ its columns), the branches joined by the composite's own join
 (itself read as its steps when it is a Pipeline), then the inverse of the target
 transform (``compile.meta.target_inverse``); a ``VotingClassifier``'s or
 ``VotingRegressor``'s, each estimator's answer on its own (each read as its steps),
-then the vote (``compile.meta.vote``). The branches of
+then the vote (``compile.meta.vote``); a ``StackingClassifier``'s or
+``StackingRegressor``'s, each estimator's answer, their concatenation
+(``compile.meta.stack``) and the final estimator's method. The branches of
 the join closest to the model become IFVs, the vectorizers and models compiled
 kernels, as if the steps had been written out by hand.
 
@@ -29,13 +31,15 @@ from dataclasses import dataclass, field
 
 from sklearn.compose import ColumnTransformer, TransformedTargetRegressor
 from sklearn.compose._column_transformer import _is_empty_column_selection
-from sklearn.ensemble import VotingClassifier, VotingRegressor
+from sklearn.ensemble import StackingClassifier, StackingRegressor, VotingClassifier, VotingRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.pipeline import FeatureUnion, Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from willump.compile.composites import COLUMN_INPUT, COLUMN_STACK, COLUMNS, HELPERS, UNION_STACK
-from willump.compile.meta import READ_AS_STEPS, TARGET_INVERSE, VOTE, target_inverse, vote, voted_method
+from willump.compile.meta import (
+    READ_AS_STEPS, STACK, STACKED_LABELS, TARGET_INVERSE, VOTE, stack, stacked_labels, target_inverse, vote, voted_method,
+)
 from willump.compile.preprocessing import output_config
 from willump.graph.recognize import MODEL_METHODS
 from willump.graph.statements import replace_node, walk_scope
@@ -99,10 +103,11 @@ _NAME = re.compile(r"__willump_\w+")
 # How explanations show the joins and selections the rewritten code calls.
 _HELPER_DISPLAY = {
     UNION_STACK: "union_stack", COLUMN_INPUT: "check_input", COLUMNS: "select_columns", COLUMN_STACK: "column_stack",
-    TARGET_INVERSE: "target_inverse", VOTE: "vote",
+    TARGET_INVERSE: "target_inverse", VOTE: "vote", STACK: "stack", STACKED_LABELS: "stacked_labels",
 }
-_HELPERS = {**HELPERS, TARGET_INVERSE: target_inverse, VOTE: vote}
+_HELPERS = {**HELPERS, TARGET_INVERSE: target_inverse, VOTE: vote, STACK: stack, STACKED_LABELS: stacked_labels}
 _VOTERS = (VotingClassifier, VotingRegressor)
+_STACKS = (StackingClassifier, StackingRegressor)
 _NOT_WORD = re.compile(r"\W+")
 
 
@@ -149,7 +154,7 @@ class _Writer:
             result = self.predicted(composite, call, call.args[0], name, before)
         self.expansion.lines.append(call.lineno)
         rewritten = replace_node(statement, call, result)
-        if _calls_helper(result, TARGET_INVERSE) or _calls_helper(result, VOTE):
+        if any(_calls_helper(result, helper) for helper in (TARGET_INVERSE, VOTE, STACKED_LABELS)):
             ast.copy_location(result, statement)  # (replace_node put it where the model call is)
         if _aliases(rewritten, before[-1] if before else None):  # X = step: the last step binds X itself
             before[-1].targets = rewritten.targets
@@ -165,6 +170,8 @@ class _Writer:
         kind = type(estimator)
         if kind in _VOTERS and not _not_written_out(estimator, call.func.attr):
             return self.vote(estimator, call, value, path, before)
+        if kind in _STACKS and not _not_written_out(estimator, call.func.attr):
+            return self.stack(estimator, call, value, path, before)
         if kind is TransformedTargetRegressor and not _not_written_out(estimator, call.func.attr):
             self.expansion._held.append((estimator, "regressor_", estimator.regressor_))
             inner = self.predicted(estimator.regressor_, call, value, f"{path}.regressor_", before)
@@ -180,23 +187,44 @@ class _Writer:
         return ast.Call(method, [ast.copy_location(copy.copy(value), call.args[0])], [])
 
     def vote(self, voting, call: ast.Call, value: ast.expr, path: str, before: list) -> ast.Call:
-        """Each estimator's answer in its own statements (the input computed once, as the vote
-        passes it to each), then ``vote`` of them."""
-        self.expansion._lists.append((voting, "estimators_", list(voting.estimators_)))
+        """Each estimator's answer in its own statements, then ``vote`` of them."""
         if type(voting) is VotingClassifier:  # (soft or hard: which method it collects)
             self.expansion._held.append((voting, "voting", voting.voting))
-        if not _reads_again_alike(value):
-            value = self.assign(value, path, before, "input")
-        asked = copy.copy(call)
-        asked.func = copy.copy(call.func)
-        asked.func.attr = voted_method(voting, call.func.attr)
-        names = [name for name, estimator in voting.estimators if not (isinstance(estimator, str) and estimator == "drop")]
-        answers = []
-        for name, estimator in zip(names, voting.estimators_):
-            estimator_path = f"{path}.named_estimators_[{name!r}]"
-            answers.append(self.assign(self.predicted(estimator, asked, value, estimator_path, before), estimator_path, before))
+        methods = [voted_method(voting, call.func.attr)] * len(voting.estimators_)
+        answers = self.answers(voting, methods, call, value, path, before)
         arguments = [self.bind(voting, path), ast.Constant(call.func.attr), ast.List(answers, ast.Load())]
         return ast.copy_location(self.helper(VOTE, arguments), self.location)
+
+    def stack(self, stacking, call: ast.Call, value: ast.expr, path: str, before: list) -> ast.expr:
+        """Each estimator's answer in its own statements, their concatenation (``stack``), then the
+        final estimator's method (for a classifier's ``predict``, its labels by ``stacked_labels``)."""
+        self.expansion._held.append((stacking, "final_estimator_", stacking.final_estimator_))
+        if not _reads_again_alike(value):
+            value = self.assign(value, path, before, "input")
+        answers = self.answers(stacking, stacking.stack_method_, call, value, path, before)
+        stacked = self.assign(
+            self.helper(STACK, [self.bind(stacking, path), ast.List(answers, ast.Load()), copy.copy(value)]),
+            path, before, "stacked")
+        final = self.predicted(stacking.final_estimator_, call, stacked, f"{path}.final_estimator_", before)
+        if type(stacking) is StackingClassifier and call.func.attr == "predict":
+            return ast.copy_location(self.helper(STACKED_LABELS, [self.bind(stacking, path), final]), self.location)
+        return final
+
+    def answers(self, ensemble, methods: list, call: ast.Call, value: ast.expr, path: str, before: list) -> list:
+        """The names holding each of a vote's or stack's fitted estimators' answer (of ``methods``,
+        in order) for ``value``, computed once before them."""
+        self.expansion._lists.append((ensemble, "estimators_", list(ensemble.estimators_)))
+        if not _reads_again_alike(value):
+            value = self.assign(value, path, before, "input")
+        names = [name for name, estimator in ensemble.estimators if not (isinstance(estimator, str) and estimator == "drop")]
+        answers = []
+        for name, estimator, method in zip(names, ensemble.estimators_, methods):
+            asked = copy.copy(call)
+            asked.func = copy.copy(call.func)
+            asked.func.attr = method
+            estimator_path = f"{path}.named_estimators_[{name!r}]"
+            answers.append(self.assign(self.predicted(estimator, asked, value, estimator_path, before), estimator_path, before))
+        return answers
 
     def steps(self, steps, value: ast.expr, path: str, before: list) -> ast.expr:
         for step_name, step in steps:
@@ -340,6 +368,8 @@ def _not_written_out(composite, method: str) -> str | None:
     output = output_config(composite)
     if output != "default" and (kind is not ColumnTransformer or output != "pandas"):
         return f'set_output(transform="{output}") makes it return {output} frames'
+    if kind in _STACKS:
+        return "a multilabel target" if isinstance(getattr(composite, "_label_encoder", None), list) else None
     if not any(True for _ in _branches(composite)):
         return "every branch is dropped"
     if kind is FeatureUnion:
@@ -365,7 +395,7 @@ def _composite_call(statement: ast.stmt, resolver):
     """(call, composite, name) of the statement's first composite call written out in place, or None.
 
     The call is ``<name>.<method>(X)`` on a global or closure variable holding a Pipeline,
-    FeatureUnion, ColumnTransformer, TransformedTargetRegressor or vote, of a method in READ_AS_STEPS;
+    FeatureUnion, ColumnTransformer, TransformedTargetRegressor, vote or stack, of a method in READ_AS_STEPS;
     its steps run before the statement's other code, so the statement's other calls must come
     after it (or take its result)."""
     if not isinstance(statement, (ast.Return, ast.Assign, ast.Expr, ast.AnnAssign)) or statement.value is None:
