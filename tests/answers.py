@@ -3,7 +3,9 @@ from source text, work on several threads at once, and Redis connections that co
 
 import linecache
 import threading
+import warnings
 
+import numpy as np
 import pytest
 import redis
 
@@ -27,6 +29,38 @@ def answers(optimized, *args):
             optimized(*args)
         return None
     return optimized(*args), expected
+
+
+def outcome(function, *args):
+    """What ``function(*args)`` returns, or (the type, the message) of what it raises."""
+    try:
+        return function(*args)
+    except Exception as error:
+        return type(error), str(error)
+
+
+def assert_same_outcome(got, expected):
+    """Two ``outcome``s: the same error, or arrays of the same type, dtype, shape and values."""
+    if isinstance(expected, tuple):
+        assert got == expected
+        return
+    assert type(got) is type(expected)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+
+
+def warned_outcome(function, *args) -> tuple:
+    """(``outcome(function, *args)``, the messages of the warnings it emitted, every one)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = outcome(function, *args)
+    return result, [str(w.message) for w in caught]
+
+
+def assert_same_warned_outcome(got: tuple, expected: tuple):
+    """Two ``warned_outcome``s: the same outcome and the same warnings."""
+    assert_same_outcome(got[0], expected[0])
+    assert got[1] == expected[1]
 
 
 def define(source: str, namespace: dict, filename: str, name: str = "pipeline"):

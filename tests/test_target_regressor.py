@@ -19,6 +19,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer, QuantileTransformer, StandardScaler
 
 import willump
+from answers import assert_same_outcome as assert_same, assert_same_warned_outcome, outcome, warned_outcome
 from willump.compile.meta import target_inverse
 
 rng = np.random.default_rng(5)
@@ -76,22 +77,6 @@ def predicting(model):
 OPTIMIZED = {name: predicting(model) for name, model in FITTED.items()}
 
 
-def outcome(function, *args):
-    try:
-        return function(*args)
-    except Exception as error:
-        return type(error), str(error)
-
-
-def assert_same(got, expected):
-    if isinstance(expected, tuple):
-        assert got == expected
-        return
-    assert type(got) is type(expected)
-    assert got.dtype == expected.dtype and got.shape == expected.shape
-    np.testing.assert_array_equal(got, expected)
-
-
 @pytest.mark.parametrize("name", sorted(FITTED))
 def test_the_regressor_is_compiled_and_the_answers_are_scikit_learns(name):
     function, optimized = OPTIMIZED[name]
@@ -116,14 +101,7 @@ def test_any_rows_give_scikit_learns_answer_or_error(rows, name):
     logs of negative amounts give NaN (scikit-learn raises), others give the inverse's warnings."""
     function, optimized = OPTIMIZED[name]
     frame = pd.DataFrame(rows, columns=["credit", "income", "children"])
-    with warnings.catch_warnings(record=True) as expected_warnings:
-        warnings.simplefilter("always")
-        expected = outcome(function, frame)
-    with warnings.catch_warnings(record=True) as got_warnings:
-        warnings.simplefilter("always")
-        got = outcome(optimized, frame)
-    assert_same(got, expected)
-    assert [str(w.message) for w in got_warnings] == [str(w.message) for w in expected_warnings]
+    assert_same_warned_outcome(warned_outcome(optimized, frame), warned_outcome(function, frame))
 
 
 @settings(max_examples=200, deadline=None)
@@ -148,16 +126,10 @@ def test_the_inverse_is_scikit_learns_for_any_prediction(predictions, name, shap
 
     regressor, model.regressor_ = model.regressor_, Answering()
     try:
-        with warnings.catch_warnings(record=True) as expected_warnings:
-            warnings.simplefilter("always")
-            expected = outcome(model.predict, FRAME.iloc[:1])
+        expected = warned_outcome(model.predict, FRAME.iloc[:1])
     finally:
         model.regressor_ = regressor
-    with warnings.catch_warnings(record=True) as got_warnings:
-        warnings.simplefilter("always")
-        got = outcome(target_inverse, model, prediction)
-    assert_same(got, expected)
-    assert [str(w.message) for w in got_warnings] == [str(w.message) for w in expected_warnings]
+    assert_same_warned_outcome(warned_outcome(target_inverse, model, prediction), expected)
 
 
 def test_a_regressor_refitted_after_decoration_runs_as_written():

@@ -25,6 +25,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.tree import DecisionTreeClassifier
 
 import willump
+from answers import assert_same_outcome as assert_same, assert_same_warned_outcome, outcome, warned_outcome
 from willump.compile.meta import vote, voted_method
 
 rng = np.random.default_rng(11)
@@ -109,22 +110,6 @@ def predicting(model, method):
 OPTIMIZED = {(name, method): predicting(model, method) for name, model in FITTED.items() for method in methods(model)}
 
 
-def outcome(function, *args):
-    try:
-        return function(*args)
-    except Exception as error:
-        return type(error), str(error)
-
-
-def assert_same(got, expected):
-    if isinstance(expected, tuple):
-        assert got == expected
-        return
-    assert type(got) is type(expected)
-    assert got.dtype == expected.dtype and got.shape == expected.shape
-    np.testing.assert_array_equal(got, expected)
-
-
 @pytest.mark.parametrize("name, method", sorted(OPTIMIZED))
 def test_each_estimator_is_compiled_and_the_answers_are_scikit_learns(name, method):
     function, optimized = OPTIMIZED[(name, method)]
@@ -151,14 +136,7 @@ def test_any_rows_give_scikit_learns_answer_or_error(rows, key):
     """NaN or infinity make the logistic regression raise (the forests take NaN): the same error."""
     function, optimized = OPTIMIZED[key]
     frame = pd.DataFrame(rows, columns=["income", "debt", "age"])
-    with warnings.catch_warnings(record=True) as expected_warnings:
-        warnings.simplefilter("always")
-        expected = outcome(function, frame)
-    with warnings.catch_warnings(record=True) as got_warnings:
-        warnings.simplefilter("always")
-        got = outcome(optimized, frame)
-    assert_same(got, expected)
-    assert [str(w.message) for w in got_warnings] == [str(w.message) for w in expected_warnings]
+    assert_same_warned_outcome(warned_outcome(optimized, frame), warned_outcome(function, frame))
 
 
 @settings(max_examples=300, deadline=None)
