@@ -1,9 +1,11 @@
-"""Votes and stacks read as their steps: each estimator's answer, then the vote or the final estimator.
+"""Votes, stacks and calibrated classifiers read as their steps: each estimator's answer, then the
+vote, the final estimator or the calibration.
 
 ``voting.predict_proba(X)`` (a VotingClassifier or VotingRegressor) held in a global or closure
 variable is written out as each fitted estimator's method (compiled by the kernels, read as its
 steps when it is a Pipeline) followed by ``vote``; a StackingClassifier's or StackingRegressor's
-as each estimator's answer, ``stack`` and the final estimator's method. The optimized function
+as each estimator's answer, ``stack`` and the final estimator's method; a CalibratedClassifierCV's
+as each calibrated classifier's estimator's response and ``calibrate``. The optimized function
 must return what scikit-learn returns (values, dtype, shape) or raise what it raises.
 """
 
@@ -14,6 +16,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sklearn.calibration import CalibratedClassifierCV
 from sklearn.ensemble import (
     GradientBoostingRegressor, HistGradientBoostingClassifier, RandomForestClassifier, RandomForestRegressor,
     StackingClassifier, StackingRegressor, VotingClassifier, VotingRegressor,
@@ -23,6 +26,11 @@ from sklearn.naive_bayes import GaussianNB
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.tree import DecisionTreeClassifier
+
+try:
+    from sklearn.frozen import FrozenEstimator as FROZEN  # (scikit-learn >= 1.6)
+except ImportError:
+    FROZEN = None
 
 import willump
 from answers import assert_same_outcome as assert_same, assert_same_warned_outcome, outcome, warned_outcome
@@ -266,3 +274,67 @@ def test_the_input_is_computed_once_for_all_the_estimators():
         got = optimized(rows)
         assert prepare.calls == before + 1
     assert_same(optimized(FRAME), expected)
+
+
+def calibrated_classifiers():
+    """CalibratedClassifierCV as scikit-learn's probability-calibration examples write it."""
+    forest = RandomForestClassifier(n_estimators=20, min_samples_leaf=3, random_state=0)
+    fitted = {
+        "sigmoid_forest": (CalibratedClassifierCV(forest, method="sigmoid", cv=3), DEFAULTED),
+        "isotonic_pipeline": (CalibratedClassifierCV(scaled_logistic(), method="isotonic", cv=3), DEFAULTED),
+        "one_model": (CalibratedClassifierCV(HistGradientBoostingClassifier(max_iter=20), cv=3, ensemble=False), DEFAULTED),
+        "multiclass_strings": (CalibratedClassifierCV(forest, method="isotonic", cv=3), GRADE),
+        "naive_bayes": (CalibratedClassifierCV(GaussianNB(), cv=2), DEFAULTED),
+    }
+    return {name: model.fit(FRAME, target) for name, (model, target) in fitted.items()}
+
+
+CALIBRATED = calibrated_classifiers()
+if FROZEN is not None:  # (scikit-learn >= 1.6: a model fitted before, calibrated on other rows)
+    CALIBRATED["frozen"] = CalibratedClassifierCV(FROZEN(
+        RandomForestClassifier(n_estimators=10, random_state=0).fit(FRAME[:250], DEFAULTED[:250]))).fit(
+        FRAME[250:], DEFAULTED[250:])
+CALIBRATED_OPTIMIZED = {(name, method): predicting(model, method)
+                        for name, model in CALIBRATED.items() for method in ("predict", "predict_proba")}
+
+
+@pytest.mark.parametrize("name, method", sorted(CALIBRATED_OPTIMIZED))
+def test_each_calibrated_estimator_is_compiled_and_the_answers_are_scikit_learns(name, method):
+    function, optimized = CALIBRATED_OPTIMIZED[(name, method)]
+    for rows in (FRAME, FRAME.iloc[[3]], FRAME.iloc[::-7]):
+        assert_same(optimized(rows), function(rows))
+    table = optimized.explain_compilation()
+    models = table[table["operator"].str.contains(r"\.predict|\.decision_function")]
+    assert len(models) == len(CALIBRATED[name].calibrated_classifiers_), table
+    uncompiled = table[(table["status"] != "compiled") & ~table["operator"].str.startswith("GaussianNB")]
+    assert uncompiled.empty, table
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    rows=st.lists(st.tuples(
+        st.one_of(st.floats(0, 1e7), st.floats(-1e308, 1e308), st.just(np.nan)),
+        st.one_of(st.floats(0, 1e7), st.just(np.inf)), st.integers(-5, 120),
+    ), min_size=1, max_size=5),
+    key=st.sampled_from(sorted(CALIBRATED_OPTIMIZED)),
+)
+def test_any_rows_give_the_calibrated_answer_or_error(rows, key):
+    function, optimized = CALIBRATED_OPTIMIZED[key]
+    frame = pd.DataFrame(rows, columns=["income", "debt", "age"])
+    assert_same_warned_outcome(warned_outcome(optimized, frame), warned_outcome(function, frame))
+
+
+def test_a_calibrated_classifier_refitted_after_decoration_runs_as_written():
+    global recalibrated
+    recalibrated = CalibratedClassifierCV(GaussianNB(), cv=2).fit(FRAME, DEFAULTED)
+
+    def predict(df):
+        return recalibrated.predict_proba(df)[:, 1]
+
+    optimized = willump.optimize(predict)
+    before = optimized(FRAME)
+    recalibrated.fit(FRAME, 1 - DEFAULTED)
+    with pytest.warns(willump.WillumpWarning, match="changed after decoration"):
+        after = optimized(FRAME)
+    assert_same(after, predict(FRAME))
+    assert not np.array_equal(after, before)

@@ -7,14 +7,18 @@ steps the meta-estimator runs (the kernels' reasons name them too).
 a ``VotingClassifier``'s or ``VotingRegressor``'s method as each estimator's
 answer followed by ``vote``, the rest of scikit-learn's; a ``StackingClassifier``'s or
 ``StackingRegressor``'s as each estimator's answer, ``stack`` (scikit-learn's own
-concatenation) and the final estimator's method (its labels by ``stacked_labels``).
+concatenation) and the final estimator's method (its labels by ``stacked_labels``); a
+``CalibratedClassifierCV``'s as each calibrated classifier's estimator's response followed by
+``calibrate``, scikit-learn's own calibration of those responses.
 """
 
 import numpy as np
+from sklearn.calibration import CalibratedClassifierCV
 from sklearn.compose import ColumnTransformer, TransformedTargetRegressor
 from sklearn.ensemble import StackingClassifier, StackingRegressor, VotingClassifier, VotingRegressor
 from sklearn.pipeline import FeatureUnion, Pipeline
 from sklearn.preprocessing import FunctionTransformer
+from sklearn.utils.validation import _check_response_method
 
 from willump.compile.forms import Unsupported
 from willump.compile.preprocessing import check_finite
@@ -28,11 +32,13 @@ READ_AS_STEPS = {
     VotingRegressor: ("predict",),
     StackingClassifier: ("predict", "predict_proba", "decision_function"),
     StackingRegressor: ("predict",),
+    CalibratedClassifierCV: ("predict", "predict_proba"),
 }
 TARGET_INVERSE = "__willump_target_inverse"  # the name the rewritten code calls target_inverse by
 VOTE = "__willump_vote"  # the name it calls vote by
 STACK = "__willump_stack"
 STACKED_LABELS = "__willump_stacked_labels"
+CALIBRATE = "__willump_calibrate"
 
 
 def target_inverse(regressor: TransformedTargetRegressor, prediction):
@@ -97,3 +103,38 @@ def stack(stacking, predictions: list, X):
 def stacked_labels(stacking, predicted):
     """What ``StackingClassifier.predict`` returns, given its final estimator's ``predict``."""
     return stacking._label_encoder.inverse_transform(predicted)
+
+
+def calibrated_method(estimator) -> str:
+    """The method of a calibrated classifier's estimator scikit-learn's calibration calls: the
+    first it has of ``decision_function`` and ``predict_proba``."""
+    return _check_response_method(estimator, ["decision_function", "predict_proba"]).__name__
+
+
+def calibrate(calibrated, method: str, responses: list, X):
+    """What ``calibrated.method(X)`` returns, given the responses for ``X`` of its calibrated
+    classifiers' estimators (``calibrated_method``'s, in order): scikit-learn's own code, run on
+    copies of the calibrated classifiers whose estimators answer with those responses."""
+    folds = [
+        _with(fold, estimator=_with(fold.estimator, **{
+            calibrated_method(fold.estimator): _answering(calibrated_method(fold.estimator), response)}))
+        for fold, response in zip(calibrated.calibrated_classifiers_, responses)
+    ]
+    return getattr(_with(calibrated, calibrated_classifiers_=folds), method)(X)
+
+
+def _with(fitted, **attributes):
+    """A copy of ``fitted`` (its class, its attributes) with ``attributes`` set on the instance,
+    where they come before the class's methods."""
+    twin = object.__new__(type(fitted))
+    twin.__dict__.update(vars(fitted))
+    twin.__dict__.update(attributes)
+    return twin
+
+
+def _answering(name: str, response):
+    """A method named ``name`` that answers ``response`` (scikit-learn reads its name)."""
+    def answer(X):
+        return response
+    answer.__name__ = name
+    return answer

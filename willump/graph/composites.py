@@ -12,7 +12,9 @@ transform (``compile.meta.target_inverse``); a ``VotingClassifier``'s or
 ``VotingRegressor``'s, each estimator's answer on its own (each read as its steps),
 then the vote (``compile.meta.vote``); a ``StackingClassifier``'s or
 ``StackingRegressor``'s, each estimator's answer, their concatenation
-(``compile.meta.stack``) and the final estimator's method. The branches of
+(``compile.meta.stack``) and the final estimator's method; a ``CalibratedClassifierCV``'s,
+each calibrated classifier's estimator's response, then scikit-learn's calibration of them
+(``compile.meta.calibrate``); a ``FrozenEstimator``'s, its estimator's. The branches of
 the join closest to the model become IFVs, the vectorizers and models compiled
 kernels, as if the steps had been written out by hand.
 
@@ -29,6 +31,7 @@ import operator
 import re
 from dataclasses import dataclass, field
 
+from sklearn.calibration import CalibratedClassifierCV
 from sklearn.compose import ColumnTransformer, TransformedTargetRegressor
 from sklearn.compose._column_transformer import _is_empty_column_selection
 from sklearn.ensemble import StackingClassifier, StackingRegressor, VotingClassifier, VotingRegressor
@@ -38,7 +41,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from willump.compile.composites import COLUMN_INPUT, COLUMN_STACK, COLUMNS, HELPERS, UNION_STACK
 from willump.compile.meta import (
-    READ_AS_STEPS, STACK, STACKED_LABELS, TARGET_INVERSE, VOTE, stack, stacked_labels, target_inverse, vote, voted_method,
+    CALIBRATE, READ_AS_STEPS, STACK, STACKED_LABELS, TARGET_INVERSE, VOTE, calibrate, calibrated_method, stack,
+    stacked_labels, target_inverse, vote, voted_method,
 )
 from willump.compile.preprocessing import output_config
 from willump.graph.recognize import MODEL_METHODS
@@ -104,10 +108,18 @@ _NAME = re.compile(r"__willump_\w+")
 _HELPER_DISPLAY = {
     UNION_STACK: "union_stack", COLUMN_INPUT: "check_input", COLUMNS: "select_columns", COLUMN_STACK: "column_stack",
     TARGET_INVERSE: "target_inverse", VOTE: "vote", STACK: "stack", STACKED_LABELS: "stacked_labels",
+    CALIBRATE: "calibrate",
 }
-_HELPERS = {**HELPERS, TARGET_INVERSE: target_inverse, VOTE: vote, STACK: stack, STACKED_LABELS: stacked_labels}
+_HELPERS = {
+    **HELPERS, TARGET_INVERSE: target_inverse, VOTE: vote, STACK: stack, STACKED_LABELS: stacked_labels,
+    CALIBRATE: calibrate,
+}
 _VOTERS = (VotingClassifier, VotingRegressor)
 _STACKS = (StackingClassifier, StackingRegressor)
+try:
+    from sklearn.frozen import FrozenEstimator as _FROZEN  # (scikit-learn >= 1.6)
+except ImportError:
+    _FROZEN = None
 _NOT_WORD = re.compile(r"\W+")
 
 
@@ -154,7 +166,7 @@ class _Writer:
             result = self.predicted(composite, call, call.args[0], name, before)
         self.expansion.lines.append(call.lineno)
         rewritten = replace_node(statement, call, result)
-        if any(_calls_helper(result, helper) for helper in (TARGET_INVERSE, VOTE, STACKED_LABELS)):
+        if any(_calls_helper(result, helper) for helper in (TARGET_INVERSE, VOTE, STACKED_LABELS, CALIBRATE)):
             ast.copy_location(result, statement)  # (replace_node put it where the model call is)
         if _aliases(rewritten, before[-1] if before else None):  # X = step: the last step binds X itself
             before[-1].targets = rewritten.targets
@@ -172,6 +184,11 @@ class _Writer:
             return self.vote(estimator, call, value, path, before)
         if kind in _STACKS and not _not_written_out(estimator, call.func.attr):
             return self.stack(estimator, call, value, path, before)
+        if kind is CalibratedClassifierCV and not _not_written_out(estimator, call.func.attr):
+            return self.calibrate(estimator, call, value, path, before)
+        if kind is _FROZEN:  # (its methods are its estimator's: __getattr__)
+            self.expansion._held.append((estimator, "estimator", estimator.estimator))
+            return self.predicted(estimator.estimator, call, value, f"{path}.estimator", before)
         if kind is TransformedTargetRegressor and not _not_written_out(estimator, call.func.attr):
             self.expansion._held.append((estimator, "regressor_", estimator.regressor_))
             inner = self.predicted(estimator.regressor_, call, value, f"{path}.regressor_", before)
@@ -190,8 +207,10 @@ class _Writer:
         """Each estimator's answer in its own statements, then ``vote`` of them."""
         if type(voting) is VotingClassifier:  # (soft or hard: which method it collects)
             self.expansion._held.append((voting, "voting", voting.voting))
-        methods = [voted_method(voting, call.func.attr)] * len(voting.estimators_)
-        answers = self.answers(voting, methods, call, value, path, before)
+        value = self.once(value, path, before)
+        method = voted_method(voting, call.func.attr)
+        asked = [(estimator_path, estimator, method) for estimator_path, estimator in _named_estimators(voting, path)]
+        answers = self.answers(voting, "estimators_", asked, call, value, before)
         arguments = [self.bind(voting, path), ast.Constant(call.func.attr), ast.List(answers, ast.Load())]
         return ast.copy_location(self.helper(VOTE, arguments), self.location)
 
@@ -199,9 +218,10 @@ class _Writer:
         """Each estimator's answer in its own statements, their concatenation (``stack``), then the
         final estimator's method (for a classifier's ``predict``, its labels by ``stacked_labels``)."""
         self.expansion._held.append((stacking, "final_estimator_", stacking.final_estimator_))
-        if not _reads_again_alike(value):
-            value = self.assign(value, path, before, "input")
-        answers = self.answers(stacking, stacking.stack_method_, call, value, path, before)
+        value = self.once(value, path, before)
+        asked = [(estimator_path, estimator, method) for (estimator_path, estimator), method
+                 in zip(_named_estimators(stacking, path), stacking.stack_method_)]
+        answers = self.answers(stacking, "estimators_", asked, call, value, before)
         stacked = self.assign(
             self.helper(STACK, [self.bind(stacking, path), ast.List(answers, ast.Load()), copy.copy(value)]),
             path, before, "stacked")
@@ -210,21 +230,31 @@ class _Writer:
             return ast.copy_location(self.helper(STACKED_LABELS, [self.bind(stacking, path), final]), self.location)
         return final
 
-    def answers(self, ensemble, methods: list, call: ast.Call, value: ast.expr, path: str, before: list) -> list:
-        """The names holding each of a vote's or stack's fitted estimators' answer (of ``methods``,
-        in order) for ``value``, computed once before them."""
-        self.expansion._lists.append((ensemble, "estimators_", list(ensemble.estimators_)))
-        if not _reads_again_alike(value):
-            value = self.assign(value, path, before, "input")
-        names = [name for name, estimator in ensemble.estimators if not (isinstance(estimator, str) and estimator == "drop")]
+    def calibrate(self, calibrated, call: ast.Call, value: ast.expr, path: str, before: list) -> ast.Call:
+        """Each calibrated classifier's estimator's response in its own statements, then ``calibrate``."""
+        value = self.once(value, path, before)
+        asked = [(f"{path}.calibrated_classifiers_[{position}].estimator", fold.estimator, calibrated_method(fold.estimator))
+                 for position, fold in enumerate(calibrated.calibrated_classifiers_)]
+        responses = self.answers(calibrated, "calibrated_classifiers_", asked, call, value, before)
+        arguments = [self.bind(calibrated, path), ast.Constant(call.func.attr), ast.List(responses, ast.Load()),
+                     copy.copy(value)]
+        return ast.copy_location(self.helper(CALIBRATE, arguments), self.location)
+
+    def answers(self, ensemble, attribute: str, asked: list, call: ast.Call, value: ast.expr, before: list) -> list:
+        """The names holding the answers for ``value`` (a name, or read again alike: ``once``) of the fitted
+        estimators the ensemble's list ``attribute`` holds: ``asked`` (path, estimator, method) each."""
+        self.expansion._lists.append((ensemble, attribute, list(getattr(ensemble, attribute))))
         answers = []
-        for name, estimator, method in zip(names, ensemble.estimators_, methods):
-            asked = copy.copy(call)
-            asked.func = copy.copy(call.func)
-            asked.func.attr = method
-            estimator_path = f"{path}.named_estimators_[{name!r}]"
-            answers.append(self.assign(self.predicted(estimator, asked, value, estimator_path, before), estimator_path, before))
+        for estimator_path, estimator, method in asked:
+            asking = copy.copy(call)
+            asking.func = copy.copy(call.func)
+            asking.func.attr = method
+            answers.append(self.assign(self.predicted(estimator, asking, value, estimator_path, before), estimator_path, before))
         return answers
+
+    def once(self, value: ast.expr, path: str, before: list) -> ast.expr:
+        """``value``, or a name bound to it first when reading it again could give another value or run code."""
+        return value if _reads_again_alike(value) else self.assign(value, path, before, "input")
 
     def steps(self, steps, value: ast.expr, path: str, before: list) -> ast.expr:
         for step_name, step in steps:
@@ -254,7 +284,7 @@ class _Writer:
         owner = self.bind(composite, path)
         if union:
             self.expansion._lists.append((composite, "transformer_list", list(composite.transformer_list)))
-            source = value if _reads_again_alike(value) else self.assign(value, path, before, "input")
+            source = self.once(value, path, before)
         else:
             self.expansion._lists.append((composite, "transformers_", list(composite.transformers_)))
             source = self.assign(self.helper(COLUMN_INPUT, [owner, value]), path, before, "input")
@@ -337,6 +367,12 @@ def _step_label(path: str) -> str:
     return "__".join(parts) if parts else path
 
 
+def _named_estimators(ensemble, path: str) -> list:
+    """(path, fitted estimator) of a vote's or stack's ``estimators_``, by their names."""
+    names = [name for name, estimator in ensemble.estimators if not (isinstance(estimator, str) and estimator == "drop")]
+    return [(f"{path}.named_estimators_[{name!r}]", estimator) for name, estimator in zip(names, ensemble.estimators_)]
+
+
 def _branches(composite):
     """(position, name, transformer, selection) of the branches a composite's transform runs."""
     if type(composite) is FeatureUnion:
@@ -361,7 +397,7 @@ def _not_written_out(composite, method: str) -> str | None:
     except Exception as error:
         return f"{type(error).__name__}: {error}"
     kind = type(composite)
-    if kind in (Pipeline, TransformedTargetRegressor, *_VOTERS):
+    if kind in (Pipeline, TransformedTargetRegressor, CalibratedClassifierCV, *_VOTERS):
         return None
     if getattr(composite, "transformer_weights", None):
         return "transformer_weights are set"
@@ -395,7 +431,8 @@ def _composite_call(statement: ast.stmt, resolver):
     """(call, composite, name) of the statement's first composite call written out in place, or None.
 
     The call is ``<name>.<method>(X)`` on a global or closure variable holding a Pipeline,
-    FeatureUnion, ColumnTransformer, TransformedTargetRegressor, vote or stack, of a method in READ_AS_STEPS;
+    FeatureUnion, ColumnTransformer, TransformedTargetRegressor, vote, stack or calibrated classifier, of a
+    method in READ_AS_STEPS;
     its steps run before the statement's other code, so the statement's other calls must come
     after it (or take its result)."""
     if not isinstance(statement, (ast.Return, ast.Assign, ast.Expr, ast.AnnAssign)) or statement.value is None:
