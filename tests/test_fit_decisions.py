@@ -245,3 +245,23 @@ def test_two_fits_of_the_same_data_make_the_same_decisions(estimator):
     assert first["cascades"] == "on" and "threshold" in first
     np.testing.assert_array_equal(fits[0](TEST), fits[1](TEST))
     np.testing.assert_array_equal(fits[0].top_k(TEST, k=10), fits[1].top_k(TEST, k=10))
+
+
+def test_fit_of_a_function_reading_the_models_input_after_it_says_why_nothing_is_fitted():
+    """Without the model's input cut from the code around it there is no small model to train:
+    fit ends saying so, and the function keeps its answers."""
+    global shifted_model
+    shifted_model = LogisticRegression().fit(TRAIN[["x", "z"]].to_numpy(), Y_TRAIN)
+
+    def scored_and_shifted(df):
+        X = np.hstack([df[["x"]].to_numpy(), df[["z"]].to_numpy()])
+        p = shifted_model.predict_proba(X)[:, 1]
+        return p + X[:, 0] * 0.0
+
+    optimized = willump.optimize(scored_and_shifted)
+    with pytest.warns(willump.WillumpWarning, match="validation split"):
+        optimized.fit(TRAIN, y=Y_TRAIN, progress=False)
+    summary = optimized.explain().attrs["summary"]
+    assert "the model's input is used after the model call" in summary["cascades"]
+    assert "the model's input is used after the model call" in summary["top_k_filter"]
+    np.testing.assert_array_equal(optimized(TEST), scored_and_shifted(TEST))

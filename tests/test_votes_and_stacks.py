@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.calibration import CalibratedClassifierCV
+from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import (
     GradientBoostingRegressor, HistGradientBoostingClassifier, RandomForestClassifier, RandomForestRegressor,
     StackingClassifier, StackingRegressor, VotingClassifier, VotingRegressor,
@@ -338,3 +339,26 @@ def test_a_calibrated_classifier_refitted_after_decoration_runs_as_written():
         after = optimized(FRAME)
     assert_same(after, predict(FRAME))
     assert not np.array_equal(after, before)
+
+
+@pytest.mark.parametrize("ensemble", [
+    VotingClassifier([("lr", LogisticRegression()), ("nb", GaussianNB())], voting="soft"),
+    CalibratedClassifierCV(LogisticRegression(), cv=2),
+])
+def test_fit_of_a_vote_or_calibration_says_there_is_no_one_model(ensemble):
+    """After a join of feature vectors, its estimators each read the features: no small model
+    stands for one of them."""
+    global joined_then_ensemble
+    joined_then_ensemble = make_pipeline(
+        ColumnTransformer([("debt", StandardScaler(), ["debt"]), ("rest", StandardScaler(), ["income", "age"])]),
+        ensemble).fit(FRAME, DEFAULTED)
+
+    def predict(df):
+        return joined_then_ensemble.predict_proba(df)[:, 1]
+
+    optimized = willump.optimize(predict)
+    assert len(optimized.explain()) == 2  # (two feature vectors)
+    optimized.fit(FRAME[:300], y=DEFAULTED[:300], validation=(FRAME[300:], DEFAULTED[300:]), progress=False)
+    summary = optimized.explain().attrs["summary"]
+    assert f"the {type(ensemble).__name__}'s estimators each read the features" in summary["cascades"], summary
+    assert_same(optimized(FRAME), predict(FRAME))

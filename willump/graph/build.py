@@ -227,6 +227,10 @@ def build_plan(source: FunctionSource) -> Plan:
         for s in statements
     ]
     plan.model_split = _split_at_model(flow, sorted(tail), rewritten, model)
+    ensemble = expansion.ensembles.get(model.statement.lineno)
+    if isinstance(plan.model_split, str) and ensemble:
+        plan.model_split = (f"line {model.statement.lineno}: the {ensemble}'s estimators each read the features and "
+                            "its answer is theirs together, not one model's: cascades and top-K filters need one model")
     graph.preprocessing = [statements[i] for i in sorted(preprocessing)]
     graph.tail = [statements[i] for i in sorted(tail)]
     names = chain.names if chain else _ifv_names(elements, root_reads, generators, statements, expansion.display)

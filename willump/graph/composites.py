@@ -60,6 +60,7 @@ class Expansion:
     display: dict = field(default_factory=dict)  # such a name -> how explanations show it
     notes: list = field(default_factory=list)  # composites left as one call, and why
     lines: list = field(default_factory=list)  # the lines of the calls written out
+    ensembles: dict = field(default_factory=dict)  # line -> the vote or calibrated classifier written out there
     unfitted: list = field(default_factory=list)  # (composite, its attributes' count) not fitted at decoration
     _receivers: list = field(default_factory=list)  # (function, name, the composite the name held)
     _lists: list = field(default_factory=list)  # (owner, attribute, its items at decoration)
@@ -205,6 +206,7 @@ class _Writer:
 
     def vote(self, voting, call: ast.Call, value: ast.expr, path: str, before: list) -> ast.Call:
         """Each estimator's answer in its own statements, then ``vote`` of them."""
+        self.expansion.ensembles[self.location.lineno] = type(voting).__name__
         if type(voting) is VotingClassifier:  # (soft or hard: which method it collects)
             self.expansion._held.append((voting, "voting", voting.voting))
         value = self.once(value, path, before)
@@ -232,6 +234,7 @@ class _Writer:
 
     def calibrate(self, calibrated, call: ast.Call, value: ast.expr, path: str, before: list) -> ast.Call:
         """Each calibrated classifier's estimator's response in its own statements, then ``calibrate``."""
+        self.expansion.ensembles[self.location.lineno] = type(calibrated).__name__
         value = self.once(value, path, before)
         asked = [(f"{path}.calibrated_classifiers_[{position}].estimator", fold.estimator, calibrated_method(fold.estimator))
                  for position, fold in enumerate(calibrated.calibrated_classifiers_)]

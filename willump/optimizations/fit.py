@@ -182,6 +182,10 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
     if cascades_wanted and _is_regression_target(y):
         raise ValueError("y is a regression target, but cascades need classes: pass cascades=False (top_k still works)")
 
+    if executor.model_split_problem:  # (no model input to train a small model on, nor to rank rows by)
+        fitted.cascade_reason = fitted.top_k_reason = executor.model_split_problem
+        return fitted
+
     stages = tqdm(total=6, desc="willump fit", disable=not progress, leave=False)
 
     def stage(message):
