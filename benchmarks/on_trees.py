@@ -45,7 +45,8 @@ import pandas as pd
 from lightgbm import Booster, LGBMClassifier
 from sklearn.base import is_classifier
 from sklearn.compose import ColumnTransformer, make_column_selector, make_column_transformer
-from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier, VotingClassifier
+from sklearn.calibration import CalibratedClassifierCV
+from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier, StackingClassifier, VotingClassifier
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
@@ -67,7 +68,8 @@ from benchmarks.zoo.run import _first_difference
 LARGE_MODEL = "credit-large"
 MODELS = ("music", "credit", "tracking", LARGE_MODEL)
 PIPELINES = ("credit_hist_gradient_boosting", "credit_native_categories", "credit_pandas_output",
-             "credit_bureau_forest", "credit_forest_pipeline", "credit_default_forest_pipeline", "credit_voting")
+             "credit_bureau_forest", "credit_forest_pipeline", "credit_default_forest_pipeline", "credit_voting",
+             "credit_stacking", "credit_calibrated")
 BOOSTER = "lightgbm-booster"  # the reference every model's answers are compared with
 KERNEL = "willump-kernel"  # the tree kernel alone, as the other environment's predictors are measured
 VENV_VARIABLE = "WILLUMP_TREES_VENV"
@@ -382,8 +384,16 @@ def credit_pipelines(rows: int | None, names=PIPELINES, random_state: int = 0) -
             "RandomForestClassifier() (deep trees: every leaf one row)", default,
             FittedModels(__file__, rows, random_state)),
         "credit_voting": lambda: forest_pipeline(
-            "credit_voting", soft_vote(), "VotingClassifier(scaled LogisticRegression, RandomForestClassifier(n_jobs=-1), "
+            "credit_voting", VotingClassifier(notebook_estimators(), voting="soft"), "VotingClassifier(scaled LogisticRegression, RandomForestClassifier(n_jobs=-1), "
             "HistGradientBoostingClassifier, voting='soft')", default, FittedModels(__file__, rows, random_state)),
+        "credit_stacking": lambda: forest_pipeline(
+            "credit_stacking", StackingClassifier(notebook_estimators(), final_estimator=LogisticRegression()),
+            "StackingClassifier(the same three, final_estimator=LogisticRegression())", default,
+            FittedModels(__file__, rows, random_state)),
+        "credit_calibrated": lambda: forest_pipeline(
+            "credit_calibrated", CalibratedClassifierCV(HistGradientBoostingClassifier(random_state=0), cv=3),
+            "CalibratedClassifierCV(HistGradientBoostingClassifier(), cv=3)", default,
+            FittedModels(__file__, rows, random_state)),
     }
     return [builders[name]() for name in names]
 
@@ -429,14 +439,15 @@ def pandas_output(data, fitted) -> Entry:
                  "on pandas categories", predict, data)
 
 
-def soft_vote() -> VotingClassifier:
-    """The soft vote of notebooks: a scaled logistic regression, a forest on all the cores and
-    gradient boosting (the forest's leaves hold one row each: its sums are exact in any order)."""
-    return VotingClassifier([
+def notebook_estimators() -> list:
+    """The estimators notebooks vote and stack: a scaled logistic regression, a forest on all the
+    cores and gradient boosting (the forest's leaves hold one row each: its sums are exact in any order)."""
+    return [
         ("lr", make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))),
         ("rf", RandomForestClassifier(n_estimators=100, n_jobs=-1, random_state=0)),
         ("hgb", HistGradientBoostingClassifier(random_state=0)),
-    ], voting="soft")
+    ]
+
 
 
 def forest_pipeline(name: str, classifier, written: str, data, fitted) -> Entry:

@@ -483,3 +483,68 @@ def test_the_expanded_function_is_exact_on_its_own():
         frame = tweets_of(100)
         np.testing.assert_array_equal(expanded(frame), function(frame))
     assert sys.modules["helper_features"] is helper_features
+
+
+# --- a helper changing a new object it made from its argument --------------------------------------
+
+NUMBERS = pd.DataFrame({"a": np.linspace(-2, 3, 40), "b": np.r_[np.linspace(0.5, 4, 39), np.nan]})
+frame_model = LogisticRegression().fit(
+    NUMBERS.fillna(1).assign(ratio=lambda f: f["a"] / f["b"]), np.arange(40) % 3 == 0)
+
+
+def with_ratio(frame):
+    frame = frame.copy()
+    frame["ratio"] = frame["a"] / frame["b"]
+    return frame
+
+
+def cleaned_with_ratio(frame):
+    frame = frame.replace({"b": {0.5: 1.0}}).fillna(1)
+    frame["ratio"] = frame["a"] / frame["b"]
+    return frame
+
+
+def aliased_with_ratio(frame):
+    frame = frame  # (the caller's frame itself)
+    frame["ratio"] = frame["a"] / frame["b"]
+    return frame
+
+
+def copied_for_batches(frame):
+    frame = frame.copy() if len(frame) > 1 else frame  # (one row: the caller's frame itself)
+    frame["ratio"] = frame["a"] / frame["b"]
+    return frame
+
+
+def scoring_with(helper):
+    def score(df):
+        X = helper(df)
+        return frame_model.predict_proba(X.fillna(1))[:, 1]
+    return score
+
+
+@pytest.mark.parametrize("helper", [with_ratio, cleaned_with_ratio])
+def test_a_helper_changing_a_copy_of_its_argument_is_read_in(helper):
+    """``df = df.copy()`` (or a pandas method's new frame) then columns set: the caller's frame is
+    never changed, so the helper is read in as its statements, without a warning."""
+    score = scoring_with(helper)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", WillumpWarning)
+        f = willump.optimize(score)
+    for rows in (NUMBERS, NUMBERS.iloc[[4]], NUMBERS.iloc[[39]]):
+        given = rows.copy()
+        np.testing.assert_array_equal(f(given), score(rows))
+        pd.testing.assert_frame_equal(given, rows)  # (the caller's frame as it was)
+    assert "ratio" not in NUMBERS
+
+
+@pytest.mark.parametrize("helper", [aliased_with_ratio, copied_for_batches])
+def test_a_helper_changing_its_argument_itself_stays_one_call(helper):
+    score = scoring_with(helper)
+    with pytest.warns(WillumpWarning, match=re.escape(f"line {helper.__code__.co_firstlineno + 2}: it changes frame, "
+                                                      "which it did not create")):
+        f = willump.optimize(score)
+    for rows in (NUMBERS, NUMBERS.iloc[[4]]):
+        expected, given = rows.copy(), rows.copy()
+        np.testing.assert_array_equal(f(given), score(expected))
+        pd.testing.assert_frame_equal(given, expected)  # (changed alike, as written)

@@ -469,6 +469,7 @@ def _unreadable(helper: types.FunctionType) -> str | None:
         if isinstance(node, ast.Import) and any("." in a.name and not a.asname for a in node.names):
             return f"{line}: it imports a dotted module without 'as'"
     parameters = {a.arg for a in _arguments(args)}
+    fresh = set()  # parameters the helper rebound to an object it made (df = df.copy())
     for statement in body:
         analyzed = analyze_statement(0, statement)
         changed = (analyzed.writes - analyzed.bound) if analyzed.binds is not None else set()
@@ -478,14 +479,36 @@ def _unreadable(helper: types.FunctionType) -> str | None:
                         "effects, which willump cannot see")
         elif analyzed.opaque and analyzed.side_effects:
             changed |= analyzed.writes - analyzed.maybe_writes
-        outside = sorted(n for n in changed if n not in own or n in parameters)
+        outside = sorted(n for n in changed if n not in own or (n in parameters and n not in fresh))
         if outside:
             return (f"line {statement.lineno}: it changes {', '.join(outside)}, which it did not create "
                     "(a side effect willump cannot see)")
+        fresh = (fresh - analyzed.bound) | _made_anew(statement, parameters)
     late = _late_lambda(body, own)
     if late:
         return late
     return None
+
+
+# Methods whose result is a new object, never their receiver (pandas' and numpy's, without
+# inplace=, out= or copy=): changing it, under pandas' copy-on-write, leaves the receiver as it was.
+_NEW_OBJECT_METHODS = frozenset({
+    "copy", "replace", "fillna", "assign", "rename", "astype", "drop", "dropna", "reset_index", "set_index",
+    "sort_values", "sort_index", "round", "clip", "abs", "add_prefix", "add_suffix", "merge", "reindex",
+    "select_dtypes", "ffill", "bfill",
+})
+
+
+def _made_anew(statement: ast.stmt, parameters: set) -> set:
+    """The parameter ``statement`` rebinds to a new object (``df = df.copy()``), as a set."""
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id in parameters):
+        return set()
+    value = statement.value
+    if (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _NEW_OBJECT_METHODS
+            and not any(k.arg in ("inplace", "out", "copy") for k in value.keywords)):
+        return {statement.targets[0].id}
+    return set()
 
 
 def _late_lambda(body, own) -> str | None:
