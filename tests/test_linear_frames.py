@@ -11,12 +11,16 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.sparse as sp
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
+from sklearn.base import clone
 from sklearn.linear_model import (
-    LinearRegression, LogisticRegression, Ridge, RidgeClassifier, SGDClassifier,
+    ARDRegression, BayesianRidge, ElasticNet, HuberRegressor, Lars, Lasso, LassoCV, LinearRegression, LogisticRegression,
+    LogisticRegressionCV, OrthogonalMatchingPursuit, PassiveAggressiveClassifier, Perceptron, QuantileRegressor, Ridge,
+    RidgeClassifier, RidgeCV, SGDClassifier, SGDRegressor,
 )
-from sklearn.svm import LinearSVC
+from sklearn.svm import LinearSVC, LinearSVR
 
 import willump
 from willump.compile.forms import Unsupported
@@ -35,22 +39,50 @@ TARGET = TRAIN["amount"] * 0.3 - TRAIN["age"] + rng.normal(size=N)
 
 
 def fitted_models():
+    """Every linear model family the kernel compiles, as notebooks fit them (their convergence
+    warnings aside: the answers are what is compared)."""
     binary = LABELS == "low"
-    return {
+    scaled = (TRAIN - TRAIN.mean()) / TRAIN.std()
+    models = {
         "logistic": LogisticRegression(max_iter=2000).fit(TRAIN, binary),
         "logistic_3": LogisticRegression(max_iter=2000).fit(TRAIN, LABELS),
+        "logistic_cv": LogisticRegressionCV(cv=3, max_iter=2000).fit(TRAIN, LABELS),
         "ridge": Ridge().fit(TRAIN, TARGET),
         "ridge_2d": Ridge().fit(TRAIN, np.column_stack([TARGET, -TARGET])),
+        "ridge_cv": RidgeCV().fit(TRAIN, TARGET),
         "linear": LinearRegression().fit(TRAIN, TARGET),
+        "lasso": Lasso(alpha=0.1).fit(TRAIN, TARGET),
+        "lasso_cv": LassoCV(cv=3).fit(TRAIN, TARGET),
+        "elastic_net": ElasticNet(alpha=0.1, fit_intercept=False).fit(TRAIN, TARGET),
+        "lars": Lars().fit(TRAIN, TARGET),
+        "omp": OrthogonalMatchingPursuit().fit(TRAIN, TARGET),
+        "bayesian_ridge": BayesianRidge().fit(TRAIN, TARGET),
+        "ard": ARDRegression().fit(TRAIN, TARGET),
+        "huber": HuberRegressor(max_iter=1000).fit(TRAIN, TARGET),
+        "quantile": QuantileRegressor(alpha=0.0).fit(TRAIN, TARGET),
+        "linear_svr": LinearSVR(random_state=0).fit(scaled, TARGET),
+        "sgd_regressor": SGDRegressor(random_state=0).fit(scaled, TARGET),
         "ridge_classifier": RidgeClassifier().fit(TRAIN, LABELS),
         "svc": LinearSVC().fit(TRAIN, binary),
         "sgd": SGDClassifier(random_state=0).fit(TRAIN, LABELS),
+        "sgd_log": SGDClassifier(loss="log_loss", random_state=0).fit(scaled, LABELS),  # (one-vs-rest probabilities)
+        "sgd_log_binary": SGDClassifier(loss="log_loss", random_state=0).fit(scaled, binary),
+        "sgd_huber": SGDClassifier(loss="modified_huber", random_state=0).fit(scaled, LABELS),  # (refused)
+        "perceptron": Perceptron(random_state=0).fit(scaled, LABELS),
+        "passive_aggressive": PassiveAggressiveClassifier(random_state=0).fit(scaled, binary),
     }
+    if "multi_class" in LogisticRegression().get_params():  # (scikit-learn < 1.7: one-vs-rest or multinomial)
+        models["logistic_ovr"] = LogisticRegression(multi_class="ovr", max_iter=2000).fit(TRAIN, LABELS)
+        models["logistic_liblinear"] = LogisticRegression(solver="liblinear").fit(TRAIN, LABELS)
+        models["logistic_multinomial_binary"] = LogisticRegression(multi_class="multinomial", max_iter=2000).fit(TRAIN, binary)
+    return models
 
 
-MODELS = fitted_models()
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # (convergence, deprecations)
+    MODELS = fitted_models()
 METHODS = [(name, method) for name, model in MODELS.items() for method in ("predict", "predict_proba", "decision_function")
-           if hasattr(model, method)]
+           if hasattr(model, method) and (name, method) != ("sgd_huber", "predict_proba")]
 REFUSED = "refused"
 
 
@@ -162,6 +194,19 @@ def test_training_frames_give_the_same_bits(name, method, rows):
         assert_same(kernel(frame), getattr(model, method)(frame))
 
 
+def test_probabilities_of_a_modified_huber_loss_run_as_written():
+    model = MODELS["sgd_huber"]
+    with pytest.raises(Unsupported, match="modified_huber"):
+        CompiledLinearModel(model, "predict_proba")(TRAIN)
+    optimized = willump.optimize(huber_probabilities)
+    assert_same(optimized(TRAIN), huber_probabilities(TRAIN))
+    assert optimized.explain_compilation()["status"].str.contains("modified_huber").all()
+
+
+def huber_probabilities(frame):
+    return MODELS["sgd_huber"].predict_proba(frame)
+
+
 def test_a_model_fitted_without_names_refuses_a_frame():
     model = Ridge().fit(TRAIN.to_numpy(), TARGET)
     with pytest.raises(Unsupported, match="without feature names"):
@@ -195,3 +240,27 @@ def test_a_frame_built_in_the_function_is_compiled_end_to_end():
     table = optimized.explain_compilation().set_index("operator")
     assert table.loc["Ridge.predict", "status"] == "compiled"
     assert table.loc["Ridge.predict", "compiled_calls"] == 3
+
+
+def unnamed_regressors():
+    """The regressors of ``fitted_models`` fitted on arrays (no feature names: sparse rows have none)."""
+    scaled = ((TRAIN - TRAIN.mean()) / TRAIN.std()).to_numpy()
+    return {name: clone(MODELS[name]).fit(scaled if name in ("sgd_regressor", "linear_svr") else TRAIN.to_numpy(float), TARGET)
+            for name in ("lasso", "elastic_net", "sgd_regressor", "linear_svr", "huber", "ridge_cv")}
+
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # (convergence)
+    UNNAMED = unnamed_regressors()
+
+
+@settings(max_examples=150, deadline=None)
+@given(name=st.sampled_from(sorted(UNNAMED)), values=st.lists(st.floats(-1e6, 1e6), min_size=4, max_size=40),
+       density=st.floats(0.0, 1.0))
+def test_sparse_rows_get_the_regressors_answer(name, values, density):
+    """CSR rows (ElasticNet's and SGDRegressor's own sparse product, LinearModel's for the rest)."""
+    model = UNNAMED[name]
+    dense = np.array(values[: len(values) // 4 * 4]).reshape(-1, 4)
+    dense[np.random.default_rng(len(values)).random(dense.shape) > density] = 0.0
+    rows = sp.csr_matrix(dense)
+    assert_same(CompiledLinearModel(model, "predict")(rows), model.predict(rows))

@@ -21,26 +21,40 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy.special import expit
 from sklearn.linear_model import (
-    LinearRegression, LogisticRegression, Ridge, RidgeClassifier, RidgeClassifierCV, SGDClassifier,
+    ARDRegression, BayesianRidge, ElasticNet, ElasticNetCV, HuberRegressor, Lars, LarsCV, Lasso, LassoCV, LassoLars,
+    LassoLarsCV, LassoLarsIC, LinearRegression, LogisticRegression, LogisticRegressionCV, OrthogonalMatchingPursuit,
+    OrthogonalMatchingPursuitCV, PassiveAggressiveClassifier, Perceptron, QuantileRegressor, Ridge, RidgeClassifier,
+    RidgeClassifierCV, RidgeCV, SGDClassifier, SGDRegressor, TheilSenRegressor,
 )
-from sklearn.svm import LinearSVC
+from sklearn.linear_model._base import LinearClassifierMixin
+from sklearn.svm import LinearSVC, LinearSVR
 from sklearn.utils.extmath import softmax
 
 from willump.compile import fused
-from willump.compile.forms import Columns, LazyRows, SparseRows, Stacked, Unsupported, kind_of, stacked_dtype
+from willump.compile.forms import (
+    Columns, LazyRows, SparseRows, Stacked, Unsupported, answering, kind_of, stacked_dtype, stand_in,
+)
 from willump.compile.jit import njit
 from willump.compile.parallel import SERIAL, WORTH_A_THREAD, Faster
 from willump.compile.preprocessing import check_finite
 
-REGRESSORS = (LinearRegression, Ridge)
+# Regressors whose predict is LinearModel's X @ coef_ + intercept_ (ElasticNet's and SGDRegressor's
+# own _decision_function compute the same for the inputs the kernel takes: dense, or CSR of float64).
+REGRESSORS = (
+    LinearRegression, Ridge, RidgeCV, Lasso, LassoCV, ElasticNet, ElasticNetCV, Lars, LarsCV, LassoLars, LassoLarsCV,
+    LassoLarsIC, OrthogonalMatchingPursuit, OrthogonalMatchingPursuitCV, BayesianRidge, ARDRegression, HuberRegressor,
+    TheilSenRegressor, QuantileRegressor, LinearSVR, SGDRegressor,
+)
 METHODS = {
     LogisticRegression: ("predict", "predict_proba", "decision_function"),
+    LogisticRegressionCV: ("predict", "predict_proba", "decision_function"),
     LinearSVC: ("predict", "decision_function"),
-    SGDClassifier: ("predict", "decision_function"),
+    SGDClassifier: ("predict", "predict_proba", "decision_function"),
+    Perceptron: ("predict", "decision_function"),
+    PassiveAggressiveClassifier: ("predict", "decision_function"),
     RidgeClassifier: ("predict", "decision_function"),
     RidgeClassifierCV: ("predict", "decision_function"),
-    LinearRegression: ("predict",),
-    Ridge: ("predict",),
+    **{kind: ("predict",) for kind in REGRESSORS},
 }
 
 
@@ -116,7 +130,8 @@ class CompiledLinearModel:
     def finish(self, product: np.ndarray):
         """The method's answer, given ``X @ _weights()``: the intercept added, then the link function."""
         model = self.model
-        if self.method == "predict_proba" and product.size == 1:
+        one_vs_rest = self.method == "predict_proba" and _one_vs_rest(model)
+        if one_vs_rest and product.size == 1:
             pair = _one_probability(product, model)
             if pair is not None:
                 return pair
@@ -129,13 +144,16 @@ class CompiledLinearModel:
         if self.method == "predict":
             indices = (scores > 0).astype(np.intp) if scores.ndim == 1 else scores.argmax(axis=1)
             return model.classes_.take(indices, axis=0)
-        if model.classes_.size <= 2:  # predict_proba, as LinearClassifierMixin._predict_proba_lr
+        if not one_vs_rest:  # (a multinomial model: LogisticRegression's softmax)
+            return softmax(scores if scores.ndim == 2 else np.c_[-scores, scores], copy=False)
+        if scores.ndim == 1:  # as LinearClassifierMixin._predict_proba_lr
             probability = expit(scores, out=scores)
-            pair = np.empty((len(probability), 2))  # np.stack([1 - probability, probability], axis=1)
+            pair = np.empty((len(probability), 2))  # np.vstack([1 - probability, probability]).T
             np.subtract(1, probability, out=pair[:, 0])
             pair[:, 1] = probability
             return pair
-        return softmax(scores, copy=False)
+        return LinearClassifierMixin._predict_proba_lr(  # (its normalization, which versions change)
+            stand_in(model, decision_function=answering("decision_function", scores)), scores)
 
     def from_texts(self, plan: fused.Plan, texts: list, dense=None):
         """The answer for the vectorizers of ``plan`` (together the model's input) reading ``texts``
@@ -229,6 +247,19 @@ class CompiledLinearModel:
         if choosing:  # (a batch's time says nothing about one row's)
             self.side_by_side.record(side_by_side, time.perf_counter() - started)
         return scores
+
+
+def _one_vs_rest(model) -> bool:
+    """Does the classifier's predict_proba normalize one-vs-rest sigmoids (``_predict_proba_lr``)
+    rather than take a softmax? As LogisticRegression decides it (before scikit-learn 1.7 by its
+    multi_class and solver); SGDClassifier's log loss always. Unsupported for other losses."""
+    if type(model) is SGDClassifier:
+        if model.loss != "log_loss":
+            raise Unsupported(f"SGDClassifier(loss={model.loss!r}).predict_proba")
+        return True
+    multi_class = getattr(model, "multi_class", "deprecated")
+    return multi_class in ("ovr", "warn") or (
+        multi_class in ("auto", "deprecated") and (model.classes_.size <= 2 or model.solver == "liblinear"))
 
 
 def _one_probability(product: np.ndarray, model):

@@ -20,7 +20,7 @@ from sklearn.pipeline import FeatureUnion, Pipeline
 from sklearn.preprocessing import FunctionTransformer
 from sklearn.utils.validation import _check_response_method
 
-from willump.compile.forms import Unsupported
+from willump.compile.forms import Unsupported, answering, stand_in
 from willump.compile.preprocessing import check_finite
 
 READ_AS_STEPS = {
@@ -116,25 +116,8 @@ def calibrate(calibrated, method: str, responses: list, X):
     classifiers' estimators (``calibrated_method``'s, in order): scikit-learn's own code, run on
     copies of the calibrated classifiers whose estimators answer with those responses."""
     folds = [
-        _with(fold, estimator=_with(fold.estimator, **{
-            calibrated_method(fold.estimator): _answering(calibrated_method(fold.estimator), response)}))
+        stand_in(fold, estimator=stand_in(fold.estimator, **{
+            calibrated_method(fold.estimator): answering(calibrated_method(fold.estimator), response)}))
         for fold, response in zip(calibrated.calibrated_classifiers_, responses)
     ]
-    return getattr(_with(calibrated, calibrated_classifiers_=folds), method)(X)
-
-
-def _with(fitted, **attributes):
-    """A copy of ``fitted`` (its class, its attributes) with ``attributes`` set on the instance,
-    where they come before the class's methods."""
-    twin = object.__new__(type(fitted))
-    twin.__dict__.update(vars(fitted))
-    twin.__dict__.update(attributes)
-    return twin
-
-
-def _answering(name: str, response):
-    """A method named ``name`` that answers ``response`` (scikit-learn reads its name)."""
-    def answer(X):
-        return response
-    answer.__name__ = name
-    return answer
+    return getattr(stand_in(calibrated, calibrated_classifiers_=folds), method)(X)

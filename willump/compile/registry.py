@@ -125,7 +125,7 @@ def kernel_for(callee, workers=SERIAL):
         factory = METHOD_KERNELS.get((kind, name)) or _optional_factory(kind, name)
         if factory is None and (kind, name) not in RECEIVER_KERNELS:
             return None, _not_compiled(kind, name)
-        if not isinstance(callee, DeferredMethod) and getattr(kind, name, None) is not callee.__func__:
+        if not isinstance(callee, DeferredMethod) and _class_function(kind, name) is not callee.__func__:
             return None, f"{kind.__name__}.{name} was replaced on the class"
         if factory is None:
             return RECEIVER_KERNELS[(kind, name)], None
@@ -139,6 +139,16 @@ def kernel_for(callee, workers=SERIAL):
     if kernel is None:
         return None, f"{getattr(callee, '__qualname__', type(callee).__name__)} is not an operator willump compiles"
     return kernel, None
+
+
+def _class_function(kind: type, name: str):
+    """The function the class defines as its method ``name`` (scikit-learn's ``available_if``
+    descriptors hold it as ``fn``), or None."""
+    for klass in kind.__mro__:
+        if name in vars(klass):
+            attribute = vars(klass)[name]
+            return getattr(attribute, "fn", attribute)
+    return None
 
 
 def _not_compiled(kind: type, name: str) -> str:
