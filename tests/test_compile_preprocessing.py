@@ -341,13 +341,20 @@ UFUNCS = [np.log1p, np.sqrt, np.abs, np.exp, np.negative, None]
 
 
 @SETTINGS
-@given(frames=number_frames(), func=st.sampled_from(UFUNCS), validate=st.booleans(), array=st.booleans())
-def test_function_transformer(frames, func, validate, array):
+@given(frames=number_frames(), func=st.sampled_from(UFUNCS), validate=st.booleans(), array=st.booleans(),
+       names_out=st.sampled_from([None, "one-to-one"]), pandas=st.booleans(), renamed=st.booleans())
+def test_function_transformer(frames, func, validate, array, names_out, pandas, renamed):
+    """``feature_names_out="one-to-one"`` as scikit-learn's examples write it: a frame of the names
+    seen in fit keeps them; one of other names scikit-learn renames, or it raises."""
     fit, new = frames
-    transformer = FunctionTransformer(func, validate=validate)
+    transformer = FunctionTransformer(func, validate=validate, feature_names_out=names_out)
+    if renamed and not array:
+        new = new.rename(columns=lambda name: f"{name}_new")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fit_or_reject(transformer, as_input(fit, array))
+        if pandas and names_out:
+            transformer.set_output(transform="pandas")
         check(transformer, as_input(new, array))
 
 
@@ -396,6 +403,7 @@ IMPUTER_BEFORE_FILL_DTYPE = pytest.mark.xfail(
     pytest.param(SimpleImputer(strategy="most_frequent"), ["a", "b"], marks=IMPUTER_BEFORE_FILL_DTYPE),
     pytest.param(SimpleImputer(strategy="constant", fill_value="missing"), ["airline"], marks=IMPUTER_BEFORE_FILL_DTYPE),
     (FunctionTransformer(np.log1p), ["a", "b"]),
+    (FunctionTransformer(np.log1p, feature_names_out="one-to-one"), ["a", "b"]),
     (PolynomialFeatures(), ["b"]),
 ])
 def test_usual_cases_are_compiled(model, columns):

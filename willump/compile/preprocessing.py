@@ -345,11 +345,12 @@ def _missing(values: np.ndarray) -> np.ndarray:
 class CompiledFunctionTransformer(FittedKernel):
     """``FunctionTransformer.transform`` of a numpy ufunc of one argument (or none, the identity),
     without ``kw_args``: with ``validate=False`` it is ``func(X)`` and nothing else; with
-    ``validate=True``, ``func`` of the checked array (numbers, finite). The identity may have
-    ``feature_names_out="one-to-one"`` (a ColumnTransformer's ``remainder="passthrough"``): a
-    frame is then handed on when its columns are the names seen in fit (scikit-learn renames
-    others, or raises). Other functions run as written: they may have side effects, which must
-    happen once."""
+    ``validate=True``, ``func`` of the checked array (numbers, finite). With
+    ``feature_names_out="one-to-one"`` (a ColumnTransformer's ``remainder="passthrough"``, or
+    ``FunctionTransformer(np.log1p, feature_names_out="one-to-one")`` as scikit-learn's examples
+    write it) a frame is taken when its columns are the names seen in fit: ``func`` keeps them,
+    so scikit-learn has nothing to rename (it renames others, or raises). Other functions run as
+    written: they may have side effects, which must happen once."""
 
     KIND = FunctionTransformer
     ATTRIBUTES = ("func", "kw_args", "validate", "feature_names_out", "accept_sparse")
@@ -360,10 +361,10 @@ class CompiledFunctionTransformer(FittedKernel):
         super().__init__(model, workers, fitted=model.validate is True)
         if model.kw_args:
             raise Unsupported("kw_args")
-        self.one_to_one = model.feature_names_out == "one-to-one" and is_identity(model)
+        self.one_to_one = model.feature_names_out == "one-to-one"
         self.WRAPS = self.one_to_one  # (its output, a frame of the names seen in fit, is wrapped as any other)
         if model.feature_names_out is not None and not self.one_to_one:
-            raise Unsupported('feature_names_out other than "one-to-one" of the identity')
+            raise Unsupported('feature_names_out other than None and "one-to-one"')
         func = model.func
         if not ((isinstance(func, np.ufunc) and func.nin == 1) or (func is None and not model.validate)):
             raise Unsupported("a func other than a numpy ufunc of one argument")
