@@ -496,3 +496,21 @@ def test_an_isolation_forest_in_a_joblib_context_of_several_jobs_sums_in_tree_or
     np.testing.assert_allclose(threaded, compiled, rtol=1e-12)
 
 
+
+
+def test_the_status_counts_the_calls_that_ran_as_written_after_compiled_ones():
+    """A row scikit-learn refuses (infinity) runs as written; later compiled calls keep saying so."""
+    model = GradientBoostingRegressor(n_estimators=5, random_state=0).fit(NAMED, NAMED["amount"])
+
+    def predict(frame):
+        return model.predict(frame)
+
+    optimized = willump.optimize(predict)
+    refused = NAMED.iloc[:3].assign(amount=[np.inf, 1.0, 2.0])
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            optimized(refused)
+    for rows in (NAMED, NAMED.iloc[[1]], NAMED.iloc[[2]]):
+        assert_same(optimized(rows), predict(rows))
+    status = optimized.explain_compilation()["status"].item()
+    assert status.startswith("compiled, 2 of 5 calls plain Python (the last: this input: "), status

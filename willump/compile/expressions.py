@@ -411,7 +411,7 @@ class CompiledExpression:
             if frame is not None:
                 return frame
         if not any(type(arguments[i]) in (pd.Series, pd.DataFrame) for i in self.leaves):
-            raise Unsupported("no Series or DataFrame among the values")
+            raise Unsupported("no Series or DataFrame among the values (Python computes lists, strings and numbers as fast)")
         values, columns, tape = self._check(arguments)
         if columns[-1] is None:
             raise Unsupported("a number")

@@ -43,6 +43,7 @@ class CallSite:
         self.helper = None  # the function the rewritten call goes through instead, if any
         self.operator = None  # e.g. "TfidfVectorizer.transform", once the callee was seen
         self.reason = "not called yet"  # why the last call ran as written, or None
+        self.last_plain = None  # why the last call that ran as written did (kept past compiled calls)
         self.calls = 0
         self.compiled_calls = 0
         self.whole_calls = 0  # answered by a program for the whole call instead (see programs)
@@ -107,6 +108,7 @@ class CallSite:
             self.compiled_calls += 1
             self.reason = None
             return result
+        self.last_plain = self.reason
         return _REFUSED
 
     def kernel(self, callee):
@@ -150,8 +152,9 @@ class CallSite:
         status = "compiled" if compiled and answered else f"plain Python: {self.reason}"
         if status == "compiled" and getattr(kernel, "how", None):  # e.g. a model answered by its library
             status = f"compiled, {kernel.how}"
-        if compiled and self.reason and self.compiled_calls:
-            status = f"compiled, some calls plain Python ({self.reason})"
+        plain_calls = self.calls - self.compiled_calls
+        if compiled and self.last_plain and plain_calls > 0 and self.compiled_calls:
+            status = f"compiled, {plain_calls} of {self.calls} calls plain Python (the last: {self.last_plain})"
         return {
             "line": self.line, "call": self.source, "operator": self.operator, "status": status,
             "calls": self.calls + self.whole_calls, "compiled_calls": self.compiled_calls + self.whole_calls,
@@ -172,7 +175,7 @@ class ExpressionSite(CallSite):
             _outstanding, "kept", None
         ):  # (otherwise the call site's own path: values kept so far are settled before it runs as written)
             self.calls += 1
-            self.reason = "this input: no Series or DataFrame among the values"
+            self.reason = self.last_plain = "this input: numbers and numpy arrays only (numpy computes those as fast)"
             return callee(*args)
         return CallSite.__call__(self, callee, *args)
 
