@@ -91,6 +91,8 @@ FITTED = {name: model.fit(FRAME, target) for name, (model, target) in voters().i
 def methods(model):
     if isinstance(model, (VotingRegressor, StackingRegressor)):
         return ["predict"]
+    if isinstance(model, CalibratedClassifierCV):
+        return ["predict", "predict_proba"]
     if isinstance(model, StackingClassifier):
         return [m for m in ("predict", "predict_proba", "decision_function") if hasattr(model, m)]
     return ["predict", "predict_proba"] if model.voting == "soft" else ["predict"]
@@ -116,7 +118,35 @@ def predicting(model, method):
         return function, willump.optimize(function)
 
 
-OPTIMIZED = {(name, method): predicting(model, method) for name, model in FITTED.items() for method in methods(model)}
+def calibrated_classifiers():
+    """CalibratedClassifierCV as scikit-learn's probability-calibration examples write it."""
+    forest = RandomForestClassifier(n_estimators=20, min_samples_leaf=3, random_state=0)
+    fitted = {
+        "sigmoid_forest": (CalibratedClassifierCV(forest, method="sigmoid", cv=3), DEFAULTED),
+        "isotonic_pipeline": (CalibratedClassifierCV(scaled_logistic(), method="isotonic", cv=3), DEFAULTED),
+        "one_model": (CalibratedClassifierCV(HistGradientBoostingClassifier(max_iter=20), cv=3, ensemble=False), DEFAULTED),
+        "multiclass_strings": (CalibratedClassifierCV(forest, method="isotonic", cv=3), GRADE),
+        "naive_bayes": (CalibratedClassifierCV(GaussianNB(), cv=2), DEFAULTED),
+    }
+    return {name: model.fit(FRAME, target) for name, (model, target) in fitted.items()}
+
+
+CALIBRATED = calibrated_classifiers()
+if FROZEN is not None:  # (scikit-learn >= 1.6: a model fitted before, calibrated on other rows)
+    CALIBRATED["frozen"] = CalibratedClassifierCV(FROZEN(
+        RandomForestClassifier(n_estimators=10, random_state=0).fit(FRAME[:250], DEFAULTED[:250]))).fit(
+        FRAME[250:], DEFAULTED[250:])
+
+
+ALL = {**FITTED, **CALIBRATED}
+OPTIMIZED = {(name, method): predicting(model, method) for name, model in ALL.items() for method in methods(model)}
+
+
+def model_calls(model) -> int:
+    """The model calls written out for a vote, a stack (its final estimator's too) or a calibration."""
+    if isinstance(model, CalibratedClassifierCV):
+        return len(model.calibrated_classifiers_)
+    return len(model.estimators_) + isinstance(model, (StackingClassifier, StackingRegressor))
 
 
 @pytest.mark.parametrize("name, method", sorted(OPTIMIZED))
@@ -127,8 +157,7 @@ def test_each_estimator_is_compiled_and_the_answers_are_scikit_learns(name, meth
     table = optimized.explain_compilation()
     assert not table["call"].str.contains("__willump").any()
     models = table[table["operator"].str.contains(r"\.predict|\.decision_function")]
-    expected_calls = len(FITTED[name].estimators_) + name.startswith("stack")  # (and the final estimator's)
-    assert len(models) == expected_calls, table
+    assert len(models) == model_calls(ALL[name]), table
     uncompiled = table[(table["status"] != "compiled") & ~table["operator"].str.startswith("GaussianNB")]
     assert uncompiled.empty, table
 
@@ -275,54 +304,6 @@ def test_the_input_is_computed_once_for_all_the_estimators():
         got = optimized(rows)
         assert prepare.calls == before + 1
     assert_same(optimized(FRAME), expected)
-
-
-def calibrated_classifiers():
-    """CalibratedClassifierCV as scikit-learn's probability-calibration examples write it."""
-    forest = RandomForestClassifier(n_estimators=20, min_samples_leaf=3, random_state=0)
-    fitted = {
-        "sigmoid_forest": (CalibratedClassifierCV(forest, method="sigmoid", cv=3), DEFAULTED),
-        "isotonic_pipeline": (CalibratedClassifierCV(scaled_logistic(), method="isotonic", cv=3), DEFAULTED),
-        "one_model": (CalibratedClassifierCV(HistGradientBoostingClassifier(max_iter=20), cv=3, ensemble=False), DEFAULTED),
-        "multiclass_strings": (CalibratedClassifierCV(forest, method="isotonic", cv=3), GRADE),
-        "naive_bayes": (CalibratedClassifierCV(GaussianNB(), cv=2), DEFAULTED),
-    }
-    return {name: model.fit(FRAME, target) for name, (model, target) in fitted.items()}
-
-
-CALIBRATED = calibrated_classifiers()
-if FROZEN is not None:  # (scikit-learn >= 1.6: a model fitted before, calibrated on other rows)
-    CALIBRATED["frozen"] = CalibratedClassifierCV(FROZEN(
-        RandomForestClassifier(n_estimators=10, random_state=0).fit(FRAME[:250], DEFAULTED[:250]))).fit(
-        FRAME[250:], DEFAULTED[250:])
-CALIBRATED_OPTIMIZED = {(name, method): predicting(model, method)
-                        for name, model in CALIBRATED.items() for method in ("predict", "predict_proba")}
-
-
-@pytest.mark.parametrize("name, method", sorted(CALIBRATED_OPTIMIZED))
-def test_each_calibrated_estimator_is_compiled_and_the_answers_are_scikit_learns(name, method):
-    function, optimized = CALIBRATED_OPTIMIZED[(name, method)]
-    for rows in (FRAME, FRAME.iloc[[3]], FRAME.iloc[::-7]):
-        assert_same(optimized(rows), function(rows))
-    table = optimized.explain_compilation()
-    models = table[table["operator"].str.contains(r"\.predict|\.decision_function")]
-    assert len(models) == len(CALIBRATED[name].calibrated_classifiers_), table
-    uncompiled = table[(table["status"] != "compiled") & ~table["operator"].str.startswith("GaussianNB")]
-    assert uncompiled.empty, table
-
-
-@settings(max_examples=100, deadline=None)
-@given(
-    rows=st.lists(st.tuples(
-        st.one_of(st.floats(0, 1e7), st.floats(-1e308, 1e308), st.just(np.nan)),
-        st.one_of(st.floats(0, 1e7), st.just(np.inf)), st.integers(-5, 120),
-    ), min_size=1, max_size=5),
-    key=st.sampled_from(sorted(CALIBRATED_OPTIMIZED)),
-)
-def test_any_rows_give_the_calibrated_answer_or_error(rows, key):
-    function, optimized = CALIBRATED_OPTIMIZED[key]
-    frame = pd.DataFrame(rows, columns=["income", "debt", "age"])
-    assert_same_warned_outcome(warned_outcome(optimized, frame), warned_outcome(function, frame))
 
 
 def test_a_calibrated_classifier_refitted_after_decoration_runs_as_written():
