@@ -309,7 +309,7 @@ def _model_exactness(function, batch, rows: list, reference: np.ndarray) -> str 
 def _model_call_status(decorated) -> str:
     """How willump answers the model's call, as ``explain_compilation()`` says."""
     calls = decorated.explain_compilation()
-    model_calls = calls[calls["call"].astype(str).str.contains("predict")]
+    model_calls = calls[calls["call"].astype(str).str.contains(r"\.(?:predict\w*|decision_function|score_samples)\(")]
     described = [f"{call.status} ({call.compiled_calls} of {call.calls} calls)" for call in model_calls.itertuples()]
     return "; ".join(described) or "not listed by explain_compilation()"
 

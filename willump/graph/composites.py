@@ -117,6 +117,10 @@ _HELPERS = {
 }
 _VOTERS = (VotingClassifier, VotingRegressor)
 _STACKS = (StackingClassifier, StackingRegressor)
+_ENSEMBLE_WRITERS = {  # the _Writer method writing out the ensemble's answer
+    VotingClassifier: "vote", VotingRegressor: "vote", StackingClassifier: "stack", StackingRegressor: "stack",
+    CalibratedClassifierCV: "calibrate",
+}
 try:
     from sklearn.frozen import FrozenEstimator as _FROZEN  # (scikit-learn >= 1.6)
 except ImportError:
@@ -177,16 +181,14 @@ class _Writer:
     def predicted(self, estimator, call: ast.Call, value: ast.expr, path: str, before: list) -> ast.expr:
         """The expression computing ``estimator.<call's method>(value)`` as the estimator computes
         it: a Pipeline's steps then its final estimator's method, a TransformedTargetRegressor's
-        regressor then ``target_inverse``, a vote its estimators' answers then ``vote``, else the
-        estimator's own method. (Each node where the one it stands for was: the graph finds the
-        model's input by position.)"""
+        regressor then ``target_inverse``, a vote, stack or calibrated classifier by its writer
+        (``_ENSEMBLE_WRITERS``), a FrozenEstimator as its estimator, else the estimator's own
+        method. (Each node where the one it stands for was: the graph finds the model's input by
+        position.)"""
         kind = type(estimator)
-        if kind in _VOTERS and not _not_written_out(estimator, call.func.attr):
-            return self.vote(estimator, call, value, path, before)
-        if kind in _STACKS and not _not_written_out(estimator, call.func.attr):
-            return self.stack(estimator, call, value, path, before)
-        if kind is CalibratedClassifierCV and not _not_written_out(estimator, call.func.attr):
-            return self.calibrate(estimator, call, value, path, before)
+        writer = _ENSEMBLE_WRITERS.get(kind)
+        if writer is not None and not _not_written_out(estimator, call.func.attr):
+            return getattr(self, writer)(estimator, call, value, path, before)
         if kind is _FROZEN:  # (its methods are its estimator's: __getattr__)
             self.expansion._held.append((estimator, "estimator", estimator.estimator))
             return self.predicted(estimator.estimator, call, value, f"{path}.estimator", before)
