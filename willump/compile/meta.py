@@ -115,9 +115,8 @@ def calibrate(calibrated, method: str, responses: list, X):
     """What ``calibrated.method(X)`` returns, given the responses for ``X`` of its calibrated
     classifiers' estimators (``calibrated_method``'s, in order): scikit-learn's own code, run on
     copies of the calibrated classifiers whose estimators answer with those responses."""
-    folds = [
-        stand_in(fold, estimator=stand_in(fold.estimator, **{
-            calibrated_method(fold.estimator): answering(calibrated_method(fold.estimator), response)}))
-        for fold, response in zip(calibrated.calibrated_classifiers_, responses)
-    ]
+    folds = []
+    for fold, response in zip(calibrated.calibrated_classifiers_, responses):
+        asked = calibrated_method(fold.estimator)
+        folds.append(stand_in(fold, estimator=stand_in(fold.estimator, **{asked: answering(asked, response)})))
     return getattr(stand_in(calibrated, calibrated_classifiers_=folds), method)(X)
