@@ -278,3 +278,20 @@ def test_threads_meeting_xgboost_first_together_all_get_its_kernel(monkeypatch):
     for thread in threads:
         thread.join()
     assert all(isinstance(kernel, CompiledXGBoost) and why is None for kernel, why in found), found
+
+
+def test_xgboosts_native_booster_is_named_as_xgboosts():
+    """Its Booster.predict(DMatrix) runs as written; the status names the library (LightGBM's
+    Booster, a class of the same name, is compiled)."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(200, 3)), columns=["a", "b", "c"])
+    booster = xgboost.train({"objective": "binary:logistic", "max_depth": 2}, xgboost.DMatrix(frame, label=frame["a"] > 0),
+                            num_boost_round=3)
+
+    def predict(df):
+        return booster.predict(xgboost.DMatrix(df))
+
+    optimized = willump.optimize(predict)
+    np.testing.assert_array_equal(optimized(frame), predict(frame))
+    statuses = optimized.explain_compilation()["status"].str.cat(sep=" | ")
+    assert "xgboost's Booster.predict is not an operator willump compiles" in statuses, statuses

@@ -162,7 +162,9 @@ def _not_compiled(kind: type, name: str) -> str:
             "after decorating is read on the first call after fitting, and one left as one call for another "
             "reason is named by a WillumpWarning at decoration"
         )
-    return f"{kind.__name__}.{name} is not an operator willump compiles"
+    package = kind.__module__.partition(".")[0]
+    owner = kind.__name__ if package == "sklearn" else f"{package}'s {kind.__name__}"  # (xgboost's Booster, not LightGBM's)
+    return f"{owner}.{name} is not an operator willump compiles"
 
 
 def _owner_type(method) -> type:
