@@ -232,7 +232,7 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
                       else "not checked (check_speed=False): on whenever the targets hold"),
         }
     )
-    problem = executor.model_split_problem or (_single_feature_vector(model) if k < 2 else None) or row_wise
+    problem = (_single_feature_vector(model) if k < 2 else None) or row_wise
     if problem:
         fitted.cascade_reason = fitted.top_k_reason = problem
         stages.close()

@@ -191,8 +191,8 @@ class GraphExecutor:
             warn(
                 f"willump: in {self._func.__qualname__}, line {self._expansion.lines[0]}: the scikit-learn "
                 "composite it calls changed after decoration (a step replaced, refitted into new steps, its "
-                "output set to DataFrames or its voting changed): calls run the function as written; decorate it again to optimize "
-                "the new steps"
+                "output set to DataFrames or its voting changed): calls run the function as written; decorate "
+                "it again to optimize the new steps"
             )
         if self._inlined is not None:  # (the user's own function, not the one its helpers were read into)
             return self._inlined.call_original(bound)
