@@ -21,7 +21,7 @@ from willump.compile import (
 )
 from willump.compile.dense import CompiledColumnStack, CompiledConcat, CompiledNumpyHstack
 from willump.compile.expressions import CompiledExpression
-from willump.compile.frames import CompiledAssign, CompiledFrameConstructor
+from willump.compile.frames import CompiledAssign, CompiledFrameConstructor, CompiledValues, frame_to_numpy, frame_values
 from willump.compile.parallel import SERIAL
 from willump.compile.forms import DeferredMethod, Unsupported
 from willump.compile.lookups import CompiledLoc, CompiledReindex, loc_lookup
@@ -91,6 +91,8 @@ FUNCTION_KERNELS = {
     pd.DataFrame: CompiledFrameConstructor(),
     operator.getitem: tables.CompiledSelection(),
     column_str_method: CompiledColumnLower(),
+    frame_values: CompiledValues(frame_values),
+    frame_to_numpy: CompiledValues(frame_to_numpy),
     loc_lookup: CompiledLoc(),
     composites.union_stack: composites.CompiledUnionStack(),
     composites.column_stack: composites.CompiledColumnStack(),

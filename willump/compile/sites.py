@@ -22,6 +22,7 @@ from willump.compile import registry
 from willump.compile.parallel import SERIAL, WORTH_A_THREAD
 from willump.compile.expressions import OPERAND, PLAIN, expression_function, is_element_wise, leading_operand
 from willump.compile.forms import Columns, Deferred, DeferredMethod, Unsupported
+from willump.compile.frames import frame_to_numpy, frame_values
 from willump.compile.lookups import loc_lookup
 from willump.compile.strings import COLUMN_STR_METHODS, column_str_method
 
@@ -266,7 +267,12 @@ class _Rewriter(ast.NodeTransformer):
             if site is not None:
                 return site
         written = ast.unparse(node)  # as written, before the calls inside it become sites
+        node.func.willump_called = True  # (``d.values()`` is not ``frame.values``)
         self.generic_visit(node)
+        if not self.repeated and _array_of_frame(node.func, "to_numpy") and all(
+                isinstance(n, _INERT + (ast.Attribute,)) for a in [*node.args, *node.keywords] for n in ast.walk(a)):
+            return self._helper_site(node, written, frame_to_numpy, TO_NUMPY, [node.func.value, *node.args],
+                                     node.keywords)
         column = _column_str_call(node)
         if column is not None:  # frame["column"].str.lower() -> site(column_str_method, frame, "column", "lower")
             site = self.make_site(node, written)
@@ -282,6 +288,22 @@ class _Rewriter(ast.NodeTransformer):
         site = self.make_site(node, written)
         self.sites.append(site)
         call = ast.Call(ast.Name(site.name, ast.Load()), [func] + node.args, node.keywords)
+        return ast.copy_location(call, node)
+
+    def visit_Attribute(self, node: ast.Attribute):
+        """``frame.values`` (read, not called) -> ``site(frame_values, frame)``."""
+        if self.repeated or getattr(node, "willump_called", False) or not _array_of_frame(node, "values"):
+            return self.generic_visit(node)
+        written = ast.unparse(node)
+        self.generic_visit(node)
+        return self._helper_site(node, written, frame_values, VALUES, [node.value], [])
+
+    def _helper_site(self, node, written: str, helper, name: str, args: list, keywords: list):
+        """``site(<name>, *args, **keywords)``: a site whose callee is ``helper``, read as ``name``."""
+        site = self.make_site(node, written)
+        site.helper = helper
+        self.sites.append(site)
+        call = ast.Call(ast.Name(site.name, ast.Load()), [ast.Name(name, ast.Load()), *args], keywords)
         return ast.copy_location(call, node)
 
     def visit_Subscript(self, node: ast.Subscript):
@@ -347,6 +369,14 @@ class _Rewriter(ast.NodeTransformer):
     visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _repeated_code
 
 
+def _array_of_frame(node, attribute: str) -> bool:
+    """Whether ``node`` reads ``<name>.<attribute>`` or ``<name>[<key>].<attribute>``."""
+    if not (isinstance(node, ast.Attribute) and node.attr == attribute and isinstance(node.ctx, ast.Load)):
+        return False
+    receiver = node.value
+    return isinstance(receiver, ast.Name) or isinstance(receiver, ast.Subscript) and isinstance(receiver.value, ast.Name)
+
+
 def _column_str_call(node: ast.Call):
     """(frame, column) of a call written ``frame[<constant>].str.<method>()``, else None."""
     func = node.func
@@ -398,8 +428,9 @@ GETITEM = "__willump_getitem"  # operator.getitem, the callee of rewritten subsc
 COLUMN_STR = "__willump_column_str"  # strings.column_str_method, the callee of frame["column"].str.<method>()
 LOC = "__willump_loc"  # lookups.loc_lookup, the callee of table.loc[keys]
 PROTECT = "__willump_protect"  # protect_kept, called before Python code that runs while values are kept
+VALUES, TO_NUMPY = "__willump_values", "__willump_to_numpy"  # frames.frame_values and frame_to_numpy
 HELPERS = {ATTRIBUTE: None, GETITEM: operator.getitem, COLUMN_STR: column_str_method}  # name -> object the rewritten code reads
-HELPERS[LOC] = loc_lookup
+HELPERS.update({LOC: loc_lookup, VALUES: frame_values, TO_NUMPY: frame_to_numpy})
 
 
 def attribute(value, name: str):
