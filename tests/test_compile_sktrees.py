@@ -17,11 +17,12 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import (
-    ExtraTreesClassifier, ExtraTreesRegressor, GradientBoostingClassifier, GradientBoostingRegressor,
+    BaggingClassifier, BaggingRegressor, ExtraTreesClassifier, ExtraTreesRegressor, GradientBoostingClassifier, GradientBoostingRegressor,
     HistGradientBoostingClassifier, HistGradientBoostingRegressor, IsolationForest, RandomForestClassifier,
     RandomForestRegressor,
 )
 from sklearn.impute import SimpleImputer
+from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
@@ -49,6 +50,10 @@ CLASSIFIERS = {
     "histogram": lambda d, seed: HistGradientBoostingClassifier(
         max_iter=d(st.integers(1, 6)), max_leaf_nodes=d(st.sampled_from([2, 5, 15])), min_samples_leaf=2,
         learning_rate=d(st.sampled_from([0.1, 0.5])), early_stopping=False, random_state=seed),
+    "bagging": lambda d, seed: BaggingClassifier(
+        DecisionTreeClassifier(max_depth=d(st.sampled_from([None, 1, 3]))), n_estimators=d(st.integers(1, 6)),
+        max_samples=d(st.sampled_from([1.0, 0.5, 6])), max_features=d(st.sampled_from([1.0, 0.5, 1])),
+        bootstrap=d(st.booleans()), bootstrap_features=d(st.booleans()), random_state=seed),
 }
 REGRESSORS = {
     "tree": lambda d, seed: DecisionTreeRegressor(
@@ -66,6 +71,9 @@ REGRESSORS = {
     "histogram": lambda d, seed: HistGradientBoostingRegressor(
         max_iter=d(st.integers(1, 6)), max_leaf_nodes=d(st.sampled_from([2, 5, 15])), min_samples_leaf=2,
         loss=d(st.sampled_from(["squared_error", "poisson", "absolute_error"])), early_stopping=False, random_state=seed),
+    "bagging": lambda d, seed: BaggingRegressor(
+        n_estimators=d(st.integers(1, 6)), max_samples=d(st.sampled_from([1.0, 0.5])),
+        max_features=d(st.sampled_from([1.0, 0.5, 1])), bootstrap_features=d(st.booleans()), random_state=seed),
 }
 
 def isolation_forest(d, seed):
@@ -170,7 +178,8 @@ def check_answers(model, X, workers_list=(SERIAL, TWO)):
         for workers, layout in layouts:
             with mock.patch.multiple(forest, **layout):
                 kernel = CompiledTrees(model, method, workers)
-            kernel.ensemble.minimum_rows = 1  # (so that two workers split even a few rows)
+            for ensemble in ensembles_of(kernel):
+                ensemble.minimum_rows = 1  # (so that two workers split even a few rows)
             for rows in (X, X[:1]):
                 expected = library_answer(model, method, rows)
                 context = f"{type(model).__name__}.{method} workers={workers.count} {layout}\n{rows!r}"
@@ -179,6 +188,12 @@ def check_answers(model, X, workers_list=(SERIAL, TWO)):
                         kernel(rows)
                 else:
                     assert_same(kernel(rows), expected, context)
+
+
+def ensembles_of(kernel) -> list:
+    """The kernel's ensembles (a Bagging model's: each of its jobs')."""
+    jobs = getattr(kernel.ensemble, "jobs", None)
+    return [kernel.ensemble] if jobs is None else [e for ensembles in jobs.values() for e in ensembles]
 
 
 def family_test(family: str):
@@ -198,6 +213,7 @@ test_extra_trees = family_test("extra")
 test_gradient_boosting = family_test("boosting")
 test_hist_gradient_boosting = family_test("histogram")
 test_isolation_forests = family_test("isolation")
+test_bagged_trees = family_test("bagging")
 
 
 @hypothesis_settings(max_examples=20)
@@ -249,7 +265,7 @@ NAMED_TARGET = np.where(NAMED["amount"] + NAMED["count"] > 3, "high", "low")
 
 
 @pytest.mark.parametrize("kind", [DecisionTreeClassifier, RandomForestClassifier, ExtraTreesClassifier,
-                                  GradientBoostingClassifier, HistGradientBoostingClassifier])
+                                  GradientBoostingClassifier, HistGradientBoostingClassifier, BaggingClassifier])
 def test_dataframes_are_read_as_validate_data_reads_them(kind):
     model = kind(random_state=0).fit(NAMED, NAMED_TARGET)
     frame = NAMED.iloc[::3]  # int64 and float64 blocks: pandas interleaves them into one float64 array
@@ -290,6 +306,31 @@ def test_a_forest_on_threads_is_compiled_with_the_sum_of_one_job(kind, method):
         assert threaded.dtype == compiled.dtype and threaded.shape == compiled.shape
         if method == "predict_proba" or kind is RandomForestRegressor:
             np.testing.assert_allclose(threaded, compiled, rtol=0, atol=40 * np.finfo(float).eps * largest)
+
+
+@pytest.mark.parametrize("kind, method", [(BaggingClassifier, "predict_proba"), (BaggingClassifier, "predict"),
+                                          (BaggingRegressor, "predict")])
+def test_bagging_on_several_jobs_adds_their_sums_as_scikit_learn_does(kind, method):
+    """A Bagging model's jobs are its estimators in fixed chunks: each job's sum, then the jobs'
+    sums added, so its answer is the same on every call, and the kernel gives it to the bit."""
+    target = THREADED_TARGET if kind is BaggingClassifier else THREADED["a"] * THREADED["c"]
+    model = kind(n_estimators=9, max_features=0.7, random_state=0).fit(THREADED, target)
+    kernel = CompiledTrees(model, method)
+    answers = {}
+    for jobs in (1, 2, 3):
+        with joblib.parallel_config(backend="threading", n_jobs=jobs):
+            answers[jobs] = getattr(model, method)(THREADED)
+            assert_same(kernel(THREADED), answers[jobs], f"{jobs} jobs")
+            assert_same(kernel(THREADED.iloc[[5]]), getattr(model, method)(THREADED.iloc[[5]]), f"{jobs} jobs")
+    assert sorted(kernel.ensemble.jobs) == [1, 2, 3]
+    if kind is BaggingRegressor:  # (here the jobs' sums differ from one sum: the test tells them apart)
+        assert not np.array_equal(answers[1], answers[3])
+
+
+def test_bagging_of_other_estimators_runs_as_written_and_says_why():
+    model = BaggingClassifier(LogisticRegression(), n_estimators=3, random_state=0).fit(THREADED, THREADED_TARGET)
+    kernel, reason = registry.kernel_for(model.predict_proba)
+    assert kernel is None and "estimators other than DecisionTreeClassifier" in reason, reason
 
 
 def test_a_forest_of_all_the_cores_is_compiled_in_a_decorated_function():

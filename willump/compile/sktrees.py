@@ -1,6 +1,6 @@
 """Compiled scikit-learn trees: decision trees, random and extra-trees forests, gradient boosting,
-histogram gradient boosting and isolation forests; ``predict``, ``predict_proba``,
-``decision_function``, ``score_samples``.
+histogram gradient boosting, isolation forests and Bagging of decision trees; ``predict``,
+``predict_proba``, ``decision_function``, ``score_samples``.
 
 A fitted model is read once into the shared flat arrays of ``forest`` (a reader per family:
 ``tree_forest`` for ``tree_`` objects, ``histogram_forest`` for HistGradientBoosting's predictors),
@@ -10,8 +10,9 @@ scored by ``forest``'s kernels (batches split across ``workers``) with the libra
 - trees and forests compare ``X`` converted to float32 (``check_array(X, dtype=float32)``)
   against float64 thresholds, NaN following ``missing_go_to_left`` where the tree supports
   missing values; a forest sums its trees' leaf proportions in estimator order from 0.0 and
-  divides by the number of trees (``_accumulate_prediction`` with one job). With more jobs
-  (``n_jobs=-1``, a joblib context) scikit-learn's threads add the trees in the order they
+  divides by the number of trees (``_accumulate_prediction`` with one job; a Bagging model
+  sums each job's chunk of trees so, ``BaggedTrees``). With more jobs
+  (``n_jobs=-1``, a joblib context) a forest's threads add the trees in the order they
   finish, so its own answers differ from call to call in the last bits (a 100-tree forest:
   30 calls on 1,000 rows, 30 different results, up to 3.3e-16 apart); the kernel gives the
   tree-order sum, the answer of one job and one of those several jobs can give;
@@ -43,11 +44,13 @@ import numpy as np
 import pandas as pd
 from sklearn.dummy import DummyClassifier, DummyRegressor
 from sklearn.ensemble import (
-    ExtraTreesClassifier, ExtraTreesRegressor, GradientBoostingClassifier, GradientBoostingRegressor,
+    BaggingClassifier, BaggingRegressor, ExtraTreesClassifier, ExtraTreesRegressor, GradientBoostingClassifier,
+    GradientBoostingRegressor,
     HistGradientBoostingClassifier, HistGradientBoostingRegressor, IsolationForest, RandomForestClassifier,
     RandomForestRegressor,
 )
 from sklearn.ensemble import _gb
+from sklearn.ensemble._base import _partition_estimators
 from sklearn.ensemble._iforest import _average_path_length
 from sklearn.preprocessing import OrdinalEncoder
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
@@ -64,6 +67,7 @@ from willump.compile.parallel import SERIAL
 _CLASSIFY = ("predict", "predict_proba")
 FORESTS = (RandomForestClassifier, RandomForestRegressor, ExtraTreesClassifier, ExtraTreesRegressor)
 HISTOGRAM = (HistGradientBoostingClassifier, HistGradientBoostingRegressor)
+BAGGING = {BaggingClassifier: DecisionTreeClassifier, BaggingRegressor: DecisionTreeRegressor}  # (and the trees they bag)
 METHODS = {
     DecisionTreeClassifier: _CLASSIFY,
     DecisionTreeRegressor: ("predict",),
@@ -76,6 +80,8 @@ METHODS = {
     HistGradientBoostingClassifier: _CLASSIFY + ("decision_function",),
     HistGradientBoostingRegressor: ("predict",),
     IsolationForest: ("score_samples", "decision_function", "predict"),
+    BaggingClassifier: _CLASSIFY,
+    BaggingRegressor: ("predict",),
 }
 
 
@@ -153,6 +159,8 @@ class CompiledTrees:
             self.ensemble = isolation_ensemble(model, width)
         elif kind in (GradientBoostingClassifier, GradientBoostingRegressor):
             self.ensemble = boosting_ensemble(model, width)
+        elif kind in BAGGING:
+            self.ensemble = BaggedTrees(model, width)
         else:
             self.ensemble = forest_ensemble(model, width)
 
@@ -206,7 +214,7 @@ class CompiledTrees:
             return _isolation_answer(model, method, raw[:, 0])
         if method == "predict_proba":
             return raw
-        if self.kind in (DecisionTreeRegressor, RandomForestRegressor, ExtraTreesRegressor):
+        if self.kind in (DecisionTreeRegressor, RandomForestRegressor, ExtraTreesRegressor, BaggingRegressor):
             return raw[:, 0]
         return model.classes_.take(np.argmax(raw, axis=1), axis=0)
 
@@ -220,6 +228,49 @@ def forest_ensemble(model, width: int) -> Ensemble:
     reading = plain_reading(mode=CHECKED_FLOAT32, allow_nan=estimators[0]._support_missing_values(np.empty((1, 1))))
     initial = np.full(trees.values.shape[1], -0.0 if single else 0.0)
     return Ensemble(trees, reading, width, initial, divisor=0.0 if single else float(len(estimators)))
+
+
+class BaggedTrees:
+    """A Bagging model of decision trees, as its ``predict_proba`` / ``predict`` adds them: each of
+    the jobs ``_partition_estimators`` makes sums its trees from 0.0 (a tree reading the features
+    it was fitted on, ``estimators_features_``), then the jobs' sums are added (Python's ``sum``)
+    and divided by the number of estimators. The jobs follow ``n_jobs`` and joblib's context at
+    each call. Only the columns some tree reads are read (and checked: a tree checks what it is given)."""
+
+    def __init__(self, model, width: int):
+        tree_kind = BAGGING[type(model)]
+        if not all(type(e) is tree_kind for e in model.estimators_):
+            raise Unsupported(f"a {type(model).__name__} of estimators other than {tree_kind.__name__}")
+        self.model = model
+        self.outputs = len(model.classes_) if tree_kind is DecisionTreeClassifier else 1
+        if self.outputs > 1 and any(len(e.classes_) != self.outputs for e in model.estimators_):
+            raise Unsupported("a tree fitted on fewer classes than the Bagging model")
+        self.read = np.unique(np.concatenate(model.estimators_features_))  # (the columns some tree reads)
+        self.every_column = len(self.read) == width
+        self._column_of = np.full(width, -1)
+        self._column_of[self.read] = np.arange(len(self.read))  # (an input column's among those read)
+        self.jobs = {}  # the number of jobs -> their ensembles (built for the model's n_jobs now: the first call is fast)
+        self._of_jobs()
+
+    def predict(self, X: np.ndarray, workers=None) -> np.ndarray:
+        X = X if self.every_column else X[:, self.read]
+        return sum(ensemble.predict(X, workers) for ensemble in self._of_jobs()) / self.model.n_estimators
+
+    def _of_jobs(self) -> list:
+        """The ensembles of the jobs scikit-learn would run now (``n_jobs``, joblib's context)."""
+        model = self.model
+        jobs, _, starts = _partition_estimators(model.n_estimators, model.n_jobs)
+        if jobs not in self.jobs:
+            allow_nan = model.estimators_[0]._support_missing_values(np.empty((1, 1)))
+            reading = plain_reading(mode=CHECKED_FLOAT32, allow_nan=allow_nan)
+            self.jobs[jobs] = [Ensemble(self._forest(slice(start, stop)), reading, len(self.read), np.zeros(self.outputs))
+                               for start, stop in zip(starts[:-1], starts[1:])]
+        return self.jobs[jobs]
+
+    def _forest(self, estimators: slice) -> Forest:
+        trees = [e.tree_ for e in self.model.estimators_[estimators]]
+        return tree_forest(trees, [0] * len(trees), None,
+                           [self._column_of[features] for features in self.model.estimators_features_[estimators]])
 
 
 def isolation_ensemble(model, width: int) -> Ensemble:
@@ -276,7 +327,8 @@ _NUMBERS = {np.dtype(t) for t in (np.float64, np.float32, np.int64, np.int32, np
 
 def _fitted(model) -> bool:
     names = ("_predictors",) if isinstance(model, HISTOGRAM) else ("estimators_",) if isinstance(
-        model, FORESTS + (GradientBoostingClassifier, GradientBoostingRegressor, IsolationForest)) else ("tree_",)
+        model, FORESTS + tuple(BAGGING) + (GradientBoostingClassifier, GradientBoostingRegressor, IsolationForest)) else (
+        "tree_",)
     return all(hasattr(model, name) for name in names) and hasattr(model, "n_features_in_")
 
 
