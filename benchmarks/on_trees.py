@@ -46,7 +46,9 @@ from lightgbm import Booster, LGBMClassifier
 from sklearn.base import is_classifier
 from sklearn.compose import ColumnTransformer, make_column_selector, make_column_transformer
 from sklearn.calibration import CalibratedClassifierCV
-from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier, StackingClassifier, VotingClassifier
+from sklearn.ensemble import (
+    AdaBoostClassifier, BaggingClassifier, HistGradientBoostingClassifier, RandomForestClassifier, StackingClassifier, VotingClassifier,
+)
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
@@ -69,7 +71,7 @@ LARGE_MODEL = "credit-large"
 MODELS = ("music", "credit", "tracking", LARGE_MODEL)
 PIPELINES = ("credit_hist_gradient_boosting", "credit_native_categories", "credit_pandas_output",
              "credit_bureau_forest", "credit_forest_pipeline", "credit_default_forest_pipeline", "credit_voting",
-             "credit_stacking", "credit_calibrated")
+             "credit_stacking", "credit_calibrated", "credit_bagging", "credit_adaboost")
 BOOSTER = "lightgbm-booster"  # the reference every model's answers are compared with
 KERNEL = "willump-kernel"  # the tree kernel alone, as the other environment's predictors are measured
 VENV_VARIABLE = "WILLUMP_TREES_VENV"
@@ -394,6 +396,13 @@ def credit_pipelines(rows: int | None, names=PIPELINES, random_state: int = 0) -
             "credit_calibrated", CalibratedClassifierCV(HistGradientBoostingClassifier(random_state=0), cv=3),
             "CalibratedClassifierCV(HistGradientBoostingClassifier(), cv=3)", default,
             FittedModels(__file__, rows, random_state)),
+        "credit_bagging": lambda: forest_pipeline(
+            "credit_bagging", BaggingClassifier(n_estimators=50, max_samples=0.5, max_features=0.5, random_state=0),
+            "BaggingClassifier(decision trees, n_estimators=50, max_samples=0.5, max_features=0.5)", default,
+            FittedModels(__file__, rows, random_state)),
+        "credit_adaboost": lambda: forest_pipeline(
+            "credit_adaboost", AdaBoostClassifier(n_estimators=100, random_state=0),
+            "AdaBoostClassifier(decision stumps, n_estimators=100)", default, FittedModels(__file__, rows, random_state)),
     }
     return [builders[name]() for name in names]
 

@@ -17,7 +17,7 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import (
-    BaggingClassifier, BaggingRegressor, ExtraTreesClassifier, ExtraTreesRegressor, GradientBoostingClassifier, GradientBoostingRegressor,
+    AdaBoostClassifier, BaggingClassifier, BaggingRegressor, ExtraTreesClassifier, ExtraTreesRegressor, GradientBoostingClassifier, GradientBoostingRegressor,
     HistGradientBoostingClassifier, HistGradientBoostingRegressor, IsolationForest, RandomForestClassifier,
     RandomForestRegressor,
 )
@@ -54,6 +54,9 @@ CLASSIFIERS = {
         DecisionTreeClassifier(max_depth=d(st.sampled_from([None, 1, 3]))), n_estimators=d(st.integers(1, 6)),
         max_samples=d(st.sampled_from([1.0, 0.5, 6])), max_features=d(st.sampled_from([1.0, 0.5, 1])),
         bootstrap=d(st.booleans()), bootstrap_features=d(st.booleans()), random_state=seed),
+    "adaboost": lambda d, seed: AdaBoostClassifier(
+        DecisionTreeClassifier(max_depth=d(st.sampled_from([1, 2, None]))), n_estimators=d(st.integers(1, 8)),
+        learning_rate=d(st.sampled_from([1.0, 0.5, 2.0])), random_state=seed),
 }
 REGRESSORS = {
     "tree": lambda d, seed: DecisionTreeRegressor(
@@ -96,7 +99,7 @@ def fitted_models(draw, family: str):
     rng = np.random.default_rng(seed)
     width = d(st.integers(1, 4))
     X = rng.integers(0, GRID, (ROWS, width)) / 2
-    classification = d(st.booleans())
+    classification = d(st.booleans()) if family in REGRESSORS else True
     if classification:
         classes = d(st.sampled_from([2, 3, 4]))
         labels = np.array(d(st.sampled_from([["no", "yes", "maybe", "later"], [3, -1, 7, 0]])))[:classes]
@@ -214,6 +217,7 @@ test_gradient_boosting = family_test("boosting")
 test_hist_gradient_boosting = family_test("histogram")
 test_isolation_forests = family_test("isolation")
 test_bagged_trees = family_test("bagging")
+test_adaboost = family_test("adaboost")
 
 
 @hypothesis_settings(max_examples=20)
@@ -265,7 +269,8 @@ NAMED_TARGET = np.where(NAMED["amount"] + NAMED["count"] > 3, "high", "low")
 
 
 @pytest.mark.parametrize("kind", [DecisionTreeClassifier, RandomForestClassifier, ExtraTreesClassifier,
-                                  GradientBoostingClassifier, HistGradientBoostingClassifier, BaggingClassifier])
+                                  GradientBoostingClassifier, HistGradientBoostingClassifier, BaggingClassifier,
+                                  AdaBoostClassifier])
 def test_dataframes_are_read_as_validate_data_reads_them(kind):
     model = kind(random_state=0).fit(NAMED, NAMED_TARGET)
     frame = NAMED.iloc[::3]  # int64 and float64 blocks: pandas interleaves them into one float64 array
@@ -465,6 +470,28 @@ FOREST = RandomForestClassifier(n_estimators=20, min_samples_leaf=3, random_stat
     CREDIT[["income", "age"]].fillna(0), DEFAULTED)
 
 
+BAGGED = Pipeline([  # (scikit-learn's Bagging example: a decision tree bagged over half the rows and features)
+    ("columns", ColumnTransformer([
+        ("categories", OneHotEncoder(handle_unknown="ignore", sparse_output=False), ["region", "contract"]),
+        ("numbers", SimpleImputer(strategy="median"), ["income", "age"]),
+    ])),
+    ("model", BaggingClassifier(DecisionTreeClassifier(), n_estimators=15, max_samples=0.5, max_features=0.5,
+                                random_state=0)),
+]).fit(CREDIT, DEFAULTED)
+
+
+def bagged_predict(df):
+    return BAGGED.predict_proba(df)[:, 1]
+
+
+BOOSTED_STUMPS = AdaBoostClassifier(DecisionTreeClassifier(max_depth=1), n_estimators=60, random_state=0).fit(
+    CREDIT[["income", "age"]].fillna(0), DEFAULTED)  # (scikit-learn's "Two-class AdaBoost" example)
+
+
+def stumps_predict(df):
+    return BOOSTED_STUMPS.predict(df[["income", "age"]].fillna(0))
+
+
 NATIVE = HistGradientBoostingClassifier(max_iter=20, categorical_features="from_dtype", random_state=0).fit(
     CREDIT.astype({"region": "category", "contract": "category"}), DEFAULTED)
 
@@ -484,7 +511,9 @@ def forest_predict(df):
 
 @pytest.mark.parametrize("function,operator", [(pipeline_predict, "HistGradientBoostingClassifier.predict_proba"),
                                                (native_categories, "HistGradientBoostingClassifier.predict_proba"),
-                                               (forest_predict, "RandomForestClassifier.predict_proba")])
+                                               (forest_predict, "RandomForestClassifier.predict_proba"),
+                                               (bagged_predict, "BaggingClassifier.predict_proba"),
+                                               (stumps_predict, "AdaBoostClassifier.predict")])
 def test_pipelines_as_users_write_them_are_compiled_and_exact(function, operator):
     optimized = willump.optimize(function, workers=2)
     unseen = CREDIT.assign(region=CREDIT["region"].replace("west", "islands"))

@@ -1,6 +1,6 @@
 """Compiled scikit-learn trees: decision trees, random and extra-trees forests, gradient boosting,
-histogram gradient boosting, isolation forests and Bagging of decision trees; ``predict``,
-``predict_proba``, ``decision_function``, ``score_samples``.
+histogram gradient boosting, isolation forests, Bagging and AdaBoost (SAMME) of decision trees;
+``predict``, ``predict_proba``, ``decision_function``, ``score_samples``.
 
 A fitted model is read once into the shared flat arrays of ``forest`` (a reader per family:
 ``tree_forest`` for ``tree_`` objects, ``histogram_forest`` for HistGradientBoosting's predictors),
@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 from sklearn.dummy import DummyClassifier, DummyRegressor
 from sklearn.ensemble import (
-    BaggingClassifier, BaggingRegressor, ExtraTreesClassifier, ExtraTreesRegressor, GradientBoostingClassifier,
+    AdaBoostClassifier, BaggingClassifier, BaggingRegressor, ExtraTreesClassifier, ExtraTreesRegressor, GradientBoostingClassifier,
     GradientBoostingRegressor,
     HistGradientBoostingClassifier, HistGradientBoostingRegressor, IsolationForest, RandomForestClassifier,
     RandomForestRegressor,
@@ -82,6 +82,7 @@ METHODS = {
     IsolationForest: ("score_samples", "decision_function", "predict"),
     BaggingClassifier: _CLASSIFY,
     BaggingRegressor: ("predict",),
+    AdaBoostClassifier: _CLASSIFY + ("decision_function",),
 }
 
 
@@ -161,6 +162,8 @@ class CompiledTrees:
             self.ensemble = boosting_ensemble(model, width)
         elif kind in BAGGING:
             self.ensemble = BaggedTrees(model, width)
+        elif kind is AdaBoostClassifier:
+            self.ensemble = adaboost_ensemble(model, width)
         else:
             self.ensemble = forest_ensemble(model, width)
 
@@ -212,6 +215,8 @@ class CompiledTrees:
             return _boosting_answer(model, method, raw)
         if self.kind is IsolationForest:
             return _isolation_answer(model, method, raw[:, 0])
+        if self.kind is AdaBoostClassifier:
+            return _adaboost_answer(model, method, raw)
         if method == "predict_proba":
             return raw
         if self.kind in (DecisionTreeRegressor, RandomForestRegressor, ExtraTreesRegressor, BaggingRegressor):
@@ -273,6 +278,44 @@ class BaggedTrees:
                            [self._column_of[features] for features in self.model.estimators_features_[estimators]])
 
 
+def adaboost_ensemble(model, width: int) -> Ensemble:
+    """An AdaBoostClassifier's (SAMME) decision sums: ``decision_function`` adds, estimator by estimator
+    from 0, ``w`` at the class the tree predicts and ``-1 / (k - 1) * w`` at the others; so each
+    tree's leaf holds that vector for the class its values' argmax picks (its ``predict``). The
+    model checks that every value is finite; its trees read float32."""
+    if getattr(model, "algorithm", "SAMME") != "SAMME":
+        raise Unsupported(f"algorithm={model.algorithm!r} (only SAMME is compiled)")
+    classes = model.n_classes_
+    estimators = model.estimators_
+    if classes < 2 or not all(type(e) is DecisionTreeClassifier and np.array_equal(e.classes_, model.classes_)
+                               for e in estimators):
+        raise Unsupported("an AdaBoostClassifier of one class or of estimators other than decision trees")
+    values = []
+    for estimator, weight in zip(estimators, model.estimator_weights_):
+        tree = estimator.tree_
+        vectors = np.full((tree.node_count, classes), -1 / (classes - 1) * weight)  # (as decision_function writes it)
+        vectors[np.arange(tree.node_count), np.argmax(tree.value.reshape(tree.node_count, -1), axis=1)] = weight
+        values.append(vectors)
+    trees = tree_forest([e.tree_ for e in estimators], [0] * len(estimators), values)
+    return Ensemble(trees, plain_reading(mode=CHECKED_FLOAT32, allow_nan=False), width, np.zeros(classes))
+
+
+def _adaboost_answer(model, method: str, sums: np.ndarray):
+    """The rest of AdaBoostClassifier's ``decision_function``, then its ``predict_proba`` or ``predict``."""
+    sums /= model.estimator_weights_.sum()
+    decision = sums
+    if model.n_classes_ == 2:
+        sums[:, 0] *= -1
+        decision = sums.sum(axis=1)
+    if method == "decision_function":
+        return decision
+    if method == "predict_proba":
+        return model._compute_proba_from_decision(decision, model.n_classes_)
+    if model.n_classes_ == 2:
+        return model.classes_.take(decision > 0, axis=0)
+    return model.classes_.take(np.argmax(decision, axis=1), axis=0)
+
+
 def isolation_ensemble(model, width: int) -> Ensemble:
     """An IsolationForest's: float32 values, each tree reading its features, its leaves' depths summed from 0.0."""
     estimators = model.estimators_
@@ -327,7 +370,7 @@ _NUMBERS = {np.dtype(t) for t in (np.float64, np.float32, np.int64, np.int32, np
 
 def _fitted(model) -> bool:
     names = ("_predictors",) if isinstance(model, HISTOGRAM) else ("estimators_",) if isinstance(
-        model, FORESTS + tuple(BAGGING) + (GradientBoostingClassifier, GradientBoostingRegressor, IsolationForest)) else (
+        model, FORESTS + tuple(BAGGING) + (AdaBoostClassifier, GradientBoostingClassifier, GradientBoostingRegressor, IsolationForest)) else (
         "tree_",)
     return all(hasattr(model, name) for name in names) and hasattr(model, "n_features_in_")
 
