@@ -28,9 +28,9 @@ except ImportError:  # an optional dependency: pip install willump[xgboost]
         raise
     pytest.skip("xgboost is not installed (pip install willump[xgboost])", allow_module_level=True)
 from willump.compile.forms import Unsupported  # noqa: E402
-from willump.compile.xgbtrees import CompiledXGBoost  # noqa: E402
+from willump.compile.xgbtrees import CompiledXGBoost, CompiledXGBoostBooster, DMatrixOf  # noqa: E402
 
-from answers import assert_compiled_as_written  # noqa: E402
+from answers import assert_compiled_as_written, assert_same_outcome, outcome  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
@@ -280,18 +280,111 @@ def test_threads_meeting_xgboost_first_together_all_get_its_kernel(monkeypatch):
     assert all(isinstance(kernel, CompiledXGBoost) and why is None for kernel, why in found), found
 
 
-def test_xgboosts_native_booster_is_named_as_xgboosts():
-    """Its Booster.predict(DMatrix) runs as written; the status names the library (LightGBM's
-    Booster, a class of the same name, is compiled)."""
+def test_xgboosts_other_classes_are_named_as_xgboosts():
+    """A class willump does not compile runs as written; the status names the library (LightGBM's
+    Booster, a class of the same name as XGBoost's, is compiled)."""
     rng = np.random.default_rng(0)
     frame = pd.DataFrame(rng.normal(size=(200, 3)), columns=["a", "b", "c"])
-    booster = xgboost.train({"objective": "binary:logistic", "max_depth": 2}, xgboost.DMatrix(frame, label=frame["a"] > 0),
-                            num_boost_round=3)
+    forest = xgboost.XGBRFClassifier(n_estimators=3, max_depth=2).fit(frame, frame["a"] > 0)
 
     def predict(df):
-        return booster.predict(xgboost.DMatrix(df))
+        return forest.predict_proba(df)
 
     optimized = willump.optimize(predict)
     np.testing.assert_array_equal(optimized(frame), predict(frame))
     statuses = optimized.explain_compilation()["status"].str.cat(sep=" | ")
-    assert "xgboost's Booster.predict is not an operator willump compiles" in statuses, statuses
+    assert "xgboost's XGBRFClassifier.predict_proba is not an operator willump compiles" in statuses, statuses
+
+
+# XGBoost's own API: xgboost.train's Booster, DMatrix, inplace_predict.
+
+@SETTINGS
+@given(models(), st.sampled_from([False, True]))
+def test_the_booster_api_gives_xgboosts_answers(model, margin):
+    """``booster.predict(DMatrix(X))`` and ``booster.inplace_predict(X)`` (values or margins) of random
+    boosters, to the bit, batches and single rows."""
+    model, _, rows = model
+    booster = model.get_booster()
+    predict = CompiledXGBoostBooster(booster, "predict", Workers(2))
+    inplace = CompiledXGBoostBooster(booster, "inplace_predict")
+    predict.ensemble.minimum_rows = 64  # (so that two workers split the rows)
+    for X in (rows, rows[:1], rows[-1:], rows[:ROWS]):
+        try:
+            expected = booster.predict(xgboost.DMatrix(X), output_margin=margin)
+        except xgboost.core.XGBoostError:  # (a DMatrix refuses infinities, unlike inplace_predict)
+            with pytest.raises(Unsupported):
+                predict(DMatrixOf(X, {}), output_margin=margin)
+        else:
+            assert_same(predict(DMatrixOf(X, {}), output_margin=margin), expected)
+        kind = "margin" if margin else "value"
+        assert_same(inplace(X, predict_type=kind), booster.inplace_predict(X, predict_type=kind))
+
+
+NATIVE_TRAIN = xgboost.DMatrix(FRAME.iloc[:300], label=FRAME["a"].iloc[:300] * FRAME["b"].iloc[:300] > 0)
+NATIVE_VALID = xgboost.DMatrix(FRAME.iloc[300:], label=FRAME["a"].iloc[300:] * FRAME["b"].iloc[300:] > 0)
+NATIVE = xgboost.train({"objective": "binary:logistic", "max_depth": 3, "eta": 0.5}, NATIVE_TRAIN, num_boost_round=200,
+                       evals=[(NATIVE_VALID, "valid")], early_stopping_rounds=3, verbose_eval=False)
+NUMERIC = xgboost.train({"objective": "multi:softprob", "num_class": 3}, xgboost.DMatrix(
+    FRAME.to_numpy(), label=np.digitize(FRAME["a"], [-0.5, 0.5])), num_boost_round=8)  # (no feature names)
+
+
+def native_predict(df):
+    return NATIVE.predict(xgboost.DMatrix(df))
+
+
+def native_dmatrix_bound(df):
+    dtest = xgboost.DMatrix(df[["a", "b", "c"]], nthread=1)
+    return NATIVE.predict(dtest, iteration_range=(0, 10))
+
+
+def native_inplace(df):
+    return NATIVE.inplace_predict(df, predict_type="margin")
+
+
+def numeric_classes(df):
+    return NUMERIC.predict(xgboost.DMatrix(df.to_numpy()))
+
+
+def numpy_to_named(df):  # (XGBoost raises: the DMatrix has no feature names, the booster has)
+    return NATIVE.predict(xgboost.DMatrix(df.to_numpy()))
+
+
+def reordered(df):  # (XGBoost raises: the names are not the booster's, in order)
+    return NATIVE.inplace_predict(df[["b", "a", "c"]])
+
+
+def changed_between(df):  # (the frame changes after the DMatrix copied it)
+    data = xgboost.DMatrix(df)
+    df["a"] = 0.0
+    return NATIVE.predict(data)
+
+
+@pytest.mark.parametrize("function", [native_predict, native_dmatrix_bound, native_inplace, numeric_classes,
+                                      numpy_to_named, reordered, changed_between])
+def test_functions_of_the_booster_api_answer_as_written(function):
+    optimized = willump.optimize(function)
+    for rows in (FRAME, FRAME.iloc[[7]], FRAME.iloc[::-3]):
+        for _ in range(2):
+            assert_same_outcome(outcome(optimized, rows.copy()), outcome(function, rows.copy()))
+    if function in (native_predict, native_dmatrix_bound, native_inplace, numeric_classes):
+        table = optimized.explain_compilation()
+        assert (table["status"] == "compiled").all(), table.to_string()
+
+
+def test_every_round_is_the_booster_default():
+    """``xgboost.train`` with early stopping: ``Booster.predict`` scores every round (the scikit-learn
+    API, its best iteration)."""
+    assert NATIVE.best_iteration + 1 < NATIVE.num_boosted_rounds()
+    kernel = CompiledXGBoostBooster(NATIVE, "predict")
+    assert_same(kernel(DMatrixOf(FRAME, {})), NATIVE.predict(xgboost.DMatrix(FRAME)))
+    assert not np.array_equal(NATIVE.predict(xgboost.DMatrix(FRAME)),
+                              NATIVE.predict(xgboost.DMatrix(FRAME), iteration_range=(0, NATIVE.best_iteration + 1)))
+
+
+def test_a_booster_trained_further_is_read_again():
+    booster = xgboost.train({"objective": "reg:squarederror"}, NATIVE_TRAIN, num_boost_round=3)
+    kernel = CompiledXGBoostBooster(booster, "inplace_predict")
+    assert kernel.still_valid()
+    booster.update(NATIVE_TRAIN, iteration=3)
+    assert not kernel.still_valid()
+    assert_same(CompiledXGBoostBooster(booster, "inplace_predict")(FRAME), booster.inplace_predict(FRAME))

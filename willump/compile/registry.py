@@ -63,14 +63,22 @@ _OPTIONAL_IMPORT = threading.Lock()  # (a thread meeting the library while anoth
 
 def _optional_factory(kind, name: str):
     """The kernel factory of an optional library's ``kind.name``, registering the library's kernels once."""
-    library = kind.__module__.partition(".")[0]
+    _register_optional(kind)
+    return METHOD_KERNELS.get((kind, name))
+
+
+def _register_optional(owner) -> None:
+    """Register the kernels of the optional library ``owner`` (a class or function) comes from, once:
+    its module's ``KERNELS`` ([(METHODS, kernel)]) and ``FUNCTIONS``."""
+    library = (getattr(owner, "__module__", None) or "").partition(".")[0]
     if library in OPTIONAL_MODULES:
         with _OPTIONAL_IMPORT:
             if library in OPTIONAL_MODULES:
                 module = importlib.import_module(OPTIONAL_MODULES[library])
-                METHOD_KERNELS.update(_method_kernels(module.METHODS, module.KERNEL))
+                for methods, kernel in module.KERNELS:
+                    METHOD_KERNELS.update(_method_kernels(methods, kernel))
+                FUNCTION_KERNELS.update(module.FUNCTIONS)
                 del OPTIONAL_MODULES[library]
-    return METHOD_KERNELS.get((kind, name))
 
 
 # Kernels for methods of short-lived objects (each call's frame, accessor or Series): built once,
@@ -103,7 +111,8 @@ FUNCTION_NAMES = {
     "hstack", "column_stack", "concat", "DataFrame", composites.UNION_STACK, composites.COLUMN_STACK,
     composites.COLUMN_INPUT, composites.COLUMNS,
 }
-NAMES = {method for _, method in [*METHOD_KERNELS, *RECEIVER_KERNELS]} | FUNCTION_NAMES  # callee names worth a call site
+OPTIONAL_NAMES = {"inplace_predict", "DMatrix"}  # (of the optional libraries' kernels, registered when first met)
+NAMES = {method for _, method in [*METHOD_KERNELS, *RECEIVER_KERNELS]} | FUNCTION_NAMES | OPTIONAL_NAMES  # callee names worth a call site
 
 
 def receiver_kernel(callee):
@@ -189,6 +198,10 @@ def function_kernel(function):
     if type(function) is FunctionType and type(function.__dict__.get("willump_kernel")) is CompiledExpression:
         return function.willump_kernel  # a function computing an element-wise expression carries its kernel
     try:
-        return FUNCTION_KERNELS.get(function)
+        kernel = FUNCTION_KERNELS.get(function)
     except TypeError:  # unhashable
         return None
+    if kernel is None and isinstance(function, type) and function.__module__.partition(".")[0] in OPTIONAL_MODULES:
+        _register_optional(function)  # (xgboost.DMatrix)
+        kernel = FUNCTION_KERNELS.get(function)
+    return kernel

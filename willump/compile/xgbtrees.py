@@ -13,6 +13,10 @@ the sums are mapped by the objective's float32 link (``common::Sigmoid``, ``comm
 ``output_margin=True`` gives the sums before the link. Other objectives, categorical splits,
 several targets, other boosters, a ``base_margin``, ``validate_features=False`` and a ranker
 given a frame with its ``qid`` column run as XGBoost's call.
+
+XGBoost's own API is compiled too: ``booster.inplace_predict(X)`` and ``booster.predict(DMatrix(X))``
+(the DMatrix kept as its data while only the booster's ``predict`` reads it: ``CompiledDMatrix``),
+every round by default (``iteration_range=(0, 0)``), names checked as XGBoost checks them.
 """
 
 import json
@@ -26,7 +30,7 @@ from willump.compile.forest import (
     EXP32, FLOAT32, IDENTITY, LEAF, MISSING_LEFT, SIGMOID32, SOFTMAX32, Ensemble, Tree, joined, kept_ensemble,
     plain_reading, stacked,
 )
-from willump.compile.forms import Columns, Unsupported, held_attributes, kind_of, same_attributes
+from willump.compile.forms import Columns, Deferred, Unsupported, held_attributes, kind_of, same_attributes
 from willump.compile.jit import njit
 from willump.compile.linear import frame_values, named_columns
 from willump.compile.parallel import SERIAL
@@ -79,18 +83,7 @@ class CompiledXGBoost:
         qid = hasattr(X, "qid") if type(X) is pd.DataFrame else isinstance(X, Columns) and "qid" in X.labels
         if self.ranker and qid:
             raise Unsupported("a frame with a qid column (XGBRanker's predict drops it)")
-        if type(X) is pd.DataFrame:
-            if self.names is not None:  # (fitted without names, XGBoost reads any frame's columns in order)
-                self._named = named_columns(X.columns, self.names, self._named)
-            matrix = frame_values(X)
-        elif isinstance(X, Columns):  # (frame[columns], a set_output frame: the columns where they are)
-            matrix = (X if self.names is None else X.named(self.names, "XGBoost")).numbers()
-        elif type(X) is np.ndarray and X.ndim == 2 and X.dtype.kind in "iuf":
-            matrix = X
-        else:
-            raise Unsupported(f"input of type {kind_of(X)}")
-        if matrix.shape[0] == 0 or matrix.shape[1] != self.width:
-            raise Unsupported("no rows, or not the model's number of features (XGBoost raises)")
+        matrix, self._named = _matrix(X, self.names, self.width, self._named)
         out = ensemble.predict(matrix, self.workers, raw=margin).astype(np.float32)
         if self.classifier and self.method == "predict" and not margin:
             return _class_indexes(out)
@@ -130,6 +123,149 @@ class CompiledXGBoost:
             self.model.get_booster(), self.width, (begin, end), self.objectives))
 
 
+def _matrix(X, names: list | None, width: int, named) -> tuple:
+    """(the matrix XGBoost reads of ``X``, the columns found to be ``names``): a frame's columns
+    must be the model's names, in order, where it has names (XGBoost raises otherwise)."""
+    if type(X) is pd.DataFrame:
+        if names is not None:  # (fitted without names, XGBoost reads any frame's columns in order)
+            named = named_columns(X.columns, names, named)
+        matrix = frame_values(X)
+    elif isinstance(X, Columns):  # (frame[columns], a set_output frame: the columns where they are)
+        matrix = (X if names is None else X.named(names, "XGBoost")).numbers()
+    elif type(X) is np.ndarray and X.ndim == 2 and X.dtype.kind in "iuf":
+        matrix = X
+    else:
+        raise Unsupported(f"input of type {kind_of(X)}")
+    if matrix.shape[0] == 0 or matrix.shape[1] != width:
+        raise Unsupported("no rows, or not the model's number of features (XGBoost raises)")
+    return matrix, named
+
+
+class DMatrixOf(Deferred):
+    """``xgboost.DMatrix(data)`` kept as its data (a frame, its selected columns or an array)."""
+
+    stands_for = xgboost.DMatrix
+
+    def __init__(self, data, options: dict):
+        self.data, self._options = data, options
+
+    def _build(self):
+        data = self.data.materialize() if isinstance(self.data, Deferred) else self.data
+        return xgboost.DMatrix(data, **self._options)
+
+    def protect(self) -> None:
+        """Built now (XGBoost copies the data): code that runs before the booster reads it may change the data."""
+        self.materialize()
+        self.data = None
+
+
+class CompiledDMatrix:
+    """``xgboost.DMatrix(X)`` that only a booster's ``predict`` reads: ``DMatrixOf`` its data."""
+
+    reads_columns = True  # (given frame[columns] kept as Columns)
+    operator_name = "xgboost.DMatrix"
+
+    def __call__(self, *args, **kwargs):
+        raise Unsupported("its result is used as a DMatrix")
+
+    @staticmethod
+    def defer(data, *args, **options) -> DMatrixOf:
+        missing = options.get("missing")
+        if args or set(options) - DMATRIX_OPTIONS or not (missing is None or isinstance(missing, float) and math.isnan(missing)):
+            raise Unsupported("DMatrix arguments other than the data, missing=NaN, nthread and silent")
+        if not (type(data) in (pd.DataFrame, np.ndarray) or isinstance(data, Columns)):
+            raise Unsupported(f"a DMatrix of a {kind_of(data)}")
+        return DMatrixOf(data, options)
+
+    @staticmethod
+    def still_valid() -> bool:
+        return True
+
+
+DMATRIX_OPTIONS = {"missing", "nthread", "silent"}  # (the threads and messages change no value)
+
+
+class CompiledXGBoostBooster:
+    """XGBoost's own ``Booster.inplace_predict(X)`` and ``Booster.predict(DMatrix(X))``: every round
+    by default, a range of them, margins (``predict_type="margin"``, ``output_margin=True``)."""
+
+    reads_columns = True
+
+    def __init__(self, booster, method: str, workers=SERIAL):
+        if _version(xgboost.__version__) < OLDEST:
+            raise Unsupported(f"XGBoost {xgboost.__version__} (the kernels follow XGBoost >= 3.0)")
+        self.booster, self.method, self.workers = booster, method, workers
+        self.state = _booster_state(booster)
+        self.width, self.names, self._named = booster.num_features(), booster.feature_names, None
+        self.rounds = booster.num_boosted_rounds()
+        self.ensemble = xgboost_ensemble(booster, self.width, (0, self.rounds))
+        self._other_ranges = {}
+
+    def still_valid(self) -> bool:
+        """False once the booster is trained further, loads another model or gets other feature names."""
+        return _booster_state(self.booster) == self.state
+
+    def __call__(self, data, **kwargs):
+        margin, iteration_range = self._options(kwargs)
+        if self.method == "predict":
+            if not isinstance(data, DMatrixOf) or data.data is None:
+                raise Unsupported("a DMatrix built before the call (its data is XGBoost's)")
+            data = data.data
+            if self.names is not None and not (type(data) is pd.DataFrame or isinstance(data, Columns)):
+                raise Unsupported("a DMatrix without the feature names the booster has (XGBoost raises)")
+        matrix, self._named = _matrix(data, self.names, self.width, self._named)
+        if self.method == "predict" and np.isinf(matrix.astype(np.float32, copy=False)).any():
+            raise Unsupported("infinities or values float32 cannot hold (the DMatrix raises)")
+        out = self._ensemble_of_range(iteration_range).predict(matrix, self.workers, raw=margin).astype(np.float32)
+        return out if out.shape[1] > 1 else out[:, 0]
+
+    def _options(self, kwargs: dict) -> tuple:
+        """(whether margins are asked for, the iteration range), or Unsupported for other arguments."""
+        defaults = BOOSTER_DEFAULTS[self.method]
+        if set(kwargs) - set(defaults):
+            raise Unsupported(f"arguments {sorted(set(kwargs) - set(defaults))}")
+        options = {**defaults, **kwargs}
+        output, margins = options.pop(OUTPUTS[self.method]), MARGINS[self.method]
+        iteration_range, missing = options.pop("iteration_range"), options.pop("missing", np.nan)
+        if type(output) not in (bool, str) or output not in margins:
+            raise Unsupported(f"{OUTPUTS[self.method]}={output!r} (the kernels give values or margins)")
+        if not (isinstance(missing, float) and math.isnan(missing)):
+            raise Unsupported(f"missing={missing!r} (values other than NaN read as missing)")
+        if any(value is not defaults[name] for name, value in options.items()):
+            raise Unsupported(f"arguments other than their defaults: {sorted(options)}")
+        return margins[output], iteration_range
+
+    def _ensemble_of_range(self, iteration_range) -> Ensemble:
+        """The ensemble of ``iteration_range`` as ``Booster.predict`` reads it: an end of 0, every round."""
+        if not (type(iteration_range) in (tuple, list) and len(iteration_range) == 2
+                and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in iteration_range)):
+            raise Unsupported(f"iteration_range={iteration_range!r} (to the tree kernels: two ints)")
+        begin, end = map(int, iteration_range)
+        if end == 0 and begin == 0 or (begin, end) == (0, self.rounds):
+            return self.ensemble
+        if not 0 <= begin < end <= self.rounds:
+            raise Unsupported(f"iteration_range={iteration_range!r}: not some of the booster's {self.rounds} rounds")
+        return kept_ensemble(self._other_ranges, (begin, end), lambda: xgboost_ensemble(
+            self.booster, self.width, (begin, end)))
+
+
+def _booster_state(booster) -> tuple:
+    """What a booster's answers depend on besides its trees' count: its model handle and names."""
+    return booster.handle.value, booster.num_boosted_rounds(), booster.feature_names, booster.feature_types
+
+
+OUTPUTS = {"predict": "output_margin", "inplace_predict": "predict_type"}  # (the argument choosing margins)
+MARGINS = {"predict": {False: False, True: True}, "inplace_predict": {"value": False, "margin": True}}
+# the keyword arguments the booster's methods answer, with their defaults
+BOOSTER_DEFAULTS = {
+    "predict": {"output_margin": False, "pred_leaf": False, "pred_contribs": False, "approx_contribs": False,
+                "pred_interactions": False, "validate_features": True, "training": False, "iteration_range": (0, 0),
+                "strict_shape": False},
+    "inplace_predict": {"iteration_range": (0, 0), "predict_type": "value", "missing": np.nan,
+                        "validate_features": True, "base_margin": None, "strict_shape": False},
+}
+
+
 # the keyword arguments each method answers, with their defaults
 CALL_DEFAULTS = {
     "predict_proba": {"validate_features": True, "base_margin": None, "iteration_range": None},
@@ -148,7 +284,9 @@ def _class_indexes(probabilities: np.ndarray) -> np.ndarray:
     return indexes
 
 
-KERNEL = CompiledXGBoost  # (what the registry builds for each of METHODS)
+BOOSTER_METHODS = {xgboost.Booster: ("predict", "inplace_predict")}
+KERNELS = [(METHODS, CompiledXGBoost), (BOOSTER_METHODS, CompiledXGBoostBooster)]  # (what the registry builds)
+FUNCTIONS = {xgboost.DMatrix: CompiledDMatrix()}
 OLDEST = (3, 0)  # the oldest XGBoost whose arithmetic the tests check
 
 

@@ -17,7 +17,7 @@ import scipy.sparse
 from willump.compile.composites import column_stack, union_stack
 from willump.graph.statements import walk_scope
 
-MODEL_METHODS = ("predict", "predict_proba", "decision_function", "score_samples")
+MODEL_METHODS = ("predict", "predict_proba", "decision_function", "score_samples", "inplace_predict")  # (the last: XGBoost's Booster)
 
 # Concatenation functions, each with the axis arguments under which it joins columns.
 _CONCATENATIONS = {
