@@ -17,7 +17,7 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import (
-    AdaBoostClassifier, BaggingClassifier, BaggingRegressor, ExtraTreesClassifier, ExtraTreesRegressor, GradientBoostingClassifier, GradientBoostingRegressor,
+    AdaBoostClassifier, AdaBoostRegressor, BaggingClassifier, BaggingRegressor, ExtraTreesClassifier, ExtraTreesRegressor, GradientBoostingClassifier, GradientBoostingRegressor,
     HistGradientBoostingClassifier, HistGradientBoostingRegressor, IsolationForest, RandomForestClassifier,
     RandomForestRegressor,
 )
@@ -77,6 +77,9 @@ REGRESSORS = {
     "bagging": lambda d, seed: BaggingRegressor(
         n_estimators=d(st.integers(1, 6)), max_samples=d(st.sampled_from([1.0, 0.5])),
         max_features=d(st.sampled_from([1.0, 0.5, 1])), bootstrap_features=d(st.booleans()), random_state=seed),
+    "adaboost": lambda d, seed: AdaBoostRegressor(
+        DecisionTreeRegressor(max_depth=d(st.sampled_from([1, 3]))), n_estimators=d(st.integers(1, 8)),
+        loss=d(st.sampled_from(["linear", "square", "exponential"])), random_state=seed),
 }
 
 def isolation_forest(d, seed):

@@ -1,5 +1,5 @@
 """Compiled scikit-learn trees: decision trees, random and extra-trees forests, gradient boosting,
-histogram gradient boosting, isolation forests, Bagging and AdaBoost (SAMME) of decision trees;
+histogram gradient boosting, isolation forests, Bagging and AdaBoost of decision trees;
 ``predict``, ``predict_proba``, ``decision_function``, ``score_samples``.
 
 A fitted model is read once into the shared flat arrays of ``forest`` (a reader per family:
@@ -40,11 +40,13 @@ refuses (infinity, NaN where not supported, a category the encoder rejects) make
 refuse the call, which then runs as written and raises scikit-learn's error.
 """
 
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 from sklearn.dummy import DummyClassifier, DummyRegressor
 from sklearn.ensemble import (
-    AdaBoostClassifier, BaggingClassifier, BaggingRegressor, ExtraTreesClassifier, ExtraTreesRegressor, GradientBoostingClassifier,
+    AdaBoostClassifier, AdaBoostRegressor, BaggingClassifier, BaggingRegressor, ExtraTreesClassifier, ExtraTreesRegressor, GradientBoostingClassifier,
     GradientBoostingRegressor,
     HistGradientBoostingClassifier, HistGradientBoostingRegressor, IsolationForest, RandomForestClassifier,
     RandomForestRegressor,
@@ -59,7 +61,9 @@ from willump.compile.forest import (
     CAST_FLOAT32, CATEGORICAL, CHECKED_FLOAT32, FLOAT64, LEAF, MISSING_LEFT, Ensemble, Forest, Reading, Tree, joined,
     plain_reading, stacked,
 )
-from willump.compile.forms import Columns, Deferred, Unsupported, held_attributes, kind_of, same_attributes
+from willump.compile.forms import (
+    Columns, Deferred, Unsupported, answering, held_attributes, kind_of, same_attributes, stand_in,
+)
 from willump.compile.linear import frame_values, named_columns
 from willump.compile.preprocessing import frame_columns
 from willump.compile.parallel import SERIAL
@@ -83,6 +87,7 @@ METHODS = {
     BaggingClassifier: _CLASSIFY,
     BaggingRegressor: ("predict",),
     AdaBoostClassifier: _CLASSIFY + ("decision_function",),
+    AdaBoostRegressor: ("predict",),
 }
 
 
@@ -164,6 +169,8 @@ class CompiledTrees:
             self.ensemble = BaggedTrees(model, width)
         elif kind is AdaBoostClassifier:
             self.ensemble = adaboost_ensemble(model, width)
+        elif kind is AdaBoostRegressor:
+            self.ensemble = each_tree_ensemble(model, width)
         else:
             self.ensemble = forest_ensemble(model, width)
 
@@ -217,6 +224,8 @@ class CompiledTrees:
             return _isolation_answer(model, method, raw[:, 0])
         if self.kind is AdaBoostClassifier:
             return _adaboost_answer(model, method, raw)
+        if self.kind is AdaBoostRegressor:
+            return _weighted_median(model, raw)
         if method == "predict_proba":
             return raw
         if self.kind in (DecisionTreeRegressor, RandomForestRegressor, ExtraTreesRegressor, BaggingRegressor):
@@ -316,6 +325,22 @@ def _adaboost_answer(model, method: str, sums: np.ndarray):
     return model.classes_.take(np.argmax(decision, axis=1), axis=0)
 
 
+def each_tree_ensemble(model, width: int) -> Ensemble:
+    """An AdaBoostRegressor's trees, each to an output of its own (from -0.0: its values as they are),
+    for the weighted median of their predictions; the model checks that every value is finite."""
+    estimators = model.estimators_
+    if not all(type(e) is DecisionTreeRegressor for e in estimators):
+        raise Unsupported("an AdaBoostRegressor of estimators other than decision trees")
+    trees = tree_forest([e.tree_ for e in estimators], list(range(len(estimators))))
+    return Ensemble(trees, plain_reading(mode=CHECKED_FLOAT32, allow_nan=False), width, np.full(len(estimators), -0.0))
+
+
+def _weighted_median(model, predictions: np.ndarray) -> np.ndarray:
+    """AdaBoostRegressor's ``_get_median_predict`` itself, its estimators answering with their columns."""
+    answers = [SimpleNamespace(predict=answering("predict", column)) for column in predictions.T]
+    return stand_in(model, estimators_=answers)._get_median_predict(predictions, len(answers))
+
+
 def isolation_ensemble(model, width: int) -> Ensemble:
     """An IsolationForest's: float32 values, each tree reading its features, its leaves' depths summed from 0.0."""
     estimators = model.estimators_
@@ -369,9 +394,8 @@ _NUMBERS = {np.dtype(t) for t in (np.float64, np.float32, np.int64, np.int32, np
 
 
 def _fitted(model) -> bool:
-    names = ("_predictors",) if isinstance(model, HISTOGRAM) else ("estimators_",) if isinstance(
-        model, FORESTS + tuple(BAGGING) + (AdaBoostClassifier, GradientBoostingClassifier, GradientBoostingRegressor, IsolationForest)) else (
-        "tree_",)
+    names = ("_predictors",) if isinstance(model, HISTOGRAM) else ("tree_",) if isinstance(
+        model, (DecisionTreeClassifier, DecisionTreeRegressor)) else ("estimators_",)
     return all(hasattr(model, name) for name in names) and hasattr(model, "n_features_in_")
 
 
