@@ -203,6 +203,7 @@ GRID_DOCUMENTS = BASE_CORPUS + [
     LONG_DOCUMENT,
 ]
 ANALYZERS = ["word", "char", "char_wb"]
+TOKEN_PATTERNS = [r"(?u)\b\w\w+\b", r"(?u)\b\w\w+\b", r"\w{1,}", r"(?u)\b\w+\b", r"\w+"]  # (the default; runs of any length)
 NGRAM_RANGES = [(1, 1), (1, 2), (2, 4), (1, 3), (3, 5)]
 COUNT_DTYPES = [np.int64, np.float64, np.int32]
 TFIDF_DTYPES = [np.float64, np.float32]
@@ -259,6 +260,28 @@ def test_text_every_option_combination(analyzer, ngram_range):
         assert_vectorizer_matches(vectorizer, GRID_DOCUMENTS, context=f"{kind} {params}: ")
 
 
+ACCENTED = [  # what NFKD decomposes: precomposed letters, Hangul syllables, ligatures, full-width and
+    # circled forms, superscripts; lone combining marks; Jigsaw-like comments
+    "Café naïve résumé ÉCOLE élève Ångström façade", "한국어 텍스트 가나다 ᄀ ᅡ", "ﬁnance ﬂower ǅemal Ǆ ǉ",
+    "ｆｕｌｌ ｗｉｄｔｈ ① ⑳ x² H₂O ½ ™ ㎏", "a\u0301 \u0301\u0302 x\u0327y \u20dd", "Ωmega ὈΔΥΣΣΕΎΣ Ἀθῆναι",
+    "You are a b*tch!!! naïve I a u", "ŁÓDŹ Øresund Þorn đ ı İ",
+]
+
+
+@pytest.mark.parametrize("strip_accents", ["unicode", "ascii"])
+@pytest.mark.parametrize("analyzer, token_pattern", [("word", r"(?u)\b\w\w+\b"), ("word", r"\w{1,}"), ("char", None),
+                                                     ("char_wb", None)])
+def test_text_accents_stripped_as_scikit_learn_strips_them(strip_accents, analyzer, token_pattern):
+    """Each code point's accents stripped alone (``code_point_tables``) is scikit-learn's stripping of
+    the documents: decompositions, Hangul syllables, combining marks, with and without lowercase."""
+    for lowercase in (True, False):
+        params = dict(analyzer=analyzer, strip_accents=strip_accents, lowercase=lowercase, ngram_range=(1, 2))
+        if token_pattern:
+            params["token_pattern"] = token_pattern
+        vectorizer = TfidfVectorizer(**params).fit(BASE_CORPUS + ACCENTED)
+        assert_vectorizer_matches(vectorizer, ACCENTED + GRID_DOCUMENTS, context=f"{params}: ")
+
+
 @st.composite
 def vectorizer_configs(draw):
     kind = draw(st.sampled_from(["count", "tfidf"]))
@@ -267,8 +290,11 @@ def vectorizer_configs(draw):
         ngram_range=draw(st.sampled_from(NGRAM_RANGES)),
         lowercase=draw(st.booleans()),
         binary=draw(st.booleans()),
+        strip_accents=draw(st.sampled_from([None, None, "unicode", "ascii"])),
         **draw(st.sampled_from(VOCABULARY_LIMITS)),
     )
+    if params["analyzer"] == "word":
+        params["token_pattern"] = draw(st.sampled_from(TOKEN_PATTERNS))
     if kind == "tfidf":
         params.update(
             norm=draw(st.sampled_from(["l1", "l2", None])),
@@ -401,9 +427,9 @@ UNSUPPORTED_VECTORIZERS = {
     "tokenizer": lambda: CountVectorizer(tokenizer=str.split, token_pattern=None),
     "preprocessor": lambda: TfidfVectorizer(preprocessor=str.upper),
     "analyzer": lambda: CountVectorizer(analyzer=lambda doc: doc.split()),
-    "token_pattern": lambda: TfidfVectorizer(token_pattern=r"(?u)\b\w+\b"),
-    "strip_accents unicode": lambda: CountVectorizer(strip_accents="unicode"),
-    "strip_accents ascii": lambda: TfidfVectorizer(analyzer="char", strip_accents="ascii"),
+    "token_pattern": lambda: TfidfVectorizer(token_pattern=r"[a-z]+"),
+    "token_pattern of three or more": lambda: TfidfVectorizer(token_pattern=r"(?u)\b\w\w\w+\b"),
+    "strip_accents callable": lambda: CountVectorizer(strip_accents=str.upper),
     "subclass": lambda: type("MyVectorizer", (CountVectorizer,), {})(),
 }
 
@@ -1099,7 +1125,7 @@ def test_column_lower_is_the_column_as_it_was_when_read():
 
     cleaner = Cleaner()
     train = ["spam spam buy", "ham lunch", "spam now", "ham dinner"]
-    counts = CountVectorizer(strip_accents="unicode").fit(train)  # runs as written, reading the Series
+    counts = CountVectorizer(tokenizer=str.split, token_pattern=None).fit(train)  # runs as written, reading the Series
     model = LogisticRegression().fit(counts.transform(train), [1, 0, 1, 0])
 
     def pipeline(df):

@@ -252,7 +252,7 @@ def planned_scores(plan: Plan, texts: list, weights: np.ndarray, workers, by_vec
             return out
     encoded, codes, offsets = {}, [], []
     for kernel, documents in zip(kernels, texts):
-        same = (id(documents), kernel.lowercase, bool(kernel.hashing[0]))
+        same = (id(documents), kernel.lowercase, id(kernel.accents), bool(kernel.hashing[0]))
         if same not in encoded:
             encoded[same] = kernel.encoded(documents)
         codes.append(encoded[same][0])

@@ -16,16 +16,24 @@ import threading
 
 import numpy as np
 import pandas as pd
-from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, TfidfVectorizer
+from sklearn.feature_extraction.text import (
+    CountVectorizer, HashingVectorizer, TfidfVectorizer, strip_accents_ascii, strip_accents_unicode,
+)
 
 from willump.compile.forms import LazyRows, SparseRows, Texts, Unsupported
 from willump.compile.jit import njit
 from willump.compile.parallel import SERIAL
 from willump.compile.arrow import arrow_documents, is_arrow_strings
-from willump.compile.unicode import SPACE, WORD, CodePoints, char_classes, encode
+from willump.compile.unicode import SPACE, WORD, CodePoints, char_classes, code_point_tables, encode, mapped
 
 DEFAULT_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
+# Patterns whose tokens are the maximal runs of \w of any length (the default's: of two or more)
+SINGLE_CHARACTER_PATTERNS = {
+    prefix + pattern for prefix in ("", "(?u)") for pattern in (r"\w+", r"\w{1,}", r"\b\w+\b", r"\b\w{1,}\b")
+}
 ANALYZERS = {"word": 0, "char": 1, "char_wb": 2}
+WORDS_OF_ONE_OR_MORE = 3  # the word analyzer of a SINGLE_CHARACTER_PATTERNS pattern
+ACCENTS = {"unicode": strip_accents_unicode, "ascii": strip_accents_ascii}  # (strip_accents: scikit-learn's functions)
 _ROWS_PER_TASK = 256  # fewer rows than this per worker are not worth a thread
 _FNV_OFFSET = np.uint64(14695981039346656037)
 _FNV_PRIME = np.uint64(1099511628211)
@@ -268,8 +276,8 @@ def _char_wb_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabular
 
 
 @njit
-def _word_ngrams(codes, s, e, classes, min_n, max_n, buffer, starts, ends, found, vocabulary, hashing):
-    # tokens of r"(?u)\b\w\w+\b": maximal runs of \w characters, two or longer, less the stop words
+def _word_ngrams(codes, s, e, classes, shortest, min_n, max_n, buffer, starts, ends, found, vocabulary, hashing):
+    # tokens of r"(?u)\b\w\w+\b": maximal runs of \w characters, two or longer (``shortest``), less the stop words
     stop_words = (vocabulary[2], vocabulary[3])
     n_tokens = 0
     i = s
@@ -278,7 +286,7 @@ def _word_ngrams(codes, s, e, classes, min_n, max_n, buffer, starts, ends, found
             j = i
             while j < e and classes[codes[j]] & WORD:
                 j += 1
-            if j - i >= 2 and not (len(stop_words[1]) and _find(codes, i, j, stop_words) >= 0):
+            if j - i >= shortest and not (len(stop_words[1]) and _find(codes, i, j, stop_words) >= 0):
                 starts[n_tokens] = i
                 ends[n_tokens] = j
                 n_tokens += 1
@@ -323,8 +331,10 @@ def _bit_position(single_bit):
 @_inline
 def find_ngrams(codes, s, e, classes, analyzer, min_n, max_n, buffer, starts, ends, found, vocabulary, hashing):
     """The n-grams of the document ``codes[s:e]`` into ``found`` (see ``_column``); returns how many."""
-    if analyzer == 0:
-        return _word_ngrams(codes, s, e, classes, min_n, max_n, buffer, starts, ends, found, vocabulary, hashing)
+    if analyzer == 0 or analyzer == WORDS_OF_ONE_OR_MORE:
+        shortest = 1 if analyzer == WORDS_OF_ONE_OR_MORE else 2
+        return _word_ngrams(codes, s, e, classes, shortest, min_n, max_n, buffer, starts, ends, found, vocabulary,
+                            hashing)
     if analyzer == 1:
         return _char_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary, hashing)
     return _char_wb_ngrams(codes, s, e, classes, min_n, max_n, buffer, found, vocabulary, hashing)
@@ -513,8 +523,12 @@ class CompiledVectorizer:
             self.vocabulary = Vocabulary(vocabulary, self._stop_words(vectorizer))
             self.width = self.vocabulary.width
         self.analyzer = ANALYZERS[vectorizer.analyzer]
+        if self.analyzer == 0 and vectorizer.token_pattern in SINGLE_CHARACTER_PATTERNS:
+            self.analyzer = WORDS_OF_ONE_OR_MORE
         self.ngram_range = tuple(int(n) for n in vectorizer.ngram_range)
         self.lowercase = bool(vectorizer.lowercase)
+        strip = ACCENTS.get(vectorizer.strip_accents)
+        self.accents = None if strip is None else code_point_tables(strip)  # (applied after lowercase, as scikit-learn)
         self.binary = bool(vectorizer.binary)
         if self.tfidf:
             self._weigh_as(vectorizer._tfidf)
@@ -617,6 +631,8 @@ class CompiledVectorizer:
             codes, offsets = texts.codes, texts.offsets
         else:
             codes, offsets = encode([t.lower() for t in texts] if self.lowercase else texts)
+        if self.accents is not None:
+            codes, offsets = mapped(codes, offsets, *self.accents)
         if self.hashing[0] and ((codes >= 0xD800) & (codes <= 0xDFFF)).any():
             raise Unsupported("a lone surrogate (scikit-learn's UTF-8 encoding raises)")
         return codes, offsets
@@ -676,13 +692,14 @@ def _unsupported_option(vectorizer) -> str | None:
         return "a custom analyzer"
     if vectorizer.preprocessor is not None:
         return "a custom preprocessor"
-    if vectorizer.strip_accents is not None:
+    if vectorizer.strip_accents is not None and vectorizer.strip_accents not in ACCENTS:
         return f"strip_accents={vectorizer.strip_accents!r}"
     if vectorizer.analyzer == "word":
         if vectorizer.tokenizer is not None:
             return "a custom tokenizer"
-        if vectorizer.token_pattern != DEFAULT_TOKEN_PATTERN:
-            return f"token_pattern={vectorizer.token_pattern!r} (only the default is compiled)"
+        if vectorizer.token_pattern != DEFAULT_TOKEN_PATTERN and vectorizer.token_pattern not in SINGLE_CHARACTER_PATTERNS:
+            return (f"token_pattern={vectorizer.token_pattern!r} (compiled: the default, and runs of word characters "
+                    "of any length such as r'\\w+', r'\\w{1,}')")
         try:
             vectorizer.get_stop_words()
         except Exception as error:  # (scikit-learn raises too)
