@@ -403,7 +403,7 @@ def frame_to_numpy(frame, *args, **kwargs):
     return frame.to_numpy(*args, **kwargs)
 
 
-frame_values.operator_name, frame_to_numpy.operator_name = "DataFrame.values", "DataFrame.to_numpy"
+frame_values.operator_name, frame_to_numpy.operator_name = "DataFrame/Series.values", "DataFrame/Series.to_numpy"
 
 
 def selection_values(selected: SelectedColumns) -> np.ndarray:
