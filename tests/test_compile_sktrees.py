@@ -35,6 +35,13 @@ from willump.compile.parallel import SERIAL, Workers
 from willump.compile.sktrees import METHODS, CompiledTrees
 
 ROWS, GRID = 80, 6  # training rows; values on a grid of this many steps, so that trees split on them
+# (scikit-learn < 1.6 boosts with SAMME.R by default, which is not compiled; >= 1.8 has SAMME only, no parameter)
+SAMME = {"algorithm": "SAMME"} if "algorithm" in AdaBoostClassifier().get_params() else {}
+
+
+def samme_adaboost(*args, **kwargs) -> AdaBoostClassifier:
+    return AdaBoostClassifier(*args, **kwargs, **SAMME)
+
 CLASSIFIERS = {
     "tree": lambda d, seed: DecisionTreeClassifier(
         max_depth=d(st.sampled_from([None, 1, 3])), max_features=d(st.sampled_from([None, "sqrt"])),
@@ -54,7 +61,7 @@ CLASSIFIERS = {
         DecisionTreeClassifier(max_depth=d(st.sampled_from([None, 1, 3]))), n_estimators=d(st.integers(1, 6)),
         max_samples=d(st.sampled_from([1.0, 0.5, 6])), max_features=d(st.sampled_from([1.0, 0.5, 1])),
         bootstrap=d(st.booleans()), bootstrap_features=d(st.booleans()), random_state=seed),
-    "adaboost": lambda d, seed: AdaBoostClassifier(
+    "adaboost": lambda d, seed: samme_adaboost(
         DecisionTreeClassifier(max_depth=d(st.sampled_from([1, 2, None]))), n_estimators=d(st.integers(1, 8)),
         learning_rate=d(st.sampled_from([1.0, 0.5, 2.0])), random_state=seed),
 }
@@ -273,11 +280,11 @@ NAMED_TARGET = np.where(NAMED["amount"] + NAMED["count"] > 3, "high", "low")
 
 @pytest.mark.parametrize("kind", [DecisionTreeClassifier, RandomForestClassifier, ExtraTreesClassifier,
                                   GradientBoostingClassifier, HistGradientBoostingClassifier, BaggingClassifier,
-                                  AdaBoostClassifier])
+                                  samme_adaboost])
 def test_dataframes_are_read_as_validate_data_reads_them(kind):
     model = kind(random_state=0).fit(NAMED, NAMED_TARGET)
     frame = NAMED.iloc[::3]  # int64 and float64 blocks: pandas interleaves them into one float64 array
-    for method in METHODS[kind]:
+    for method in METHODS[type(model)]:
         kernel = CompiledTrees(model, method)
         assert_same(kernel(frame), getattr(model, method)(frame), method)
         assert_same(kernel(frame.iloc[[2]]), getattr(model, method)(frame.iloc[[2]]), method)
@@ -333,6 +340,19 @@ def test_bagging_on_several_jobs_adds_their_sums_as_scikit_learn_does(kind, meth
     assert sorted(kernel.ensemble.jobs) == [1, 2, 3]
     if kind is BaggingRegressor:  # (here the jobs' sums differ from one sum: the test tells them apart)
         assert not np.array_equal(answers[1], answers[3])
+
+
+def test_adaboost_by_default_is_compiled_where_it_is_samme():
+    """scikit-learn < 1.6 boosts with SAMME.R by default (log-probabilities, not compiled: named);
+    later versions with SAMME, compiled."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # (SAMME.R's deprecation)
+        model = AdaBoostClassifier(n_estimators=5, random_state=0).fit(THREADED, THREADED_TARGET)
+    kernel, reason = registry.kernel_for(model.predict_proba)
+    if getattr(model, "algorithm", "SAMME") == "SAMME.R":
+        assert kernel is None and "SAMME.R" in reason, reason
+    else:
+        assert_same(kernel(THREADED), model.predict_proba(THREADED))
 
 
 def test_bagging_of_other_estimators_runs_as_written_and_says_why():
@@ -487,7 +507,7 @@ def bagged_predict(df):
     return BAGGED.predict_proba(df)[:, 1]
 
 
-BOOSTED_STUMPS = AdaBoostClassifier(DecisionTreeClassifier(max_depth=1), n_estimators=60, random_state=0).fit(
+BOOSTED_STUMPS = samme_adaboost(DecisionTreeClassifier(max_depth=1), n_estimators=60, random_state=0).fit(
     CREDIT[["income", "age"]].fillna(0), DEFAULTED)  # (scikit-learn's "Two-class AdaBoost" example)
 
 

@@ -56,7 +56,11 @@ class Categories:
     def positions_of(self, column) -> np.ndarray:
         """Each value's position in ``categories_``, or -1; Unsupported for a column scikit-learn
         would read differently (another kind of values, infinities, objects it cannot hash)."""
-        if self.objects and len(column) > _FEW and _arrow_text(column):
+        if self.objects and _arrow_text(column):
+            if len(column) <= _FEW:  # (pyarrow's list of str, missing values NaN: ~1 us, numpy's objects ~7)
+                strings = column._pa_array
+                values = strings.to_pylist()
+                return self._one_by_one([math.nan if v is None else v for v in values] if strings.null_count else values)
             found = self._arrow_positions(column._pa_array)
             if found is not None:
                 return found
@@ -127,9 +131,10 @@ class Categories:
             positions[pc.is_null(strings).to_numpy()] = self.nan
         return positions
 
-    def _one_by_one(self, values: np.ndarray) -> np.ndarray:
+    def _one_by_one(self, values) -> np.ndarray:
+        """The positions of ``values`` (an array or a list), looked up one by one."""
         get, nan = self.positions.get, self.nan
-        values = values.tolist()
+        values = values.tolist() if isinstance(values, np.ndarray) else values
         try:
             found = [get(v, UNKNOWN) for v in values]
         except TypeError:
