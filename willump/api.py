@@ -21,7 +21,7 @@ from willump.runtime.rows import batch_length, first_row_count
 from willump.graph.build import build_plan
 from willump.graph.recognize import Resolver
 from willump.graph.source import read_function
-from willump.runtime.executor import GraphExecutor
+from willump.runtime.executor import CallsExecutor, GraphExecutor
 from willump.runtime.caches import MISSING, LookupCaches, PredictionCache
 from willump.runtime.calls import Stats, end_call, start_call
 from willump.runtime.concurrent import ConcurrentFeatures, reads_remote_tables
@@ -120,8 +120,13 @@ class OptimizedFunction:
         self._unfitted = plan.unfitted  # composites to read as their steps once they are fitted
         self._setup_lock = threading.Lock()
         self.graph = plan.graph
-        self._report(self.graph)
         self._executor = None
+        self._calls = None  # without a graph: the function as written, its calls through compiled kernels
+        if not self.graph.optimizable and self.options["compile"]:
+            resolver = Resolver(plan.source.func, plan.source.definition, plan.names)
+            self._calls = CallsExecutor.for_function(plan.source, resolver,
+                                                     Workers(self.options["workers"] or default_workers()))
+        self._report(self.graph)
         self._stats = Stats()
         self._features = None  # the executor computing remote IFVs side by side, when there are two
         self._remote = []  # per IFV: does its generator read a table in Redis
@@ -150,7 +155,9 @@ class OptimizedFunction:
     def _report(self, graph) -> None:
         problems = list(graph.notes)
         if graph.unmodified_reason:
-            problems.append(f"{graph.unmodified_reason}; the whole function runs unmodified")
+            calls = "" if self._calls is None else (
+                f", except that its calls ({len(self._calls.sites)}) go through compiled kernels where one answers")
+            problems.append(f"{graph.unmodified_reason}; the whole function runs unmodified{calls}")
         if not problems:
             return
         message = f"willump: in {self.py_func.__qualname__} ({self.py_func.__code__.co_filename}): " + "; ".join(
@@ -174,7 +181,7 @@ class OptimizedFunction:
         try:
             if self._executor is None:
                 self._count_exact((*args, *kwargs.values()))
-                return self.py_func(*args, **kwargs)
+                return (self._calls or self.py_func)(*args, **kwargs)
             if (self._fitted is None and self._features is None and self._predictions is None
                     and self._feature_rows is None):
                 self._count_exact((*args, *kwargs.values()))
@@ -386,10 +393,11 @@ class OptimizedFunction:
         going through the calls one by one. After ``fit``, the models it trained follow, named by
         their role (``cascade small model: LGBMClassifier.predict_proba``), with no line.
         """
-        sites = self._executor.sites if self._executor is not None else []
+        executor = self._executor or self._calls
+        sites = executor.sites if executor is not None else []
         columns = ["line", "call", "operator", "status", "calls", "compiled_calls", "fused_calls", "whole_calls", "kept"]
         table = pd.DataFrame([site.summary() for site in sites], columns=columns)
-        table["call"] = table["call"].map(self._executor.readable) if sites else table["call"]
+        table["call"] = table["call"].map(executor.readable) if sites else table["call"]
         # A call can be reached by several paths (plain calls, cascades): one row per call as written.
         table = table.sort_values("calls", ascending=False, kind="stable")
         # Sites of other paths (cascades, top-K) that never ran stand for a call another row shows.

@@ -257,11 +257,20 @@ def planned_scores(plan: Plan, texts: list, weights: np.ndarray, workers, by_vec
             encoded[same] = kernel.encoded(documents)
         codes.append(encoded[same][0])
         offsets.append(encoded[same][1])
-    codes, offsets = tuple(codes), tuple(offsets)
+    codes, offsets = tuple(map(_read_only, codes)), tuple(offsets)
     if n_rows < 2 * ROWS_PER_TASK or workers.count == 1:
         return _part(plan, codes, offsets, weights, dense, 0, n_rows)
     parts = workers.split(n_rows, ROWS_PER_TASK)
     return np.concatenate(workers.map(lambda rows: _part(plan, codes, offsets, weights, dense, rows.start, rows.stop), parts))
+
+
+def _read_only(codes: np.ndarray) -> np.ndarray:
+    """The code points as one type for numba's tuple of every vectorizer's (``encode``'s are read-only
+    buffers; accents stripped or pyarrow's decoded are new arrays)."""
+    if codes.flags.writeable:
+        codes = codes.view()
+        codes.flags.writeable = False
+    return codes
 
 
 def _part(plan: Plan, codes: tuple, offsets: tuple, weights: np.ndarray, dense: DenseBlocks, first: int,

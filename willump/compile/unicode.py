@@ -308,15 +308,23 @@ def _lower_one(codes, start, end, table, expansions, expansion_offsets, context,
             if not len(context):
                 return k, _NEEDS_CONTEXT
             lowered = _FINAL_SIGMA if _final_sigma(codes, start, end, i, context) else _SMALL_SIGMA
-        if lowered & _EXPANDS:
-            e = lowered & ~_EXPANDS
-            for j in range(expansion_offsets[e], expansion_offsets[e + 1]):
-                out[k] = expansions[j]
-                k += 1
-        else:
-            out[k] = lowered
-            k += 1
+        k = _put(lowered, expansions, expansion_offsets, out, k)
     return k, _DONE
+
+
+@_inline
+def _put(entry, expansions, expansion_offsets, out, k):
+    """A table's entry for a code point (itself mapped, or ``_EXPANDS | e``: expansion e) written
+    from ``out[k]`` on; where it ends."""
+    if entry & _EXPANDS:
+        e = entry & ~_EXPANDS
+        for j in range(expansion_offsets[e], expansion_offsets[e + 1]):
+            out[k] = expansions[j]
+            k += 1
+    else:
+        out[k] = entry
+        k += 1
+    return k
 
 
 @_inline
@@ -389,14 +397,6 @@ def mapped(codes, offsets, table, expansions, expansion_offsets) -> tuple:
     k = 0
     for d in range(n):
         for i in range(offsets[d], offsets[d + 1]):
-            value = table[codes[i]]
-            if value & _EXPANDS:
-                e = value & ~_EXPANDS
-                for j in range(expansion_offsets[e], expansion_offsets[e + 1]):
-                    out[k] = expansions[j]
-                    k += 1
-            else:
-                out[k] = value
-                k += 1
+            k = _put(table[codes[i]], expansions, expansion_offsets, out, k)
         new_offsets[d + 1] = k
     return out[:k], new_offsets

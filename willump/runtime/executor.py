@@ -391,6 +391,45 @@ class GraphExecutor:
         return run.function(*[own[n] if n in own else shared.get(n, UNBOUND) for n in run.reads])
 
 
+class CallsExecutor:
+    """A function willump builds no graph of (its model in a loop or under a condition, none found):
+    its statements as written, each call a compiled kernel may answer through its site. Bodies
+    that yield, await, rebind outer names or read their own frame (``locals()``, ``super()``)
+    stay the function itself (``for_function``: None)."""
+
+    def __init__(self, source: FunctionSource, resolver=None, workers=SERIAL):
+        self.sites = []
+        self._bind, self.parameters = compile_binder(source.func, source.definition, source.filename)
+        body = rewrite_calls(list(source.definition.body), self.sites, workers, source.filename)
+        if not isinstance(body[-1], ast.Return):  # (falling off the end returns None; a block, its namespace)
+            body.append(ast.copy_location(ast.Return(ast.Constant(None)), body[-1]))
+        helpers = {**{site.name: site for site in self.sites}, **SITE_HELPERS}
+        self._whole = _WholeCall(body, self.parameters, helpers, None, source)
+        if resolver is not None:
+            for site in self.sites:
+                prepare_kernel(site, resolver)
+
+    @classmethod
+    def for_function(cls, source: FunctionSource, resolver=None, workers=SERIAL) -> "CallsExecutor | None":
+        """The executor of a function whose body has calls to compile and can run as a block, else None."""
+        nodes = [n for statement in source.definition.body for n in ast.walk(statement)]
+        if any(isinstance(n, _NOT_A_BLOCK) or isinstance(n, ast.Name) and n.id in _READS_ITS_FRAME for n in nodes):
+            return None
+        executor = cls(source, resolver, workers)
+        return executor if executor.sites else None
+
+    def __call__(self, *args, **kwargs):
+        return self._whole.answer(self._bind(*args, **kwargs))
+
+    @staticmethod
+    def readable(source: str) -> str:
+        return source
+
+
+_NOT_A_BLOCK = (ast.Yield, ast.YieldFrom, ast.Await, ast.Nonlocal, ast.Global)  # (what a block of the body changes)
+_READS_ITS_FRAME = {"locals", "vars", "dir", "eval", "exec", "super"}  # (a block's frame holds the sites too)
+
+
 class _WholeCall:
     """A body of the function run as one block, its calls through their compiled sites; a body
     that is one chain of compiled calls may be answered by one program (see ``programs``)."""
