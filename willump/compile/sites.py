@@ -275,12 +275,8 @@ class _Rewriter(ast.NodeTransformer):
                                      node.keywords)
         column = _column_str_call(node)
         if column is not None:  # frame["column"].str.lower() -> site(column_str_method, frame, "column", "lower")
-            site = self.make_site(node, written)
-            site.helper = column_str_method
-            self.sites.append(site)
-            callee = ast.Name(COLUMN_STR, ast.Load())
-            call = ast.Call(ast.Name(site.name, ast.Load()), [callee, *column, ast.Constant(node.func.attr)], [])
-            return ast.copy_location(call, node)
+            arguments = [*column, ast.Constant(node.func.attr)]
+            return self._helper_site(node, written, column_str_method, COLUMN_STR, arguments, [])
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
         if name not in registry.NAMES or name.startswith(SITE_PREFIX):

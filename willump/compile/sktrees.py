@@ -46,8 +46,8 @@ import numpy as np
 import pandas as pd
 from sklearn.dummy import DummyClassifier, DummyRegressor
 from sklearn.ensemble import (
-    AdaBoostClassifier, AdaBoostRegressor, BaggingClassifier, BaggingRegressor, ExtraTreesClassifier, ExtraTreesRegressor, GradientBoostingClassifier,
-    GradientBoostingRegressor,
+    AdaBoostClassifier, AdaBoostRegressor, BaggingClassifier, BaggingRegressor, ExtraTreesClassifier,
+    ExtraTreesRegressor, GradientBoostingClassifier, GradientBoostingRegressor,
     HistGradientBoostingClassifier, HistGradientBoostingRegressor, IsolationForest, RandomForestClassifier,
     RandomForestRegressor,
 )
@@ -71,7 +71,7 @@ from willump.compile.parallel import SERIAL
 _CLASSIFY = ("predict", "predict_proba")
 FORESTS = (RandomForestClassifier, RandomForestRegressor, ExtraTreesClassifier, ExtraTreesRegressor)
 HISTOGRAM = (HistGradientBoostingClassifier, HistGradientBoostingRegressor)
-BAGGING = {BaggingClassifier: DecisionTreeClassifier, BaggingRegressor: DecisionTreeRegressor}  # (and the trees they bag)
+BAGGING = {BaggingClassifier: DecisionTreeClassifier, BaggingRegressor: DecisionTreeRegressor}  # (: the trees they bag)
 METHODS = {
     DecisionTreeClassifier: _CLASSIFY,
     DecisionTreeRegressor: ("predict",),
@@ -263,7 +263,7 @@ class BaggedTrees:
         self.every_column = len(self.read) == width
         self._column_of = np.full(width, -1)
         self._column_of[self.read] = np.arange(len(self.read))  # (an input column's among those read)
-        self.jobs = {}  # the number of jobs -> their ensembles (built for the model's n_jobs now: the first call is fast)
+        self.jobs = {}  # the number of jobs -> their ensembles (built for n_jobs now: the first call is fast)
         self._of_jobs()
 
     def predict(self, X: np.ndarray, workers=None) -> np.ndarray:
@@ -277,8 +277,10 @@ class BaggedTrees:
         if jobs not in self.jobs:
             allow_nan = model.estimators_[0]._support_missing_values(np.empty((1, 1)))
             reading = plain_reading(mode=CHECKED_FLOAT32, allow_nan=allow_nan)
-            self.jobs[jobs] = [Ensemble(self._forest(slice(start, stop)), reading, len(self.read), np.zeros(self.outputs))
-                               for start, stop in zip(starts[:-1], starts[1:])]
+            self.jobs[jobs] = [
+                Ensemble(self._forest(slice(start, stop)), reading, len(self.read), np.zeros(self.outputs))
+                for start, stop in zip(starts[:-1], starts[1:])
+            ]
         return self.jobs[jobs]
 
     def _forest(self, estimators: slice) -> Forest:

@@ -111,10 +111,7 @@ class CompiledXGBoost:
         it (None or an end of 0: the default range), built once and kept among a few."""
         if iteration_range is None:
             return self.ensemble
-        if not (type(iteration_range) in (tuple, list) and len(iteration_range) == 2
-                and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in iteration_range)):
-            raise Unsupported(f"iteration_range={iteration_range!r} (to the tree kernels: two ints)")
-        begin, end = map(int, iteration_range)
+        begin, end = _bounds(iteration_range)
         if end == 0 or (begin, end) == self.default_range:
             return self.ensemble
         if not 0 <= begin < end <= self.rounds:  # (XGBoost raises past its rounds; no trees: its base score)
@@ -171,7 +168,8 @@ class CompiledDMatrix:
     @staticmethod
     def defer(data, *args, **options) -> DMatrixOf:
         missing = options.get("missing")
-        if args or set(options) - DMATRIX_OPTIONS or not (missing is None or isinstance(missing, float) and math.isnan(missing)):
+        missing_is_nan = missing is None or isinstance(missing, float) and math.isnan(missing)
+        if args or set(options) - DMATRIX_OPTIONS or not missing_is_nan:
             raise Unsupported("DMatrix arguments other than the data, missing=NaN, nthread and silent")
         if not (type(data) in (pd.DataFrame, np.ndarray) or isinstance(data, Columns)):
             raise Unsupported(f"a DMatrix of a {kind_of(data)}")
@@ -236,11 +234,8 @@ class CompiledXGBoostBooster:
         return margins[output], iteration_range
 
     def _ensemble_of_range(self, iteration_range) -> Ensemble:
-        """The ensemble of ``iteration_range`` as ``Booster.predict`` reads it: an end of 0, every round."""
-        if not (type(iteration_range) in (tuple, list) and len(iteration_range) == 2
-                and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in iteration_range)):
-            raise Unsupported(f"iteration_range={iteration_range!r} (to the tree kernels: two ints)")
-        begin, end = map(int, iteration_range)
+        """The ensemble of ``iteration_range`` as ``Booster.predict`` reads it: (0, 0), every round."""
+        begin, end = _bounds(iteration_range)
         if end == 0 and begin == 0 or (begin, end) == (0, self.rounds):
             return self.ensemble
         if not 0 <= begin < end <= self.rounds:
@@ -249,8 +244,16 @@ class CompiledXGBoostBooster:
             self.booster, self.width, (begin, end)))
 
 
+def _bounds(iteration_range) -> tuple:
+    """(begin, end) of an ``iteration_range`` of two ints; Unsupported for anything else."""
+    if not (type(iteration_range) in (tuple, list) and len(iteration_range) == 2
+            and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in iteration_range)):
+        raise Unsupported(f"iteration_range={iteration_range!r} (to the tree kernels: two ints)")
+    return int(iteration_range[0]), int(iteration_range[1])
+
+
 def _booster_state(booster) -> tuple:
-    """What a booster's answers depend on besides its trees' count: its model handle and names."""
+    """What a booster's answers depend on: its model (handle, rounds) and its features' names and types."""
     return booster.handle.value, booster.num_boosted_rounds(), booster.feature_names, booster.feature_types
 
 
