@@ -121,6 +121,25 @@ def test_selecting_columns_gives_pandas_frame(frame, data):
     pandas_or_refusal(lambda: frames.select_columns(frame, key), lambda: frame[key], [frame])
 
 
+DROPS = {  # how people spell dropping columns: (positional, keyword) arguments of drop for the names
+    "columns": lambda names: ((), {"columns": names}),
+    "axis": lambda names: ((names,), {"axis": 1}),
+    "labels": lambda names: ((), {"labels": names, "axis": "columns"}),
+    "ignored": lambda names: ((), {"columns": names, "errors": "ignore"}),
+    "rows": lambda names: ((names,), {}),
+}
+
+
+@hypothesis_settings(200)
+@given(frames_of(), st.data())
+def test_dropping_columns_gives_pandas_frame(frame, data):
+    names = data.draw(st.lists(st.sampled_from(NAMES + ["absent"]), min_size=1, max_size=3))
+    names = data.draw(st.sampled_from([names, tuple(names), names[0]]))
+    args, kwargs = DROPS[data.draw(st.sampled_from(list(DROPS)))](names)
+    note(f"drop(*{args!r}, **{kwargs!r})")
+    pandas_or_refusal(lambda: frames.CompiledDrop()(frame, *args, **kwargs), lambda: frame.drop(*args, **kwargs), [frame])
+
+
 FILLS = st.sampled_from([0, 0.5, -3, 2**60, np.nan, np.float64(1.5), np.int64(2), True, "text", None])
 
 
@@ -243,7 +262,17 @@ def filled_with_a_dict(df):
     return identity.predict(X)
 
 
-@pytest.mark.parametrize("function", [filled_and_concatenated, frame_of_expressions, assigned, filled_with_a_dict])
+def dropped(df):
+    return identity.predict(df.drop(columns=["kind"]).fillna(0))
+
+
+def dropped_and_selected(df):
+    X = df.drop(["kind", "owns"], axis=1)
+    return identity.predict(X[["children", "credit"]].assign(owner=df["owns"]))
+
+
+@pytest.mark.parametrize("function", [filled_and_concatenated, frame_of_expressions, assigned, filled_with_a_dict,
+                                      dropped, dropped_and_selected])
 @pytest.mark.parametrize("rows", [slice(None), slice(2, 3), slice(None, None, -1)])
 def test_decorated_functions_give_pandas_frames(function, rows):
     f = willump.optimize(function)

@@ -18,8 +18,8 @@ import willump
 from answers import assert_same_outcome, outcome
 from test_compile_frames import NAMES, frames_of
 from test_compile_kernels import hypothesis_settings
-from willump.compile.forms import SelectedColumns, Unsupported
-from willump.compile.frames import selection_values
+from willump.compile.forms import Unsupported
+from willump.compile.frames import SelectedColumns, selection_values
 
 pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
 

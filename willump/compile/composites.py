@@ -25,8 +25,9 @@ from sklearn.utils._set_output import _wrap_data_with_container
 from willump.compile.dense import CompiledNumpyHstack
 from willump.compile.encoders import KERNELS as ENCODERS
 from willump.compile.forms import (
-    Columns, Deferred, FrameColumns, SelectedColumns, SparseRows, Stacked, Unsupported, side_by_side,
+    Columns, Deferred, FrameColumns, SparseRows, Stacked, Unsupported, side_by_side,
 )
+from willump.compile.frames import SelectedColumns
 from willump.compile.preprocessing import KERNELS as PREPROCESSING
 from willump.compile.preprocessing import is_identity, output_config
 from willump.compile.sparse import CompiledHstack, materialize_stack, nonzero_rows

@@ -121,30 +121,6 @@ class Columns(Deferred):
         return side_by_side(arrays, dtype or np.result_type(*[a.dtype for a in arrays]))
 
 
-class SelectedColumns(Columns):
-    """Columns of a DataFrame by name, standing for ``frame[labels]`` (the frame a
-    ColumnTransformer gives a branch, or the user's ``df[columns]`` read only by compiled
-    calls): kernels read the columns where they are."""
-
-    def __init__(self, frame: pd.DataFrame, labels: list, positions: list):
-        self.frame, self.labels, self.positions = frame, labels, positions
-
-    @property
-    def index(self) -> pd.Index:
-        return self.frame.index
-
-    def arrays(self) -> list:
-        frame = self.frame
-        return [frame._get_column_array(i) for i in self.positions]
-
-    def protect(self) -> None:
-        """Selected now: code that runs before a kernel reads the columns may change the frame."""
-        self.frame, self.positions = self.materialize(), list(range(len(self.labels)))
-
-    def _build(self):
-        return self.frame[self.labels]
-
-
 class FrameColumns(Columns):
     """The DataFrame scikit-learn's ``set_output(transform="pandas")`` makes of a kernel's answer
     (or a ColumnTransformer makes of its branches' frames), kept as its columns; ``build()`` makes

@@ -21,7 +21,9 @@ from willump.compile import (
 )
 from willump.compile.dense import CompiledColumnStack, CompiledConcat, CompiledNumpyHstack
 from willump.compile.expressions import CompiledExpression
-from willump.compile.frames import CompiledAssign, CompiledFrameConstructor, CompiledValues, frame_to_numpy, frame_values
+from willump.compile.frames import (
+    CompiledAssign, CompiledDrop, CompiledFrameConstructor, CompiledValues, frame_to_numpy, frame_values,
+)
 from willump.compile.parallel import SERIAL
 from willump.compile.forms import DeferredMethod, Unsupported
 from willump.compile.lookups import CompiledLoc, CompiledReindex, loc_lookup
@@ -90,6 +92,7 @@ RECEIVER_KERNELS = {
     (pd.DataFrame, "reindex"): CompiledReindex(),
     (pd.Series, "reindex"): CompiledReindex(),
     (pd.DataFrame, "assign"): CompiledAssign(),
+    (pd.DataFrame, "drop"): CompiledDrop(),
 }
 FUNCTION_KERNELS = {
     sp.hstack: sparse.CompiledHstack(),

@@ -255,8 +255,8 @@ def _fingerprint(owner) -> int:
 
 
 class _Rewriter(ast.NodeTransformer):
-    def __init__(self, sites: list, make_site, filename: str):
-        self.sites, self.make_site, self.filename = sites, make_site, filename
+    def __init__(self, sites: list, make_site, filename: str, column_lists):
+        self.sites, self.make_site, self.filename, self.column_lists = sites, make_site, filename, column_lists
         self.repeated = 0  # inside code that may run many times per call (loops, lambdas, comprehensions, defs)
 
     def visit_Call(self, node: ast.Call):
@@ -303,18 +303,18 @@ class _Rewriter(ast.NodeTransformer):
         return ast.copy_location(call, node)
 
     def visit_Subscript(self, node: ast.Subscript):
-        """``table.loc[keys]`` (read, one key expression) -> ``site(loc_lookup, table.loc, keys)``."""
+        """``table.loc[keys]`` (read, one key expression) -> ``site(loc_lookup, table.loc, keys)``;
+        ``frame[columns]`` (read; a list of str, or a name holding one) -> ``site(getitem, frame, columns)``."""
         written = ast.unparse(node)
         self.generic_visit(node)
+        if not isinstance(node.ctx, ast.Load):
+            return node
         loc = node.value
-        if not (isinstance(node.ctx, ast.Load) and isinstance(loc, ast.Attribute) and loc.attr == "loc"):
-            return node
-        if isinstance(node.slice, (ast.Tuple, ast.Slice)):  # table.loc[keys, columns], table.loc[a:b]
-            return node
-        site = self.make_site(node, written)
-        self.sites.append(site)
-        call = ast.Call(ast.Name(site.name, ast.Load()), [ast.Name(LOC, ast.Load()), loc, node.slice], [])
-        return ast.copy_location(call, node)
+        if isinstance(loc, ast.Attribute) and loc.attr == "loc" and not isinstance(node.slice, (ast.Tuple, ast.Slice)):
+            return self._helper_site(node, written, loc_lookup, LOC, [loc, node.slice], [])  # (not table.loc[a:b])
+        if not self.repeated and _column_list(node.slice, self.column_lists):
+            return self._helper_site(node, written, operator.getitem, GETITEM, [node.value, node.slice], [])
+        return node
 
     def visit_BinOp(self, node):
         """A whole element-wise expression, ``digits / (length + 1)`` -> ``site(site.expression, digits, length)``
@@ -373,6 +373,13 @@ def _array_of_frame(node, attribute: str) -> bool:
     return isinstance(receiver, ast.Name) or isinstance(receiver, ast.Subscript) and isinstance(receiver.value, ast.Name)
 
 
+def _column_list(key, column_lists) -> bool:
+    """Whether a subscript's ``key`` is a list of str constants, or a name ``column_lists`` says holds one."""
+    if isinstance(key, ast.List):
+        return bool(key.elts) and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in key.elts)
+    return isinstance(key, (ast.Name, ast.Attribute)) and column_lists(key)
+
+
 def _column_str_call(node: ast.Call):
     """(frame, column) of a call written ``frame[<constant>].str.<method>()``, else None."""
     func = node.func
@@ -387,16 +394,18 @@ def _column_str_call(node: ast.Call):
     return subscript.value, subscript.slice
 
 
-def rewrite_calls(nodes: list, sites: list, workers=SERIAL, filename: str = "<unknown>") -> list:
+def rewrite_calls(nodes: list, sites: list, workers=SERIAL, filename: str = "<unknown>", column_lists=None) -> list:
     """Copies of ``nodes`` with compilable calls going through new CallSites (appended to ``sites``);
-    ``filename`` is the source's, for the functions computing element-wise expressions."""
+    ``filename`` is the source's, for the functions computing element-wise expressions;
+    ``column_lists(key)``: whether a name indexing a frame holds a list of column names (a name of one
+    column stays pandas' own, read by text programs)."""
 
     def make_site(call, written, kind=CallSite):
         site = kind(f"{SITE_PREFIX}{len(sites)}", call, workers)
         site.source = written
         return site
 
-    rewriter = _Rewriter(sites, make_site, filename)
+    rewriter = _Rewriter(sites, make_site, filename, column_lists or (lambda key: False))
     return [ast.fix_missing_locations(rewriter.visit(copy.deepcopy(node))) for node in nodes]
 
 
@@ -437,7 +446,7 @@ def attribute(value, name: str):
 HELPERS[ATTRIBUTE] = attribute
 
 
-def keep_results_compiled(body: list, sites: list, first: int = 0, column_lists=None) -> list:
+def keep_results_compiled(body: list, sites: list, first: int = 0) -> list:
     """Let a site keep its result in a kernel's form when that result only reaches other sites.
 
     The result must be bound once, by a top-level ``name = site(...)`` statement.
@@ -450,8 +459,8 @@ def keep_results_compiled(body: list, sites: list, first: int = 0, column_lists=
     exception or side effect comes first, so here they stay in place and a call of
     ``protect_kept()`` before each keeps the answer the same). Returns the rewritten
     statements; ``sites`` gets the new subscript sites (``sites[first:]`` are the ones
-    ``body`` calls). ``column_lists(key)``: whether a name indexing a frame holds a list of
-    column names (``_kept_selections``).
+    ``body`` calls). A ``frame[columns]`` site kept is ``tables.CompiledSelection``'s: the columns
+    where they are.
     """
     by_name = {site.name: site for site in sites[first:]}
 
@@ -506,8 +515,6 @@ def keep_results_compiled(body: list, sites: list, first: int = 0, column_lists=
         return None
 
     parents = _parents(body)  # (runs_only_sites reads it)
-    body = _kept_selections(body, parents, sites, by_name, site_call, runs_only_sites, only_site_calls, produced_by,
-                            column_lists or (lambda key: False))
     candidates = {produced_by(statement) for statement in body} - {None}
 
     class Uses(ast.NodeTransformer):
@@ -599,68 +606,6 @@ def keep_results_compiled(body: list, sites: list, first: int = 0, column_lists=
 def _parents(body: list) -> dict:
     """Each node's parent, in the statements of ``body``."""
     return {child: node for statement in body for node in ast.walk(statement) for child in ast.iter_child_nodes(node)}
-
-
-def _kept_selections(body, parents, sites, by_name, site_call, runs_only_sites, only_site_calls, produced_by,
-                     column_lists) -> list:
-    """``body`` with each ``frame[columns]`` that only site calls read as a site of ``operator.getitem``
-    (``frame`` a name, not a site's result; ``columns`` a list of strings, or a name ``column_lists``
-    says holds one: a name of one column stays pandas' own, read by text programs), which
-    ``keep_results_compiled`` then keeps in the kernel's form (``tables.CompiledSelection``: the columns
-    where they are): written as an argument of a site call, or bound once by a top-level statement
-    to a name that only arguments of site calls read, in statements running nothing else."""
-    results = {produced_by(statement) for statement in body} - {None}
-
-    def selection(node) -> bool:
-        key = getattr(node, "slice", None)
-        return (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name)
-                and node.value.id not in results
-                and (isinstance(key, (ast.Name, ast.Attribute)) and column_lists(key) or isinstance(key, ast.List)
-                     and bool(key.elts) and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in key.elts)))
-
-    def argument_of_a_site(node) -> bool:
-        parent = parents.get(node)
-        if isinstance(parent, (ast.List, ast.Tuple)):
-            node, parent = parent, parents.get(parent)
-        if isinstance(parent, ast.keyword):
-            node, parent = parent, parents.get(parent)
-        return site_call(parent) and parent.func is not node and parent.args[:1] != [node] and runs_only_sites(parent)
-
-    def bound_once(name: str) -> bool:
-        return sum(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
-                   for statement in body for n in ast.walk(statement)) == 1
-
-    scoped = {id(n) for s in body for scope in ast.walk(s)  # (read at any time: never kept)
-              if isinstance(scope, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp))
-              for n in ast.walk(scope)}
-
-    def read_only_by_sites(position: int, name: str) -> bool:
-        loads = [(later, n) for later in body[position + 1:] for n in ast.walk(later)
-                 if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
-        return bool(loads) and all(argument_of_a_site(n) and only_site_calls(later) and id(n) not in scoped
-                                   for later, n in loads)
-
-    chosen = set()
-    for position, statement in enumerate(body):
-        for node in ast.walk(statement):
-            if selection(node) and argument_of_a_site(node):
-                chosen.add(id(node))
-        if (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)
-                and selection(statement.value) and bound_once(statement.targets[0].id)
-                and read_only_by_sites(position, statement.targets[0].id)):
-            chosen.add(id(statement.value))
-
-    class Selections(ast.NodeTransformer):
-        def visit_Subscript(self, node):
-            if id(node) not in chosen:
-                return self.generic_visit(node)
-            site = CallSite(f"{SITE_PREFIX}{len(sites)}", node)
-            sites.append(site)
-            by_name[site.name] = site
-            call = ast.Call(ast.Name(site.name, ast.Load()), [ast.Name(GETITEM, ast.Load()), node.value, node.slice], [])
-            return ast.copy_location(call, node)
-
-    return [ast.fix_missing_locations(Selections().visit(statement)) for statement in body] if chosen else body
 
 
 def _guarded(statement, guard: bool) -> list:

@@ -22,7 +22,8 @@ import weakref
 import numpy as np
 import pandas as pd
 
-from willump.compile.forms import Deferred, ReceiverKernel, SelectedColumns, Unsupported
+from willump.compile.forms import Deferred, ReceiverKernel, Unsupported
+from willump.compile.frames import SelectedColumns, select_columns
 
 _SMALL = 16  # rows looked up one by one in a dict; more go through pandas' vectorized get_indexer
 _MAX_ENTRIES = 1024  # per process-wide cache below: past it, the cache starts again
@@ -262,11 +263,14 @@ class CompiledMerge(ReceiverKernel):
 
 
 class CompiledSelection:
-    """``frame[[columns]]`` kept for the kernels reading it: of a ``JoinedFrame``, the joins' rows
-    gathered by the model's kernel; of a DataFrame, the columns where they are (``SelectedColumns``)."""
+    """``frame[[columns]]``: kept for the kernels reading it, of a ``JoinedFrame`` the joins' rows
+    gathered by the model's kernel, of a DataFrame the columns where they are (``SelectedColumns``);
+    read by Python, pandas' frame."""
 
-    def __call__(self, frame, key):
-        raise Unsupported("its result is used as a DataFrame")
+    @staticmethod
+    def __call__(frame, key) -> pd.DataFrame:
+        """Read by Python: pandas' frame, built as ``select_columns`` builds it."""
+        return select_columns(frame, key)
 
     @staticmethod
     def defer(frame, key) -> SelectedFrame | SelectedColumns:

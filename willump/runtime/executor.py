@@ -66,12 +66,21 @@ class _Run:
     holder: bool  # holds the IFV entries
 
 
+def _column_lists(resolver):
+    """Whether a name or attribute (``frame[key]``) holds a list of column names, as decoration finds it."""
+    def holds_column_names(key) -> bool:
+        value = resolver.resolve(key) if resolver is not None else None
+        return type(value) is list and all(type(c) is str for c in value)
+    return holds_column_names
+
+
 class GraphExecutor:
     """The compiled blocks of one plan and the calls that run them."""
 
     def __init__(self, plan: Plan, source: FunctionSource, compile: bool = True, resolver=None, workers=SERIAL):
         self.graph = plan.graph
         self.sites = []  # calls a compiled kernel may answer (none without ``compile``)
+        self._column_lists = _column_lists(resolver)
         self._func = source.func
         self._bind, self.parameters = compile_binder(source.func, source.definition, source.filename)
         self._helpers = {**{name: _HELPERS[name] for name in plan.helpers}, **plan.names}
@@ -91,9 +100,10 @@ class GraphExecutor:
 
         def compile_run(block, nodes, assigned, holder=False, result=None):
             if compile:
-                nodes = rewrite_calls(nodes, self.sites, workers, source.filename)
+                nodes = rewrite_calls(nodes, self.sites, workers, source.filename, self._column_lists)
                 if result is not None:
-                    result = rewrite_calls([ast.Expr(result)], self.sites, workers, source.filename)[0].value
+                    result = rewrite_calls([ast.Expr(result)], self.sites, workers, source.filename,
+                                           self._column_lists)[0].value
             reads = set()
             for node in nodes + ([result] if result is not None else []):
                 reads |= names_read(node)
@@ -132,17 +142,12 @@ class GraphExecutor:
             if self._plain.chain is not None:  # (kernels found at decoration may already make a program)
                 self._plain.update_program()
 
-    def _column_list(self, key) -> bool:
-        """Whether ``key`` (a name or attribute) holds a list of column names, as decoration finds it."""
-        value = self._resolver.resolve(key) if self._resolver is not None else None
-        return type(value) is list and all(type(c) is str for c in value)
-
     def _whole_call(self, body: list) -> "_WholeCall":
         """``body`` (statements of the function) as one block, with compiled call sites."""
         if self._compile:
             first = len(self.sites)
-            body = rewrite_calls(body, self.sites, self._workers, self._source.filename)
-            body = keep_results_compiled(body, self.sites, first, self._column_list)
+            body = rewrite_calls(body, self.sites, self._workers, self._source.filename, self._column_lists)
+            body = keep_results_compiled(body, self.sites, first)
         # (a new dict, not an update: other threads may be copying the helpers into a namespace)
         self._helpers = {**self._helpers, **{site.name: site for site in self.sites}, **SITE_HELPERS}
         # A body that is one chain of compiled calls may be answered by one program (see programs).
@@ -400,7 +405,8 @@ class CallsExecutor:
     def __init__(self, source: FunctionSource, resolver=None, workers=SERIAL):
         self.sites = []
         self._bind, self.parameters = compile_binder(source.func, source.definition, source.filename)
-        body = rewrite_calls(list(source.definition.body), self.sites, workers, source.filename)
+        body = rewrite_calls(list(source.definition.body), self.sites, workers, source.filename,
+                             _column_lists(resolver))
         if not isinstance(body[-1], ast.Return):  # (falling off the end returns None; a block, its namespace)
             body.append(ast.copy_location(ast.Return(ast.Constant(None)), body[-1]))
         helpers = {**{site.name: site for site in self.sites}, **SITE_HELPERS}
