@@ -105,8 +105,8 @@ def _positions_of(columns: pd.Index, names) -> list:
 
 
 def _taken(frame: pd.DataFrame, positions: np.ndarray, names: tuple) -> pd.DataFrame:
-    """The frame of the columns at ``positions`` (named ``names``) as pandas takes them
-    (``BlockManager.reindex_indexer``: the blocks' columns, views where they are a slice)."""
+    """The frame of the columns at ``positions`` (named ``names``) as ``frame[names]`` takes them
+    (the blocks' columns; ``BlockManager.take``)."""
     manager = frame._mgr
     blocks = tuple(manager._slice_take_blocks_ax0(positions, only_slice=False))
     _check_blocks(blocks)
@@ -117,7 +117,7 @@ def _taken(frame: pd.DataFrame, positions: np.ndarray, names: tuple) -> pd.DataF
 
 def drop_columns(frame, labels, errors: str = "raise") -> pd.DataFrame:
     """``frame.drop(columns=labels)`` of a name or a list of names (a tuple is one name): the other columns,
-    taken as ``frame[names]`` takes them (pandas' drop reindexes the columns the same way)."""
+    as pandas' drop reindexes them (views of the blocks: ``only_slice``)."""
     frame = plain_frame(frame, numbers=False)
     labels = [labels] if type(labels) is str else labels
     if type(labels) is not list or not labels or not all(type(k) is str for k in labels):
@@ -133,7 +133,11 @@ def drop_columns(frame, labels, errors: str = "raise") -> pd.DataFrame:
     if not kept:
         raise Unsupported("no columns left")
     positions, names = zip(*kept)
-    return _taken(frame, np.array(positions, dtype=np.intp), names)
+    manager = frame._mgr
+    _check_blocks(manager.blocks[number] for number in np.unique(manager.blknos[list(positions)]))
+    labels = _cached((type(columns), columns.dtype, columns.name, names), lambda: columns.take(positions))
+    manager = manager.reindex_indexer(labels, np.array(positions, dtype=np.intp), axis=0, allow_dups=True, only_slice=True)
+    return _frame(manager)
 
 
 class CompiledDrop(ReceiverKernel):
