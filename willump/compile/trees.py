@@ -443,7 +443,7 @@ def _matrix(X, width: int, pandas_categorical) -> np.ndarray:
     elif isinstance(X, ConcatenatedColumns):  # as the DataFrame below
         matrix = X.matrix(np.result_type(*[d.type for d in X.dtypes], np.float32))
     elif type(X) is pd.DataFrame:
-        dtypes = list(X.dtypes)
+        dtypes = [block.dtype for block in X._mgr.blocks]  # (the columns' dtypes, without the Series X.dtypes)
         if not pandas_categorical and all(isinstance(d, np.dtype) and d.kind in "iufb" for d in dtypes):
             matrix = X.to_numpy(dtype=np.result_type(*[d.type for d in dtypes], np.float32), copy=False)
         elif pandas_categorical or any(isinstance(d, pd.CategoricalDtype) for d in dtypes):
