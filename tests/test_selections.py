@@ -76,6 +76,17 @@ def selection_of_a_selection(df):
     return BOOSTED.predict_proba(X[FEATURES])[:, 1]
 
 
+BOOSTER = BOOSTED.booster_
+
+
+def best_iteration(df):  # (an attribute read as a value runs nothing kept: the selection stays columns)
+    return BOOSTER.predict(df[FEATURES], num_iteration=BOOSTER.best_iteration)
+
+
+def attribute_missing(df):  # (raising where the function as written raises)
+    return BOOSTER.predict(df[FEATURES], num_iteration=BOOSTER.best_iterations)
+
+
 MIXED = FEATURES + ["kind"]
 ENCODED = make_pipeline(ColumnTransformer([
     ("scaled", StandardScaler(), ["a", "b"]), ("kinds", OneHotEncoder(sparse_output=False, handle_unknown="ignore"), ["kind"]),
@@ -116,8 +127,8 @@ def answers(function, rows):
 @pytest.mark.parametrize("function, kept", [
     (boosted_direct, True), (forest_bound, True), (native_literal, True), (scaled, True), (linear, True),
     (changed_in_between, True), (read_by_python, False), (read_in_a_comprehension, False),
-    (selection_of_a_selection, True), (missing_column, True), (column_transformer, True),
-    (column_transformer_frames, True),
+    (selection_of_a_selection, True), (missing_column, True), (best_iteration, True), (attribute_missing, True),
+    (column_transformer, True), (column_transformer_frames, True),
 ])
 def test_selections_give_the_answers_as_written(function, kept):
     optimized = willump.optimize(function)
@@ -133,7 +144,7 @@ def test_selections_give_the_answers_as_written(function, kept):
     selections = table[table["call"].str.fullmatch(r"\w+\[(FEATURES|MISSING|MIXED|\['a', 'kind'\])\]")]  # (frame[columns])
     written = len(re.findall(r"\w+\[(FEATURES|MISSING|MIXED|\[.a., .kind.\])\]", inspect.getsource(function)))
     assert len(selections) == written and bool(selections["kept"].all()) is kept, table
-    if function is not missing_column:
+    if function not in (missing_column, attribute_missing):
         models = table[table["operator"].str.contains("predict", na=False)]
         assert models["status"].str.startswith("compiled").all() and (models["compiled_calls"] >= len(ROWS)).all(), table
 

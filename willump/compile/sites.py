@@ -486,22 +486,34 @@ def keep_results_compiled(body: list, sites: list, first: int = 0) -> list:
                 ):
                     return False
             elif isinstance(node, ast.Attribute):
-                caller = parents.get(node)
-                if not (site_call(caller) and caller.args[0] is node):  # only a site's callee, obj.method
+                if not (site_callee(node) or read_of_a_name(node)):
                     return False
             elif not isinstance(node, _INERT):
                 return False
         return True
 
+    def site_callee(node) -> bool:
+        """``obj.method`` written as a site's callee."""
+        caller = parents.get(node)
+        return site_call(caller) and caller.args[0] is node
+
+    def read_of_a_name(node) -> bool:
+        """``name.attribute`` read as a value (``num_iteration=booster.best_iteration``): nothing kept
+        reaches it, and it runs no code of the kept values."""
+        return isinstance(node.value, ast.Name) and not site_callee(node)
+
     def may_raise(statement):
         """Whether the statement runs code besides site calls: Python, an element-wise expression
-        (which runs as written on plain numbers), or indexing a name that is not a site's result."""
+        (which runs as written on plain numbers), an attribute read as a value, or indexing a name
+        that is not a site's result."""
         if not only_site_calls(statement):
             return True
         for node in ast.walk(statement):
             if site_call(node) and isinstance(by_name[node.func.id], ExpressionSite):
                 return True
             if isinstance(node, ast.Subscript) and not site_call(node.value):
+                return True
+            if isinstance(node, ast.Attribute) and not site_callee(node):
                 return True
         return False
 
