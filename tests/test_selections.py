@@ -223,3 +223,51 @@ def test_frames_made_for_python_are_pandas_own(function):
     assert (table["status"].str.startswith("compiled") & (table["compiled_calls"] >= len(ROWS))).all(), table.to_string()
     made = table["call"].str.fullmatch(r"df\[(FEATURES|\[[^\]]*\])\]|df\.drop\(.*\)")  # (the frame made for Python)
     assert made.any(), table.to_string()
+
+
+def assigned_for_the_model(df):  # (the frame assign makes, read only by the model: its columns)
+    X = df[["a", "b", "c"]].assign(count=df["count"] + 0)
+    return BOOSTED.predict_proba(X)[:, 1]
+
+
+def concatenated_for_the_model(df):
+    extra = pd.DataFrame({"c": df["c"] * 1.0, "count": df["count"] + 0})
+    return FOREST.predict_proba(pd.concat([df[["a", "b"]], extra], axis=1))[:, 1]
+
+
+def concatenated_and_assigned(df):
+    X = pd.concat([df[["a", "b"]], df[["c"]]], axis=1).assign(count=df["count"] * 1)
+    return BOOSTED.predict_proba(X)[:, 1]
+
+
+@pytest.mark.parametrize("function", [assigned_for_the_model, concatenated_for_the_model, concatenated_and_assigned])
+def test_frames_put_together_for_a_model_stay_columns(function):
+    """``assign`` and ``pd.concat(axis=1)`` read only by a model's kernel hand it their columns (the
+    frame is never built); the answers are the ones as written, exceptions included."""
+    optimized = willump.optimize(function)
+    shifted = FRAME.set_axis(FRAME.index + 1000)
+    others = [FRAME.rename(columns={"a": "A"}), FRAME.assign(count=FRAME["count"].astype(np.float32)), FRAME.iloc[:0],
+              shifted, FRAME.iloc[[3, 3]], FRAME.astype({"c": "Float64"})]
+    for rows in ROWS + others:
+        ours, theirs = answers(optimized, rows), answers(function, rows)
+        if isinstance(theirs, Exception):
+            assert type(ours) is type(theirs) and str(ours) == str(theirs)
+        else:
+            assert ours.dtype == theirs.dtype and ours.shape == theirs.shape and ours.tobytes() == theirs.tobytes()
+    table = optimized.explain_compilation()
+    together = table[table["operator"].isin(["DataFrame.assign", "pandas.concat"])]
+    assert len(together) and together["kept"].all(), table.to_string()
+    optimized(FRAME.iloc[[3]])
+    built = []
+    original = pd.DataFrame.__init__
+
+    def counted(frame, *args, **kwargs):
+        built.append(args[:1])
+        original(frame, *args, **kwargs)
+
+    pd.DataFrame.__init__ = counted
+    try:
+        optimized(FRAME.iloc[[3]])
+        assert built == [], built  # (_from_mgr builds frames through __init__ too)
+    finally:
+        pd.DataFrame.__init__ = original

@@ -107,8 +107,14 @@ class CompiledConcat:
             raise Unsupported("pd.concat options other than axis=1 and keys")
         if type(objs) not in (list, tuple) or not objs:
             raise Unsupported("objects not written as a list or tuple")
-        if not all(type(s) is pd.Series for s in objs):  # DataFrames among them: the DataFrame itself
-            return frames.concat_columns(objs, _keys(options))
+        if not all(type(s) is pd.Series for s in objs):  # DataFrames among them: their columns, else the DataFrame
+            keys = _keys(options)
+            if keys is None:
+                try:
+                    return frames.kept_columns(objs, lambda: _concatenated([_real(o) for o in objs], options))
+                except Unsupported:
+                    pass
+            return frames.concat_columns(objs, keys)
         keys = options.get("keys")
         if keys is not None and (type(keys) not in (list, tuple) or len(keys) != len(objs)):
             raise Unsupported("keys other than one per Series")
@@ -130,6 +136,10 @@ def _keys(options: dict):
     if set(options) - {"axis", "keys"} or options.get("axis") not in (1, "columns") or type(options.get("axis")) is bool:
         raise Unsupported("pd.concat options other than axis=1 and keys")
     return options.get("keys")
+
+
+def _real(obj):
+    return obj.materialize() if isinstance(obj, Deferred) else obj
 
 
 def _concatenated(objs, options: dict) -> pd.DataFrame:

@@ -24,7 +24,7 @@ from pandas.core.internals.blocks import new_block_2d
 from pandas.core.internals.construction import _extract_index
 from pandas.core.internals.managers import BlockManager, create_block_manager_from_column_arrays
 
-from willump.compile.forms import Columns, Deferred, ReceiverKernel, Unsupported, side_by_side
+from willump.compile.forms import Columns, Deferred, FrameColumns, ReceiverKernel, Unsupported, kind_of, side_by_side
 
 _KINDS = "biuf"  # bools, ints, unsigned ints and floats
 _FLOAT64 = np.dtype(np.float64)
@@ -360,6 +360,45 @@ def _common_index(objs: list, axis: int) -> pd.Index:
     return get_objs_combined_axis(objs, axis=axis, intersect=False, sort=False)[0]
 
 
+def kept_columns(objs: list, build, names: list | None = None, index: pd.Index | None = None) -> FrameColumns:
+    """The DataFrame of ``objs`` side by side (frames, kept ``Columns``, Series named by their name or
+    by ``names``), kept as its columns for the kernels reading it (``build()`` makes it): numpy numbers
+    or bools with unique ``str`` names, and one unique index (``index``, which the others equal, or the
+    one pandas' concat gives). Unsupported for anything else."""
+    labels, arrays = [], []
+    for obj, name in zip(objs, names or [None] * len(objs)):
+        if isinstance(obj, Columns) and obj.index is not None:
+            labels += obj.labels
+            arrays += obj.arrays()
+        elif type(obj) is pd.DataFrame:
+            frame = plain_frame(obj)
+            labels += frame.columns.tolist()
+            arrays += [frame._get_column_array(i) for i in range(frame.shape[1])]
+        elif type(obj) is pd.Series:
+            labels.append(plain_series(obj).name if name is None else name)
+            arrays.append(obj._values)
+        else:
+            raise Unsupported(f"a {kind_of(obj)} among the objects kept as columns")
+    if not all(type(a) is np.ndarray and a.dtype.kind in _KINDS for a in arrays):
+        raise Unsupported("columns other than numpy numbers or bools")
+    if not all(type(label) is str for label in labels) or len(set(labels)) != len(labels):
+        raise Unsupported("repeated column names, or names other than str")
+    return FrameColumns(labels, arrays, _kept_index([obj.index for obj in objs], index), build)
+
+
+def _kept_index(indexes: list, index: pd.Index | None) -> pd.Index:
+    """``index`` when the indexes equal it (assign aligns them to it), else the index pandas' concat
+    gives indexes equal in values, dtype and name (its union is the first's, as pandas' frame has it
+    up to identity); Unsupported where pandas aligns or combines them."""
+    first = indexes[0] if index is None else index
+    if not all(i is first or i.equals(first) and (index is not None or i.dtype == first.dtype and i.name == first.name)
+               for i in indexes):
+        raise Unsupported("different indexes (pandas aligns or combines them)")
+    if not first.is_unique:
+        raise Unsupported("repeated index labels")
+    return first
+
+
 def _plain_and_named_alike(indexes: list) -> bool:
     """Whether pandas' union of these equal indexes is the first itself: all of the exact type ``Index``
     (its "array" kind, where equal indexes are not unioned) and one name among them (a set of one)."""
@@ -461,12 +500,33 @@ class CompiledFrameConstructor:
 
 
 class CompiledAssign(ReceiverKernel):
-    """``frame.assign(name=series, ...)`` of new columns (``assign``)."""
+    """``frame.assign(name=series, ...)`` of new columns (``assign``); read only by kernels, its columns
+    (``kept_columns``)."""
 
     def __call__(self, frame, /, *options, **columns):
         if options:
             raise Unsupported("positional arguments")
         return assign(frame, columns)
+
+    def defer(self, frame, /, *options, **columns):
+        if options or not columns or not _has_index(frame) or not len(frame.index):
+            return self(frame, *options, **columns)
+
+        def build():
+            real = frame.materialize() if isinstance(frame, Deferred) else frame
+            try:
+                return assign(real, columns)
+            except Unsupported:
+                return real.assign(**columns)
+
+        try:
+            return kept_columns([frame, *columns.values()], build, [None, *columns], frame.index)
+        except Unsupported:  # (the frame, or pandas' call)
+            return self(frame, *options, **columns)
+
+
+def _has_index(frame) -> bool:
+    return type(frame) is pd.DataFrame or isinstance(frame, Columns) and frame.index is not None
 
 
 # frame[names].values, frame[names].to_numpy(...)

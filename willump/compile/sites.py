@@ -531,11 +531,17 @@ def keep_results_compiled(body: list, sites: list, first: int = 0) -> list:
 
     class Uses(ast.NodeTransformer):
         def visit_Call(self, node):
+            only_sites = site_call(node) and runs_only_sites(node)
             self.generic_visit(node)
             callee = node.args[0] if site_call(node) and node.args else None
-            if isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name) and callee.value.id in candidates:
+            if not isinstance(callee, ast.Attribute):
+                return node
+            receiver = callee.value
+            if isinstance(receiver, ast.Name) and receiver.id in candidates or site_call(receiver) and only_sites:
+                if site_call(receiver):  # site(...).method(...): only that site sees the receiver
+                    by_name[receiver.func.id].defers = True
                 node.args[0] = ast.copy_location(
-                    ast.Call(ast.Name(ATTRIBUTE, ast.Load()), [callee.value, ast.Constant(callee.attr)], []), callee
+                    ast.Call(ast.Name(ATTRIBUTE, ast.Load()), [receiver, ast.Constant(callee.attr)], []), callee
                 )
             return node
 
