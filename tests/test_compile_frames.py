@@ -166,20 +166,49 @@ def test_filling_a_frame_gives_pandas_frame(frame, data):
         pd.testing.assert_frame_equal(frame, original)
 
 
+@st.composite
+def side_by_side_objects(draw) -> list:
+    """Frames and Series to put side by side, mostly on one index."""
+    rows = draw(st.sampled_from([1, 2, 5, 40]))
+    index = draw(indexes(rows))
+    objs = []
+    for _ in range(draw(st.integers(1, 4))):
+        own = index if draw(st.integers(0, 6)) else draw(indexes(rows))
+        if draw(st.booleans()):
+            frame = draw(frames_of(rows, own))
+            objs.append(frame.add_suffix(str(len(objs))) if draw(st.integers(0, 3)) else frame)
+        else:
+            name, array = draw(columns(rows, 1))[0]
+            objs.append(pd.Series(array, index=own, name=draw(st.sampled_from([name, None]))))
+    return objs
+
+
+def assert_columns_of(kept, expected: pd.DataFrame) -> None:
+    """Columns kept for kernels are the frame's: names, arrays (values, dtype) and index."""
+    assert kept.labels == expected.columns.tolist()
+    for position, array in enumerate(kept.arrays()):
+        column = expected._get_column_array(position)
+        assert array.dtype == column.dtype and array.tobytes() == column.tobytes()
+    index = kept.index
+    assert type(index) is type(expected.index) and index.dtype == expected.index.dtype
+    assert index.name == expected.index.name and index.equals(expected.index)
+
+
+@hypothesis_settings(200)
+@given(side_by_side_objects())
+def test_frames_kept_as_columns_are_the_frames_pandas_concatenates(objs):
+    try:
+        kept = frames.kept_columns(objs, build=None)
+    except Unsupported as why:
+        note(f"refused: {why}")
+        return
+    assert_columns_of(kept, pd.concat(objs, axis=1))
+
+
 @hypothesis_settings(200)
 @given(st.data())
 def test_concatenating_gives_pandas_frame(data):
-    rows = data.draw(st.sampled_from([1, 2, 5, 40]))
-    index = data.draw(indexes(rows))
-    objs = []
-    for _ in range(data.draw(st.integers(1, 4))):
-        own = index if data.draw(st.integers(0, 6)) else data.draw(indexes(rows))
-        if data.draw(st.booleans()):
-            frame = data.draw(frames_of(rows, own))
-            objs.append(frame.add_suffix(str(len(objs))) if data.draw(st.integers(0, 3)) else frame)
-        else:
-            name, array = data.draw(columns(rows, 1))[0]
-            objs.append(pd.Series(array, index=own, name=data.draw(st.sampled_from([name, None]))))
+    objs = data.draw(side_by_side_objects())
     keys = data.draw(st.sampled_from([None, None, [f"k{i}" for i in range(len(objs))], ["k"] * len(objs)]))
     options = {"axis": 1} if keys is None else {"axis": 1, "keys": keys}
     pandas_or_refusal(lambda: frames.concat_columns(objs, keys), lambda: pd.concat(objs, **options), objs)
@@ -207,6 +236,12 @@ def test_assigning_gives_pandas_frame(frame, data):
         index = frame.index if data.draw(st.integers(0, 5)) else pd.RangeIndex(len(frame))
         new[name + "_new" if data.draw(st.integers(0, 4)) else name] = pd.Series(array, index=index)
     pandas_or_refusal(lambda: frames.assign(frame, new), lambda: frame.assign(**new), [frame, *new.values()])
+    try:
+        kept = frames.CompiledAssign().defer(frame, **new)
+    except Unsupported:
+        return
+    if not isinstance(kept, pd.DataFrame):  # (kept as columns; else the frame checked above)
+        assert_columns_of(kept, frame.assign(**new))
 
 
 def test_the_common_cases_compile():

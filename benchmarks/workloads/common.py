@@ -50,7 +50,9 @@ class FeatureCapture:
     so that indexing it (``predict_proba(X)[:, 1]``) gives ``X`` back unchanged too.
     """
 
-    def predict(self, X):
+    best_iteration = 0  # (a Booster's before early stopping: every tree)
+
+    def predict(self, X, **options):  # (options such as a Booster's num_iteration: X all the same)
         return X
 
     def decision_function(self, X):

@@ -15,6 +15,7 @@ Data: ``home_credit_sample/application_train_random5000.csv`` (5,000 random appl
 applicants of ``application.csv`` with their ``bureau.csv`` records (``DEFAULTED``).
 """
 
+import lightgbm as lgb
 import numpy as np
 import pandas as pd
 from lightgbm import LGBMClassifier, LGBMRegressor
@@ -108,6 +109,35 @@ def kaggle_features_lightgbm(data, fitted) -> Entry:
     model = fitted("credit_kaggle_lightgbm", lambda: LGBMClassifier(**LGBM).fit(predict(data.train_inputs), data.y_train))
     return Entry("credit_kaggle_lightgbm", "credit", "tree-ensemble", "binary",
                  "Kaggle feature cell: X[col] = ratios, np.where anomaly, mean/sum(axis=1), clip; LGBMClassifier",
+                 predict, data)
+
+
+def booster_assign_lightgbm(data, fitted) -> Entry:
+    """Kaggle's ``lgb.train`` notebooks: ratio columns by ``assign``, a column dropped, the Booster at
+    its best iteration (early stopping on the last quarter of the training rows, all trees kept)."""
+    model = FeatureCapture()  # the function returns its features while the model is trained
+
+    def predict(df):
+        X = df[NUMERIC].assign(
+            CREDIT_INCOME_PERCENT=df["AMT_CREDIT"] / df["AMT_INCOME_TOTAL"],
+            ANNUITY_INCOME_PERCENT=df["AMT_ANNUITY"] / df["AMT_INCOME_TOTAL"],
+            CREDIT_TERM=df["AMT_ANNUITY"] / df["AMT_CREDIT"],
+            DAYS_EMPLOYED_PERCENT=df["DAYS_EMPLOYED"] / df["DAYS_BIRTH"],
+        )
+        return model.predict(X.drop(columns=["OWN_CAR_AGE"]), num_iteration=model.best_iteration)
+
+    def train():
+        features, labels = predict(data.train_inputs), np.asarray(data.y_train)
+        fit = len(features) * 3 // 4
+        parameters = {"objective": "binary", "learning_rate": 0.05, "verbose": -1, "seed": 0, "deterministic": True,
+                      "force_row_wise": True}
+        return lgb.train(parameters, lgb.Dataset(features[:fit], labels[:fit]), 500,
+                         valid_sets=[lgb.Dataset(features[fit:], labels[fit:])],
+                         callbacks=[lgb.early_stopping(30, verbose=False)], keep_training_booster=True)
+
+    model = fitted("credit_booster_assign", train)
+    return Entry("credit_booster_assign", "credit", "tree-ensemble", "binary",
+                 "df[cols].assign(ratios), .drop(columns=...); lgb.train Booster.predict(num_iteration=best_iteration)",
                  predict, data)
 
 
@@ -222,6 +252,7 @@ def build(rows: int | None = None, random_state: int = 0) -> list[Entry]:
         mixed_types_logistic(default, fitted),
         categorical_gradient_boosting(default, fitted),
         kaggle_features_lightgbm(default, fitted),
+        booster_assign_lightgbm(default, fitted),
         concat_features_logistic(default, fitted),
         annuity_ridge(annuity, fitted),
         annuity_helper_lightgbm(annuity, fitted),
