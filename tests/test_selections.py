@@ -207,9 +207,14 @@ def dropped_by_axis(df):
     return FOREST.predict_proba(X)[:, 1]
 
 
-@pytest.mark.parametrize("function", [selection_as_a_receiver, selection_copied, dropped, dropped_by_axis])
+def dropped_and_copied(df):
+    X = df.drop(columns=["d", "e", "kind"]).copy()
+    return FOREST.predict_proba(X)[:, 1]
+
+
+@pytest.mark.parametrize("function", [selection_copied, dropped_and_copied])
 def test_frames_made_for_python_are_pandas_own(function):
-    """A selection or drop read by a pandas method (not a kernel reading columns) is built as pandas
+    """A selection or drop read by Python (a method willump does not compile) is built as pandas
     builds it, without pandas' ~250 us of checks on one row; the answers are the ones as written."""
     optimized = willump.optimize(function)
     others = [FRAME.rename(columns={"a": "A"}), FRAME.drop(columns=["e"]), FRAME.iloc[:0]]
@@ -240,10 +245,11 @@ def concatenated_and_assigned(df):
     return BOOSTED.predict_proba(X)[:, 1]
 
 
-@pytest.mark.parametrize("function", [assigned_for_the_model, concatenated_for_the_model, concatenated_and_assigned])
+@pytest.mark.parametrize("function", [assigned_for_the_model, concatenated_for_the_model, concatenated_and_assigned,
+                                      selection_as_a_receiver, dropped, dropped_by_axis])
 def test_frames_put_together_for_a_model_stay_columns(function):
-    """``assign`` and ``pd.concat(axis=1)`` read only by a model's kernel hand it their columns (the
-    frame is never built); the answers are the ones as written, exceptions included."""
+    """``assign``, ``pd.concat(axis=1)`` and ``drop(columns=...)`` read only by a model's kernel hand it
+    their columns (the frame is never built); the answers are the ones as written, exceptions included."""
     optimized = willump.optimize(function)
     shifted = FRAME.set_axis(FRAME.index + 1000)
     others = [FRAME.rename(columns={"a": "A"}), FRAME.assign(count=FRAME["count"].astype(np.float32)), FRAME.iloc[:0],
@@ -255,7 +261,7 @@ def test_frames_put_together_for_a_model_stay_columns(function):
         else:
             assert ours.dtype == theirs.dtype and ours.shape == theirs.shape and ours.tobytes() == theirs.tobytes()
     table = optimized.explain_compilation()
-    together = table[table["operator"].isin(["DataFrame.assign", "pandas.concat"])]
+    together = table[table["operator"].isin(["DataFrame.assign", "pandas.concat", "DataFrame.drop", "getitem"])]
     assert len(together) and together["kept"].all(), table.to_string()
     optimized(FRAME.iloc[[3]])
     built = []

@@ -141,18 +141,51 @@ def drop_columns(frame, labels, errors: str = "raise") -> pd.DataFrame:
 
 
 class CompiledDrop(ReceiverKernel):
-    """``frame.drop(columns=names)`` or ``frame.drop(names, axis=1)`` (``drop_columns``); rows dropped,
-    levels or ``inplace`` run as written."""
+    """``frame.drop(columns=names)`` or ``frame.drop(names, axis=1)`` (``drop_columns``); read only by
+    kernels, the other columns (``FrameColumns``). Rows dropped, levels or ``inplace`` run as written."""
 
-    def __call__(self, frame, /, labels=None, *, axis=0, index=None, columns=None, level=None, inplace=False,
-                 errors="raise"):
-        if labels is not None and columns is None and axis in (1, "columns"):
-            columns = labels
-        elif labels is not None or axis not in (0, "index"):
-            raise Unsupported("rows dropped")
-        if index is not None or columns is None or level is not None or inplace is not False:
-            raise Unsupported("rows, levels or inplace dropped")
-        return drop_columns(frame, columns, errors)
+    def __call__(self, frame, /, *args, **kwargs):
+        return drop_columns(frame, *_dropped(*args, **kwargs))
+
+    def defer(self, frame, /, *args, **kwargs):
+        columns, errors = _dropped(*args, **kwargs)
+        if not _has_index(frame) or type(columns) not in (str, list) or errors not in ("raise", "ignore"):
+            return drop_columns(frame, columns, errors)
+        names = {columns} if type(columns) is str else set(columns)
+        labels, arrays = _labelled(frame)
+        if errors == "raise" and not names <= set(labels) or len(set(labels)) != len(labels):
+            return drop_columns(frame, columns, errors)  # (pandas raises, or the frame refuses)
+
+        def build():
+            real = frame.materialize() if isinstance(frame, Deferred) else frame
+            try:
+                return drop_columns(real, columns, errors)
+            except Unsupported:
+                return real.drop(columns=columns, errors=errors)
+
+        kept = [(label, array) for label, array in zip(labels, arrays) if label not in names]
+        if not kept or not all(type(a) is np.ndarray and a.dtype.kind in _KINDS for _, a in kept):
+            return drop_columns(frame, columns, errors)
+        return FrameColumns([label for label, _ in kept], [array for _, array in kept], frame.index, build)
+
+
+def _dropped(labels=None, *, axis=0, index=None, columns=None, level=None, inplace=False, errors="raise") -> tuple:
+    """(columns, errors) of ``DataFrame.drop``'s arguments dropping columns; Unsupported for others."""
+    if labels is not None and columns is None and axis in (1, "columns"):
+        columns = labels
+    elif labels is not None or axis not in (0, "index"):
+        raise Unsupported("rows dropped")
+    if index is not None or columns is None or level is not None or inplace is not False:
+        raise Unsupported("rows, levels or inplace dropped")
+    return columns, errors
+
+
+def _labelled(frame) -> tuple:
+    """(labels, arrays) of kept ``Columns`` or of a DataFrame's columns."""
+    if isinstance(frame, Columns):
+        return frame.labels, frame.arrays()
+    frame = plain_frame(frame, numbers=False)
+    return frame.columns.tolist(), [frame._get_column_array(i) for i in range(frame.shape[1])]
 
 
 class SelectedColumns(Columns):
@@ -367,13 +400,10 @@ def kept_columns(objs: list, build, names: list | None = None, index: pd.Index |
     one pandas' concat gives). Unsupported for anything else."""
     labels, arrays = [], []
     for obj, name in zip(objs, names or [None] * len(objs)):
-        if isinstance(obj, Columns) and obj.index is not None:
-            labels += obj.labels
-            arrays += obj.arrays()
-        elif type(obj) is pd.DataFrame:
-            frame = plain_frame(obj)
-            labels += frame.columns.tolist()
-            arrays += [frame._get_column_array(i) for i in range(frame.shape[1])]
+        if _has_index(obj):
+            own_labels, own_arrays = _labelled(obj)
+            labels += own_labels
+            arrays += own_arrays
         elif type(obj) is pd.Series:
             labels.append(plain_series(obj).name if name is None else name)
             arrays.append(obj._values)
