@@ -308,21 +308,19 @@ def _lower_one(codes, start, end, table, expansions, expansion_offsets, context,
             if not len(context):
                 return k, _NEEDS_CONTEXT
             lowered = _FINAL_SIGMA if _final_sigma(codes, start, end, i, context) else _SMALL_SIGMA
-        k = _put(lowered, expansions, expansion_offsets, out, k)
+        if lowered & _EXPANDS:  # (the common case written here: numba compiles it as fast as it runs inline)
+            k = _expand(lowered & ~_EXPANDS, expansions, expansion_offsets, out, k)
+        else:
+            out[k] = lowered
+            k += 1
     return k, _DONE
 
 
 @_inline
-def _put(entry, expansions, expansion_offsets, out, k):
-    """A table's entry for a code point (itself mapped, or ``_EXPANDS | e``: expansion e) written
-    from ``out[k]`` on; where it ends."""
-    if entry & _EXPANDS:
-        e = entry & ~_EXPANDS
-        for j in range(expansion_offsets[e], expansion_offsets[e + 1]):
-            out[k] = expansions[j]
-            k += 1
-    else:
-        out[k] = entry
+def _expand(e, expansions, expansion_offsets, out, k):
+    """Expansion ``e`` of a table (a code point mapped to several) written from ``out[k]`` on; where it ends."""
+    for j in range(expansion_offsets[e], expansion_offsets[e + 1]):
+        out[k] = expansions[j]
         k += 1
     return k
 
@@ -397,6 +395,11 @@ def mapped(codes, offsets, table, expansions, expansion_offsets) -> tuple:
     k = 0
     for d in range(n):
         for i in range(offsets[d], offsets[d + 1]):
-            k = _put(table[codes[i]], expansions, expansion_offsets, out, k)
+            value = table[codes[i]]
+            if value & _EXPANDS:
+                k = _expand(value & ~_EXPANDS, expansions, expansion_offsets, out, k)
+            else:
+                out[k] = value
+                k += 1
         new_offsets[d + 1] = k
     return out[:k], new_offsets
