@@ -115,6 +115,16 @@ def missing_column(df):
 ROWS = [FRAME, FRAME.iloc[[7]], FRAME.iloc[::-1], FRAME.iloc[100:140]]
 
 
+def assert_answers_as_written(optimized, function, inputs: list) -> None:
+    """The same answers (values to the bit, dtype, shape) or the same exception, input by input."""
+    for rows in inputs:
+        ours, theirs = answers(optimized, rows), answers(function, rows)
+        if isinstance(theirs, Exception):
+            assert type(ours) is type(theirs) and str(ours) == str(theirs)
+        else:
+            assert ours.dtype == theirs.dtype and ours.shape == theirs.shape and ours.tobytes() == theirs.tobytes()
+
+
 def answers(function, rows):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -134,12 +144,7 @@ def test_selections_give_the_answers_as_written(function, kept):
     optimized = willump.optimize(function)
     others = [FRAME.rename(columns={"a": "A"}), FRAME.assign(b=FRAME["b"].astype(np.float32)),
               pd.concat([FRAME, FRAME[["a"]]], axis=1), pd.concat({"x": FRAME}, axis=1), FRAME.iloc[:0]]
-    for rows in ROWS + others:  # (a name missing or repeated, columns of two levels, no rows: as written)
-        ours, theirs = answers(optimized, rows), answers(function, rows)
-        if isinstance(theirs, Exception):
-            assert type(ours) is type(theirs) and str(ours) == str(theirs)
-        else:
-            assert ours.dtype == theirs.dtype and ours.shape == theirs.shape and ours.tobytes() == theirs.tobytes()
+    assert_answers_as_written(optimized, function, ROWS + others)  # (a name missing or repeated, two levels, no rows)
     table = optimized.explain_compilation()
     selections = table[table["call"].str.fullmatch(r"\w+\[(FEATURES|MISSING|MIXED|\['a', 'kind'\])\]")]  # (frame[columns])
     written = len(re.findall(r"\w+\[(FEATURES|MISSING|MIXED|\[.a., .kind.\])\]", inspect.getsource(function)))
@@ -218,12 +223,7 @@ def test_frames_made_for_python_are_pandas_own(function):
     builds it, without pandas' ~250 us of checks on one row; the answers are the ones as written."""
     optimized = willump.optimize(function)
     others = [FRAME.rename(columns={"a": "A"}), FRAME.drop(columns=["e"]), FRAME.iloc[:0]]
-    for rows in ROWS + others:
-        ours, theirs = answers(optimized, rows), answers(function, rows)
-        if isinstance(theirs, Exception):
-            assert type(ours) is type(theirs) and str(ours) == str(theirs)
-        else:
-            assert ours.dtype == theirs.dtype and ours.shape == theirs.shape and ours.tobytes() == theirs.tobytes()
+    assert_answers_as_written(optimized, function, ROWS + others)
     table = optimized.explain_compilation()
     assert (table["status"].str.startswith("compiled") & (table["compiled_calls"] >= len(ROWS))).all(), table.to_string()
     made = table["call"].str.fullmatch(r"df\[(FEATURES|\[[^\]]*\])\]|df\.drop\(.*\)")  # (the frame made for Python)
@@ -254,12 +254,7 @@ def test_frames_put_together_for_a_model_stay_columns(function):
     shifted = FRAME.set_axis(FRAME.index + 1000)
     others = [FRAME.rename(columns={"a": "A"}), FRAME.assign(count=FRAME["count"].astype(np.float32)), FRAME.iloc[:0],
               shifted, FRAME.iloc[[3, 3]], FRAME.astype({"c": "Float64"})]
-    for rows in ROWS + others:
-        ours, theirs = answers(optimized, rows), answers(function, rows)
-        if isinstance(theirs, Exception):
-            assert type(ours) is type(theirs) and str(ours) == str(theirs)
-        else:
-            assert ours.dtype == theirs.dtype and ours.shape == theirs.shape and ours.tobytes() == theirs.tobytes()
+    assert_answers_as_written(optimized, function, ROWS + others)
     table = optimized.explain_compilation()
     together = table[table["operator"].isin(["DataFrame.assign", "pandas.concat", "DataFrame.drop", "getitem"])]
     assert len(together) and together["kept"].all(), table.to_string()
