@@ -161,16 +161,20 @@ def test_the_values_and_the_model_compile(function):
     optimized(ROWS)
     sites = optimized.explain_compilation()
     assert (sites["status"] == "compiled").all(), sites.to_string()
-    assert sites["call"].str.contains(r"\.values|\.to_numpy\(").any()
+    assert sites["operator"].isin(["DataFrame/Series.values", "DataFrame/Series.to_numpy"]).any(), sites.to_string()
     assert (sites["compiled_calls"] == 2).all(), sites.to_string()
 
 
-def test_the_selection_is_not_built():
-    """``df[F].values`` reads the columns where they are: the selection's site keeps them."""
-    optimized = willump.optimize(boosted_values)
+@pytest.mark.parametrize("function, selection", [(boosted_values, "df[FEATURES]"),
+                                                 (linear_to_numpy, "df[['a', 'c', 'n']]")])
+def test_the_selection_is_not_built(function, selection):
+    """``df[F].values`` and ``.to_numpy()`` read the columns where they are: the selection's site keeps them."""
+    optimized = willump.optimize(function)
     optimized(ROWS.iloc[[4]])
     sites = optimized.explain_compilation().set_index("call")
-    assert sites.loc["df[FEATURES]", "kept"] and sites.loc["df[FEATURES].values", "status"] == "compiled"
+    assert sites.loc[selection, "kept"], sites.to_string()
+    assert sites.loc[sites.index.str.startswith(selection + "."), "status"].eq("compiled").all(), sites.to_string()
+    assert sites.index.str.startswith(selection + ".").any(), sites.to_string()
 
 
 def test_a_dict_values_call_is_not_a_frame_site():

@@ -268,8 +268,9 @@ class _Rewriter(ast.NodeTransformer):
                 return site
         written = ast.unparse(node)  # as written, before the calls inside it become sites
         node.func.willump_called = True  # (``d.values()`` is not ``frame.values``)
+        to_numpy = _array_of_frame(node.func, "to_numpy")  # (before ``frame[key]`` becomes a site)
         self.generic_visit(node)
-        if not self.repeated and _array_of_frame(node.func, "to_numpy") and all(
+        if not self.repeated and to_numpy and all(
                 isinstance(n, _INERT + (ast.Attribute,)) for a in [*node.args, *node.keywords] for n in ast.walk(a)):
             return self._helper_site(node, written, frame_to_numpy, TO_NUMPY, [node.func.value, *node.args],
                                      node.keywords)
