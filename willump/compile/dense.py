@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from willump.compile import frames
-from willump.compile.forms import Deferred, Unsupported
+from willump.compile.forms import Deferred, Unsupported, materialized
 
 _KINDS = "biuf"  # bools, ints, unsigned ints and floats
 
@@ -111,7 +111,7 @@ class CompiledConcat:
             keys = _keys(options)
             if keys is None:
                 try:
-                    return frames.kept_columns(objs, lambda: _concatenated([_real(o) for o in objs], options))
+                    return frames.kept_columns(objs, lambda: _concatenated([materialized(o) for o in objs], options))
                 except Unsupported:
                     pass
             return frames.concat_columns(objs, keys)
@@ -136,10 +136,6 @@ def _keys(options: dict):
     if set(options) - {"axis", "keys"} or options.get("axis") not in (1, "columns") or type(options.get("axis")) is bool:
         raise Unsupported("pd.concat options other than axis=1 and keys")
     return options.get("keys")
-
-
-def _real(obj):
-    return obj.materialize() if isinstance(obj, Deferred) else obj
 
 
 def _concatenated(objs, options: dict) -> pd.DataFrame:

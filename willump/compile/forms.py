@@ -74,6 +74,11 @@ class Deferred:
         """Stop sharing the caller's objects, before code that may change them in place runs."""
 
 
+def materialized(value):
+    """The object ``value`` stands for when it is kept in a kernel's form (built once), else ``value``."""
+    return value.materialize() if isinstance(value, Deferred) else value
+
+
 class DeferredMethod:
     """``form.name`` for a value kept in a kernel's form: calling it runs the real method."""
 

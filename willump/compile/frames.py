@@ -24,7 +24,9 @@ from pandas.core.internals.blocks import new_block_2d
 from pandas.core.internals.construction import _extract_index
 from pandas.core.internals.managers import BlockManager, create_block_manager_from_column_arrays
 
-from willump.compile.forms import Columns, Deferred, FrameColumns, ReceiverKernel, Unsupported, kind_of, side_by_side
+from willump.compile.forms import (
+    Columns, Deferred, FrameColumns, ReceiverKernel, Unsupported, kind_of, materialized, side_by_side,
+)
 
 _KINDS = "biuf"  # bools, ints, unsigned ints and floats
 _FLOAT64 = np.dtype(np.float64)
@@ -110,9 +112,13 @@ def _taken(frame: pd.DataFrame, positions: np.ndarray, names: tuple) -> pd.DataF
     manager = frame._mgr
     blocks = tuple(manager._slice_take_blocks_ax0(positions, only_slice=False))
     _check_blocks(blocks)
-    columns = frame.columns
-    labels = _cached((type(columns), columns.dtype, columns.name, names), lambda: columns.take(positions))
+    labels = _labels(frame.columns, positions, names)
     return _frame(BlockManager(blocks, [labels, frame.index.view()], verify_integrity=False))
+
+
+def _labels(columns: pd.Index, positions, names: tuple) -> pd.Index:
+    """``columns.take(positions)``, built once per ``names`` (a view: a name may be set on it)."""
+    return _cached((type(columns), columns.dtype, columns.name, names), lambda: columns.take(positions))
 
 
 def drop_columns(frame, labels, errors: str = "raise") -> pd.DataFrame:
@@ -135,7 +141,7 @@ def drop_columns(frame, labels, errors: str = "raise") -> pd.DataFrame:
     positions, names = zip(*kept)
     manager = frame._mgr
     _check_blocks(manager.blocks[number] for number in np.unique(manager.blknos[list(positions)]))
-    labels = _cached((type(columns), columns.dtype, columns.name, names), lambda: columns.take(positions))
+    labels = _labels(columns, positions, names)
     manager = manager.reindex_indexer(labels, np.array(positions, dtype=np.intp), axis=0, allow_dups=True, only_slice=True)
     return _frame(manager)
 
@@ -157,7 +163,7 @@ class CompiledDrop(ReceiverKernel):
             return drop_columns(frame, columns, errors)  # (pandas raises, or the frame refuses)
 
         def build():
-            real = frame.materialize() if isinstance(frame, Deferred) else frame
+            real = materialized(frame)
             try:
                 return drop_columns(real, columns, errors)
             except Unsupported:
@@ -543,7 +549,7 @@ class CompiledAssign(ReceiverKernel):
             return self(frame, *options, **columns)
 
         def build():
-            real = frame.materialize() if isinstance(frame, Deferred) else frame
+            real = materialized(frame)
             try:
                 return assign(real, columns)
             except Unsupported:

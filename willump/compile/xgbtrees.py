@@ -30,7 +30,7 @@ from willump.compile.forest import (
     EXP32, FLOAT32, IDENTITY, LEAF, MISSING_LEFT, SIGMOID32, SOFTMAX32, Ensemble, Tree, joined, kept_ensemble,
     plain_reading, stacked,
 )
-from willump.compile.forms import Columns, Deferred, Unsupported, held_attributes, kind_of, same_attributes
+from willump.compile.forms import Columns, Deferred, Unsupported, held_attributes, kind_of, materialized, same_attributes
 from willump.compile.jit import njit
 from willump.compile.linear import frame_values, named_columns
 from willump.compile.parallel import SERIAL
@@ -147,8 +147,7 @@ class DMatrixOf(Deferred):
         self.data, self._options = data, options
 
     def _build(self):
-        data = self.data.materialize() if isinstance(self.data, Deferred) else self.data
-        return xgboost.DMatrix(data, **self._options)
+        return xgboost.DMatrix(materialized(self.data), **self._options)
 
     def protect(self) -> None:
         """Built now (XGBoost copies the data): code that runs before the booster reads it may change the data."""

@@ -18,7 +18,7 @@ import operator
 import threading
 from dataclasses import dataclass
 
-from willump.compile.forms import Deferred
+from willump.compile.forms import materialized
 from willump.compile.parallel import SERIAL
 from willump.compile.programs import MISS, chain_of, program_for
 from willump.compile.sites import HELPERS as SITE_HELPERS
@@ -338,7 +338,7 @@ class GraphExecutor:
             if run.block == index:
                 _update(own, run, self._run(run, own, env))
         value = self._run(self._roots[index], own, env)
-        return value.materialize() if isinstance(value, Deferred) else value
+        return materialized(value)
 
     def values(self, env: dict, indices=None) -> dict:
         """{index: value} of the IFVs ``indices`` (default all), computed one after the other."""
