@@ -170,7 +170,7 @@ class CompiledDrop(ReceiverKernel):
                 return real.drop(columns=columns, errors=errors)
 
         kept = [(label, array) for label, array in zip(labels, arrays) if label not in names]
-        if not kept or not all(type(a) is np.ndarray and a.dtype.kind in _KINDS for _, a in kept):
+        if not kept or not _numbers([array for _, array in kept]):
             return drop_columns(frame, columns, errors)
         return FrameColumns([label for label, _ in kept], [array for _, array in kept], frame.index, build)
 
@@ -415,11 +415,16 @@ def kept_columns(objs: list, build, names: list | None = None, index: pd.Index |
             arrays.append(obj._values)
         else:
             raise Unsupported(f"a {kind_of(obj)} among the objects kept as columns")
-    if not all(type(a) is np.ndarray and a.dtype.kind in _KINDS for a in arrays):
+    if not _numbers(arrays):
         raise Unsupported("columns other than numpy numbers or bools")
     if not all(type(label) is str for label in labels) or len(set(labels)) != len(labels):
         raise Unsupported("repeated column names, or names other than str")
     return FrameColumns(labels, arrays, _kept_index([obj.index for obj in objs], index), build)
+
+
+def _numbers(arrays: list) -> bool:
+    """Whether the columns are numpy arrays of numbers or bools (what kernels reading columns read)."""
+    return all(type(a) is np.ndarray and a.dtype.kind in _KINDS for a in arrays)
 
 
 def _kept_index(indexes: list, index: pd.Index | None) -> pd.Index:
