@@ -250,6 +250,80 @@ def test_assigning_gives_pandas_frame(frame, data):
         assert_columns_of(kept, frame.assign(**new))
 
 
+@st.composite
+def frame_makers(draw):
+    """A function making the same new frame at each call (a copy would consolidate its blocks), its
+    names ours (a selection built here) or pandas'."""
+    rows = draw(st.sampled_from([1, 1, 2, 3, 7, 40]))
+    index, pairs, at_once = draw(indexes(rows)), draw(columns(rows)), draw(st.booleans())
+    selected = draw(st.booleans())
+
+    def make():
+        if at_once:
+            frame = pd.DataFrame({name: array.copy() for name, array in pairs}, index=index)
+        else:
+            frame = pd.DataFrame(index=index)
+            for name, array in pairs:
+                frame[name] = array.copy()
+        if selected and frame.columns.is_unique:
+            return frames.select_columns(frame, frame.columns.tolist()), frame[frame.columns.tolist()]
+        return frame, frame
+    return make
+
+
+@st.composite
+def column_values(draw, frame: pd.DataFrame):
+    """What people set a column to: Series (the frame's index, an equal one, another), arrays, scalars."""
+    rows = len(frame)
+    kind = draw(st.sampled_from(["same index", "same index", "equal index", "other index", "array", "scalar",
+                                 "strings", "nullable", "short array", "column"]))
+    array = np.array(draw(st.lists(st.floats(-1e6, 1e6, width=32) | st.just(np.nan), min_size=rows, max_size=rows)))
+    array = array.astype(draw(st.sampled_from(DTYPES))) if not np.isnan(array).any() else array
+    if kind == "same index":
+        return pd.Series(array, index=frame.index, name=draw(st.sampled_from([None, "s"])))
+    if kind == "equal index":
+        return pd.Series(array, index=frame.index.copy())
+    if kind == "other index":
+        return pd.Series(array, index=draw(indexes(rows)))
+    if kind == "array":
+        return array
+    if kind == "short array":
+        return array[:-1]
+    if kind == "strings":
+        return pd.Series([f"t{i}" for i in range(rows)], index=frame.index)
+    if kind == "nullable":
+        return pd.Series(range(rows), index=frame.index, dtype="Int64")
+    if kind == "column":
+        return frame.iloc[:, 0] * 2
+    return draw(st.sampled_from([0, 1.5, True, "text", np.float32(2), np.nan, np.int8(3), 2**63, None]))
+
+
+@hypothesis_settings(200)
+@given(frame_makers(), st.data())
+def test_setting_columns_changes_the_frame_as_pandas_does(make, data):
+    ours, _ = make()
+    _, theirs = make()
+    for _ in range(data.draw(st.integers(1, 4))):
+        key = data.draw(st.sampled_from([*NAMES, "new", "other", 0, ("a", "b")]))
+        value = data.draw(column_values(theirs))
+        mine = value.copy() if isinstance(value, (pd.Series, np.ndarray)) else value
+        try:
+            theirs[key] = value
+        except Exception as error:
+            note(f"pandas raises {error!r}")
+            with pytest.raises((Unsupported, type(error))):
+                frames.put_column(ours, key, mine)
+            return
+        try:
+            frames.put_column(ours, key, mine)
+        except Unsupported as why:
+            note(f"refused: {why}")
+            ours[key] = mine  # (the call site runs it as written)
+        assert_same_frame(ours, theirs)
+        # The values set are shared (tracked for copy-on-write) or copied as pandas shares them.
+        assert [b.refs.has_reference() for b in ours._mgr.blocks] == [b.refs.has_reference() for b in theirs._mgr.blocks]
+
+
 def test_the_common_cases_compile():
     """The kernels answer (not only refuse) the forms people write."""
     frame = pd.DataFrame({"a": [1.0, np.nan], "b": [2, 3], "c": [np.nan, 0.5], "s": ["x", "y"]}, index=[4, 7])
@@ -264,6 +338,11 @@ def test_the_common_cases_compile():
     columns = {"log": np.log1p(frame["a"]), "n": frame["b"] + 1, "flag": frame["b"] > 2}
     assert_same_frame(frames.frame_from_dict(columns), pd.DataFrame(columns))
     assert_same_frame(frames.assign(frame, {"p": frame["b"] * 2}), frame.assign(p=frame["b"] * 2))
+    ours, theirs = frames.select_columns(frame, ["a", "b"]), frame[["a", "b"]]
+    for key, value in [("r", frame["a"] / frame["b"]), ("a", np.where(frame["b"] > 2, 1.0, 0.0)), ("one", 1)]:
+        frames.put_column(ours, key, value)
+        theirs[key] = value
+        assert_same_frame(ours, theirs)
 
 
 # Through willump.optimize, as users write them.
@@ -312,8 +391,25 @@ def dropped_and_selected(df):
     return identity.predict(X[["children", "credit"]].assign(owner=df["owns"]))
 
 
+def kaggle_cell(df):
+    X = df[NUMERIC].copy()
+    X["credit_income"] = X["credit"] / X["income"]
+    X["goods"] = np.where(X["goods"].isna(), X["credit"], X["goods"])
+    X["many_children"] = (df["children"] > 2).astype(int)
+    X["mean"] = X[["credit", "income"]].mean(axis=1)
+    X["one"] = 1
+    X["income"] = df["income"].fillna(0)
+    return identity.predict(X)
+
+
+def set_in_place(df):
+    df["half"] = df["credit"] / 2
+    df["children"] = df["children"].clip(upper=5)
+    return identity.predict(df[["half", "children"]])
+
+
 @pytest.mark.parametrize("function", [filled_and_concatenated, frame_of_expressions, assigned, filled_with_a_dict,
-                                      dropped, dropped_and_selected])
+                                      dropped, dropped_and_selected, kaggle_cell])
 @pytest.mark.parametrize("rows", [slice(None), slice(2, 3), slice(None, None, -1)])
 def test_decorated_functions_give_pandas_frames(function, rows):
     f = willump.optimize(function)
@@ -323,6 +419,15 @@ def test_decorated_functions_give_pandas_frames(function, rows):
         assert_same_frame(result, expected)
     sites = f.explain_compilation().query("operator != 'Identity.predict'")
     assert (sites["status"] == "compiled").all(), sites.to_string()
+
+
+@pytest.mark.parametrize("rows", [slice(None), slice(2, 3)])
+def test_columns_set_in_the_callers_frame_are_set_as_pandas_sets_them(rows):
+    f = willump.optimize(set_in_place)
+    ours, theirs = ROWS.iloc[rows].copy(), ROWS.iloc[rows].copy()
+    assert_same_frame(f(ours), set_in_place(theirs))
+    assert_same_frame(ours, theirs)
+    assert (f.explain_compilation().query("operator == 'DataFrame.__setitem__'")["status"] == "compiled").all()
 
 
 def misaligned(df):

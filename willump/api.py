@@ -394,7 +394,7 @@ class OptimizedFunction:
         their role (``cascade small model: LGBMClassifier.predict_proba``), with no line.
         """
         executor = self._executor or self._calls
-        sites = executor.sites if executor is not None else []
+        sites = [site for site in executor.sites if site.listed] if executor is not None else []
         columns = ["line", "call", "operator", "status", "calls", "compiled_calls", "fused_calls", "whole_calls", "kept"]
         table = pd.DataFrame([site.summary() for site in sites], columns=columns)
         table["call"] = table["call"].map(executor.readable) if sites else table["call"]

@@ -35,10 +35,9 @@ from pandas.core.indexes.multi import MultiIndex
 from pandas._libs.internals import get_blkno_placements
 from pandas._libs.lib import maybe_indices_to_slice
 from pandas.core import nanops
-from pandas.core.internals import SingleBlockManager
 
 from willump.compile import frames
-from willump.compile.forms import Deferred, Unsupported
+from willump.compile.forms import Deferred, Unsupported, series_of
 from willump.compile.strings import string_method
 
 BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
@@ -437,7 +436,7 @@ class CompiledExpression:
                     values[position] = function(*[values[i] for i in operands])
         if index is None:  # np.where's array
             return values[-1]
-        return _series(values[-1], index.view() if viewed else index, name)
+        return series_of(values[-1], index.view() if viewed else index, name)
 
     def _check(self, arguments):
         """(values, columns, tape): per step its number or array (None until computed) and, for a Series,
@@ -826,10 +825,11 @@ def _frame_column(frame, key):
     """(array, column) of ``frame[key]``, as DataFrame.__getitem__ finds a single column."""
     if type(frame) is not pd.DataFrame:
         raise Unsupported(f"a column of a {type(frame).__name__}")
-    if isinstance(frame.columns, MultiIndex):
+    columns = frame.columns
+    if isinstance(columns, MultiIndex):
         raise Unsupported("MultiIndex columns")
     try:
-        position = frame.columns.get_loc(key)
+        position = columns.get_loc(key)
     except Exception as error:  # pandas then tries other readings of the key
         raise Unsupported(f"no column {key!r} ({type(error).__name__})") from None
     if not isinstance(position, int):
@@ -837,7 +837,8 @@ def _frame_column(frame, key):
     values = frame._get_column_array(position)
     if not isinstance(values, np.ndarray) or values.dtype not in _LEAF_DTYPES:
         raise Unsupported(f"a column of dtype {values.dtype}")
-    name = frame.columns[position]
+    # A str key found among str names is the name (pandas' lookup of the name costs more).
+    name = key if type(key) is str and isinstance(columns.dtype, pd.StringDtype) else columns[position]
     _check_metadata(frame, name)
     return values, (frame.index, name, True, values.dtype)  # the column's index is a view of the frame's
 
@@ -874,11 +875,3 @@ def _operand(number):
 def _result_name(left, right):
     """pandas' ``get_op_result_name`` of two Series, for the name types compiled."""
     return left if left == right or (left != left and right != right) else None
-
-
-def _series(values: np.ndarray, index, name) -> pd.Series:
-    """``pd.Series(values, index=index, name=name, copy=False)``, without the constructor's checks."""
-    manager = SingleBlockManager.from_array(values, index)
-    result = pd.Series._from_mgr(manager, manager.axes)
-    object.__setattr__(result, "_name", name)
-    return result

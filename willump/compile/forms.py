@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 import sklearn
+from pandas.core.internals import SingleBlockManager
 
 
 class Unsupported(Exception):
@@ -72,6 +73,14 @@ class Deferred:
 
     def protect(self) -> None:
         """Stop sharing the caller's objects, before code that may change them in place runs."""
+
+
+def series_of(values: np.ndarray, index: pd.Index, name) -> pd.Series:
+    """``pd.Series(values, index=index, name=name, copy=False)`` of a numpy array, without the constructor's checks."""
+    manager = SingleBlockManager.from_array(values, index)
+    result = pd.Series._from_mgr(manager, manager.axes)
+    object.__setattr__(result, "_name", name)
+    return result
 
 
 def materialized(value):

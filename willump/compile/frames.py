@@ -18,6 +18,7 @@ from pandas._config import using_string_dtype
 from pandas._libs.internals import BlockPlacement
 from pandas._libs.lib import maybe_indices_to_slice
 from pandas.core.array_algos.take import take_nd
+from pandas.core.construction import sanitize_array
 from pandas.core.dtypes.cast import find_common_type
 from pandas.core.indexes.api import get_objs_combined_axis
 from pandas.core.internals.blocks import new_block_2d
@@ -467,19 +468,31 @@ def _names(names: tuple) -> pd.Index:
 
 
 _indexes = {}  # Index objects of column names, built once (each frame gets a view: a name may be set on it)
+_names_of = {}  # id of such an Index's cache (its views share it) -> (its names, the Index)
 
 
 def _cached(key: tuple, build, held=()) -> pd.Index:
     """A view of the Index ``build()`` gives, built once per key (``held``: objects whose ids are in
-    the key, kept alive with it). Its uniqueness is computed once, and shared by the views."""
+    the key, kept alive with it). Its uniqueness and hash table are computed once, and shared by the views."""
     found = _indexes.get(key)
     if found is None:
         if len(_indexes) > 1000:
             _indexes.clear()
+            _names_of.clear()
         index = build()
         index.is_unique  # noqa: B018 (computed now, for every view)
         found = _indexes[key] = (index, held)
+        _names_of[id(index._cache)] = (tuple(index.tolist()), index)
     return found[0]._view()
+
+
+def _names_in(columns: pd.Index) -> tuple:
+    """The names an Index holds: known for the ones built here and their views (pandas' ``tolist``
+    of str names costs ~5-10 us)."""
+    known = _names_of.get(id(columns._cache))
+    if known is not None and known[1]._cache is columns._cache:
+        return known[0]
+    return tuple(columns.tolist())
 
 
 # pd.DataFrame({...})
@@ -568,6 +581,91 @@ class CompiledAssign(ReceiverKernel):
 
 def _has_index(frame) -> bool:
     return type(frame) is pd.DataFrame or isinstance(frame, Columns) and frame.index is not None
+
+
+# frame[key] = value
+
+def set_column(value, frame, key) -> None:
+    """``frame[key] = value`` as written: the callee of a rewritten column assignment (the value comes
+    first, as Python evaluates it first)."""
+    frame[key] = value
+
+
+class CompiledSetColumn:
+    """``frame[key] = value`` (``put_column``); other frames, keys and values run as written."""
+
+    operator_name = "DataFrame.__setitem__"
+
+    def __call__(self, value, frame, key) -> None:
+        put_column(frame, key, value)
+
+    @staticmethod
+    def still_valid() -> bool:
+        return True
+
+
+_SETTING_KNOWN = pd.__version__.startswith("3.1.")  # BlockManager.insert as _insert_last expects it
+
+
+def put_column(frame, key, value) -> None:
+    """``frame[key] = value`` of a ``str`` key on a frame with rows and unique ``str`` column names, the
+    value a Series with the frame's index, a 1-D array of its length or a scalar: the array pandas'
+    ``_sanitize_column`` makes, put in by the frame's BlockManager as ``_set_item_mgr`` puts it (``iset``
+    over the column of that name, else ``insert`` at the end, with the Index of names built once:
+    pandas' ``Index.insert`` and the hash table built again after it are most of a one-row assignment)."""
+    if type(frame) is not pd.DataFrame or type(key) is not str:
+        raise Unsupported("a frame other than a DataFrame, or a key other than a str")
+    if not _SETTING_KNOWN:
+        raise Unsupported(f"columns are put in as pandas 3.1 puts them (this is {pd.__version__})")
+    columns, index = frame.columns, frame.index
+    _check_names(columns)
+    if not len(index):
+        raise Unsupported("no rows (pandas takes the value's index)")
+    values, references = _column_values(value, index)
+    try:
+        position = columns.get_loc(key)
+    except KeyError:
+        _insert_last(frame._mgr, columns, key, values, references)
+    else:
+        frame._mgr.iset(position, values, inplace=False, refs=references)
+
+
+def _column_values(value, index: pd.Index) -> tuple:
+    """(array, references) of ``DataFrame._sanitize_column(value)`` for a frame of ``index``."""
+    if type(value) is pd.Series:
+        if value.index is not index and not value.index.equals(index):
+            raise Unsupported("a Series of another index (pandas aligns it)")
+        return value._values, value._references
+    if type(value) is np.ndarray:
+        if value.ndim != 1 or len(value) != len(index):
+            raise Unsupported("an array of another shape (pandas raises or sets several columns)")
+    elif type(value) not in (bool, int, float, str) and not isinstance(value, np.generic):
+        raise Unsupported(f"a value of type {type(value).__name__}")
+    return sanitize_array(value, index, copy=True, allow_2d=True), None
+
+
+class _NamesInserting:
+    """The manager's column names while its own ``insert`` runs: their ``insert`` is the Index built once."""
+
+    def __init__(self, names: pd.Index):
+        self.names = names
+
+    def insert(self, position: int, name) -> pd.Index:
+        return self.names
+
+
+def _insert_last(manager: BlockManager, columns: pd.Index, key: str, values, references) -> None:
+    """``manager.insert(len(columns), key, values, references)``, pandas' own, given the new Index."""
+    dtype = columns.dtype  # (a StringDtype: its own hash costs more than the rest of the key's)
+    names = _cached(("insert", type(columns), dtype.storage, type(dtype.na_value), columns.name, _names_in(columns), key),
+                    lambda: columns.insert(len(columns), key))
+    manager.blknos, manager.blklocs  # noqa: B018 (built now: while insert runs, the names are not an Index)
+    manager.axes[0] = _NamesInserting(names)
+    try:
+        manager.insert(len(columns), key, values, references)
+    finally:
+        if manager.axes[0] is not names:
+            manager.axes[0] = columns
 
 
 # frame[names].values, frame[names].to_numpy(...)

@@ -33,10 +33,9 @@ from itertools import repeat
 import numpy as np
 import pandas as pd
 from pandas.arrays import ArrowStringArray, StringArray
-from pandas.core.internals import SingleBlockManager
 
 from willump.compile.arrow import FEW_STRINGS, Utf8Keys, arrow_objects, pa
-from willump.compile.forms import ReceiverKernel, Unsupported
+from willump.compile.forms import ReceiverKernel, Unsupported, series_of
 
 try:  # the rules below are pandas 3's, where strings are inferred as its str dtype
     from pandas._config import using_string_dtype
@@ -334,6 +333,5 @@ def _series(values, like: pd.Series) -> pd.Series:
     if values.dtype == object:
         result = pd.Series(values, index=like.index, copy=False)
     else:
-        manager = SingleBlockManager.from_array(values, like.index)
-        result = pd.Series._from_mgr(manager, manager.axes)
+        result = series_of(values, like.index, None)
     return result.__finalize__(like, method="map")

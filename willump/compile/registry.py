@@ -22,7 +22,8 @@ from willump.compile import (
 from willump.compile.dense import CompiledColumnStack, CompiledConcat, CompiledNumpyHstack
 from willump.compile.expressions import CompiledExpression
 from willump.compile.frames import (
-    CompiledAssign, CompiledDrop, CompiledFrameConstructor, CompiledValues, frame_to_numpy, frame_values,
+    CompiledAssign, CompiledDrop, CompiledFrameConstructor, CompiledSetColumn, CompiledValues, frame_to_numpy,
+    frame_values, set_column,
 )
 from willump.compile.parallel import SERIAL
 from willump.compile.forms import DeferredMethod, Unsupported
@@ -104,6 +105,7 @@ FUNCTION_KERNELS = {
     column_str_method: CompiledColumnLower(),
     frame_values: CompiledValues(frame_values),
     frame_to_numpy: CompiledValues(frame_to_numpy),
+    set_column: CompiledSetColumn(),
     loc_lookup: CompiledLoc(),
     composites.union_stack: composites.CompiledUnionStack(),
     composites.column_stack: composites.CompiledColumnStack(),

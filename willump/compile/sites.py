@@ -18,11 +18,13 @@ import threading
 import time
 from types import ModuleType
 
+import pandas as pd
+
 from willump.compile import registry
 from willump.compile.parallel import SERIAL, WORTH_A_THREAD
 from willump.compile.expressions import OPERAND, PLAIN, expression_function, is_element_wise, leading_operand
 from willump.compile.forms import Columns, Deferred, DeferredMethod, Unsupported
-from willump.compile.frames import frame_to_numpy, frame_values
+from willump.compile.frames import frame_to_numpy, frame_values, set_column
 from willump.compile.lookups import loc_lookup
 from willump.compile.strings import COLUMN_STR_METHODS, column_str_method
 
@@ -139,6 +141,8 @@ class CallSite:
             self._cache = (owner, function, kernel, _fingerprint(owner))
         return kernel
 
+    listed = True  # shown by explain_compilation
+
     def found(self) -> tuple:
         """(object, function, kernel) of the last callee: its method's object (None for a function)
         and function, and the kernel answering it (None when it runs as written)."""
@@ -179,6 +183,21 @@ class ExpressionSite(CallSite):
             self.reason = self.last_plain = "this input: numbers and numpy arrays only (numpy computes those as fast)"
             return callee(*args)
         return CallSite.__call__(self, callee, *args)
+
+
+class ColumnSite(CallSite):
+    """A rewritten ``frame[key] = value``, ``site(set_column, value, frame, key)``: what is not a
+    DataFrame (a dict, a list, an array) is set as written at once, not counted as a call (the site
+    is listed once it met a DataFrame)."""
+
+    def __call__(self, callee, value, frame, key):
+        if type(frame) is not pd.DataFrame:
+            return callee(value, frame, key)
+        return CallSite.__call__(self, callee, value, frame, key)
+
+    @property
+    def listed(self) -> bool:
+        return self.calls > 0
 
 
 class Pending:
@@ -286,6 +305,23 @@ class _Rewriter(ast.NodeTransformer):
         self.sites.append(site)
         call = ast.Call(ast.Name(site.name, ast.Load()), [func] + node.args, node.keywords)
         return ast.copy_location(call, node)
+
+    def visit_Assign(self, node: ast.Assign):
+        """``frame[key] = value`` (outside loops, a name indexed by one key) -> ``site(set_column, value,
+        frame, key)``, in the order Python evaluates them."""
+        target = node.targets[0]
+        if self.repeated or len(node.targets) != 1 or not (
+                isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+                and not isinstance(target.slice, (ast.Slice, ast.Tuple))):
+            return self.generic_visit(node)
+        written = ast.unparse(node)
+        self.generic_visit(node)
+        site = self.make_site(node, written, ColumnSite)
+        site.helper = set_column
+        self.sites.append(site)
+        call = ast.Call(ast.Name(site.name, ast.Load()), [ast.Name(SET_COLUMN, ast.Load()), node.value, target.value,
+                                                          target.slice], [])
+        return ast.copy_location(ast.Expr(ast.copy_location(call, node)), node)
 
     def visit_Attribute(self, node: ast.Attribute):
         """``frame.values`` (read, not called) -> ``site(frame_values, frame)``."""
@@ -435,8 +471,9 @@ COLUMN_STR = "__willump_column_str"  # strings.column_str_method, the callee of 
 LOC = "__willump_loc"  # lookups.loc_lookup, the callee of table.loc[keys]
 PROTECT = "__willump_protect"  # protect_kept, called before Python code that runs while values are kept
 VALUES, TO_NUMPY = "__willump_values", "__willump_to_numpy"  # frames.frame_values and frame_to_numpy
+SET_COLUMN = "__willump_set_column"  # frames.set_column, the callee of frame[key] = value
 HELPERS = {ATTRIBUTE: None, GETITEM: operator.getitem, COLUMN_STR: column_str_method}  # name -> object the rewritten code reads
-HELPERS.update({LOC: loc_lookup, VALUES: frame_values, TO_NUMPY: frame_to_numpy})
+HELPERS.update({LOC: loc_lookup, VALUES: frame_values, TO_NUMPY: frame_to_numpy, SET_COLUMN: set_column})
 
 
 def attribute(value, name: str):
@@ -463,7 +500,8 @@ def keep_results_compiled(body: list, sites: list, first: int = 0) -> list:
     ``body`` calls). A ``frame[columns]`` site kept is ``tables.CompiledSelection``'s: the columns
     where they are.
     """
-    by_name = {site.name: site for site in sites[first:]}
+    # A column assignment changes its frame in place: for what follows it is Python code.
+    by_name = {site.name: site for site in sites[first:] if site.helper is not set_column}
 
     def site_call(node):
         return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in by_name
