@@ -19,6 +19,7 @@ from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, 
 from willump.compile import (
     bayes, composites, encoders, linear, meta, preprocessing, sktrees, sparse, tables, tfidf, trees,
 )
+from willump.compile.datetimes import CompiledToDatetime
 from willump.compile.dense import CompiledColumnStack, CompiledConcat, CompiledNumpyHstack
 from willump.compile.expressions import CompiledExpression
 from willump.compile.frames import (
@@ -101,6 +102,7 @@ FUNCTION_KERNELS = {
     np.column_stack: CompiledColumnStack(),
     pd.concat: CompiledConcat(),
     pd.DataFrame: CompiledFrameConstructor(),
+    pd.to_datetime: CompiledToDatetime(),
     operator.getitem: tables.CompiledSelection(),
     column_str_method: CompiledColumnLower(),
     frame_values: CompiledValues(frame_values),
@@ -113,7 +115,7 @@ FUNCTION_KERNELS = {
     composites.columns: composites.CompiledColumnHelper(composites.columns),
 }
 FUNCTION_NAMES = {
-    "hstack", "column_stack", "concat", "DataFrame", composites.UNION_STACK, composites.COLUMN_STACK,
+    "hstack", "column_stack", "concat", "DataFrame", "to_datetime", composites.UNION_STACK, composites.COLUMN_STACK,
     composites.COLUMN_INPUT, composites.COLUMNS,
 }
 OPTIONAL_NAMES = {"inplace_predict", "DMatrix"}  # (of the optional libraries' kernels, registered when first met)
