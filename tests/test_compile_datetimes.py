@@ -1,7 +1,8 @@
-"""``pd.to_datetime(series)`` of ISO 8601 text (``willump.compile.datetimes``) against pandas' own:
-the values, dtype, index and name pandas gives, in every storage pandas keeps text in (object, Python-
-and, with pyarrow installed, pyarrow-backed ``str``, chunked too); where pandas refuses the strings
-or reads them otherwise, the kernel refuses and the call runs as written."""
+"""``pd.to_datetime(series)`` of ISO 8601 text and ``series.dt.<field>`` (``willump.compile.datetimes``)
+against pandas' own: the values, dtype, index and name pandas gives, text in every storage pandas keeps
+it in (object, Python- and, with pyarrow installed, pyarrow-backed ``str``, chunked too), datetimes in
+every unit; where pandas refuses the strings or reads them otherwise, the kernel refuses and the call
+runs as written."""
 
 import datetime
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 import willump
 from answers import answers, identity
 from test_compile_kernels import hypothesis_settings
-from willump.compile.datetimes import CompiledToDatetime
+from willump.compile.datetimes import FIELDS, CompiledDatetimeField, CompiledToDatetime
 from willump.compile.forms import Unsupported
 
 try:
@@ -104,6 +105,37 @@ def test_the_common_forms_compile():
     assert kernel_or_refusal(series_of(["2017-11-07 09:30:38"], "object"), format="%Y-%m-%d %H:%M:%S")
 
 
+TICKS_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
+
+
+@st.composite
+def datetimes_of(draw) -> pd.Series:
+    """A Series of datetimes in one unit, across the years it holds (before 1970 too), some missing."""
+    unit = draw(st.sampled_from(list(TICKS_PER_SECOND)))
+    limit = 9_223_372_035 if unit == "ns" else 253_402_300_799  # (years 1677-2262, else 1-9999)
+    seconds = draw(st.lists(st.integers(-limit if unit == "ns" else -62_135_596_800, limit), min_size=1, max_size=50))
+    ticks = [s * TICKS_PER_SECOND[unit] + draw(st.integers(0, TICKS_PER_SECOND[unit] - 1)) for s in seconds]
+    values = np.array(ticks, dtype=np.int64).astype(f"M8[{unit}]")
+    if draw(st.integers(0, 5)) == 0:
+        values[draw(st.integers(0, len(values) - 1))] = np.datetime64("NaT")
+    index = draw(st.sampled_from([None, pd.Index(np.arange(len(values))[::-1]), pd.RangeIndex(len(values), name="r")]))
+    return pd.Series(values, index=index, name=draw(st.sampled_from([None, "when"])))
+
+
+@hypothesis_settings(300)
+@given(datetimes_of(), st.sampled_from(FIELDS))
+def test_fields_of_datetimes_are_pandas_fields(series, field):
+    expected = getattr(series.dt, field)
+    try:
+        result = CompiledDatetimeField()(series, field)
+    except Unsupported as why:
+        note(f"refused: {why}")
+        assert series.isna().any()
+        return
+    pd.testing.assert_series_equal(result, expected, check_exact=True)
+    assert result.index is expected.index
+
+
 CLICKS = pd.DataFrame({
     "click_time": ["2017-11-07 09:30:38", "2017-11-07 13:40:27", "2017-11-08 00:05:00", "2017-11-09 23:59:59"],
     "app": [3, 12, 3, 9],
@@ -124,8 +156,8 @@ def test_decorated_function_parses_timestamps(rows):
     f = willump.optimize(hour_and_day)
     result, expected = answers(f, CLICKS.iloc[rows])
     pd.testing.assert_frame_equal(result, expected, check_exact=True)
-    sites = f.explain_compilation().query("operator == 'pandas.to_datetime'")
-    assert len(sites) == 2 and (sites["status"] == "compiled").all(), sites.to_string()
+    sites = f.explain_compilation().query("operator in ['pandas.to_datetime', 'Series.dt']")
+    assert len(sites) == 5 and (sites["status"] == "compiled").all(), sites.to_string()
 
 
 def test_what_pandas_refuses_raises_as_written():

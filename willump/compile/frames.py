@@ -591,10 +591,11 @@ def set_column(value, frame, key) -> None:
     frame[key] = value
 
 
+set_column.operator_name = "DataFrame.__setitem__"  # for explain_compilation
+
+
 class CompiledSetColumn:
     """``frame[key] = value`` (``put_column``); other frames, keys and values run as written."""
-
-    operator_name = "DataFrame.__setitem__"
 
     def __call__(self, value, frame, key) -> None:
         put_column(frame, key, value)

@@ -19,7 +19,7 @@ from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, 
 from willump.compile import (
     bayes, composites, encoders, linear, meta, preprocessing, sktrees, sparse, tables, tfidf, trees,
 )
-from willump.compile.datetimes import CompiledToDatetime
+from willump.compile.datetimes import CompiledDatetimeField, CompiledToDatetime, datetime_field
 from willump.compile.dense import CompiledColumnStack, CompiledConcat, CompiledNumpyHstack
 from willump.compile.expressions import CompiledExpression
 from willump.compile.frames import (
@@ -103,6 +103,7 @@ FUNCTION_KERNELS = {
     pd.concat: CompiledConcat(),
     pd.DataFrame: CompiledFrameConstructor(),
     pd.to_datetime: CompiledToDatetime(),
+    datetime_field: CompiledDatetimeField(),
     operator.getitem: tables.CompiledSelection(),
     column_str_method: CompiledColumnLower(),
     frame_values: CompiledValues(frame_values),

@@ -22,6 +22,8 @@ import pandas as pd
 
 from willump.compile import registry
 from willump.compile.parallel import SERIAL, WORTH_A_THREAD
+from willump.compile.datetimes import FIELDS as DATETIME_FIELDS
+from willump.compile.datetimes import datetime_field
 from willump.compile.expressions import OPERAND, PLAIN, expression_function, is_element_wise, leading_operand
 from willump.compile.forms import Columns, Deferred, DeferredMethod, Unsupported
 from willump.compile.frames import frame_to_numpy, frame_values, set_column
@@ -324,10 +326,18 @@ class _Rewriter(ast.NodeTransformer):
         return ast.copy_location(ast.Expr(ast.copy_location(call, node)), node)
 
     def visit_Attribute(self, node: ast.Attribute):
-        """``frame.values`` (read, not called) -> ``site(frame_values, frame)``."""
-        if self.repeated or getattr(node, "willump_called", False) or not _array_of_frame(node, "values"):
+        """``frame.values`` (read, not called) -> ``site(frame_values, frame)``; ``series.dt.<field>``
+        -> ``site(datetime_field, series, "<field>")``."""
+        if self.repeated or getattr(node, "willump_called", False) or not isinstance(node.ctx, ast.Load):
             return self.generic_visit(node)
         written = ast.unparse(node)
+        accessor = node.value
+        if node.attr in DATETIME_FIELDS and isinstance(accessor, ast.Attribute) and accessor.attr == "dt":
+            self.generic_visit(accessor)
+            return self._helper_site(node, written, datetime_field, DATETIME_FIELD,
+                                     [accessor.value, ast.Constant(node.attr)], [])
+        if not _array_of_frame(node, "values"):
+            return self.generic_visit(node)
         self.generic_visit(node)
         return self._helper_site(node, written, frame_values, VALUES, [node.value], [])
 
@@ -472,8 +482,10 @@ LOC = "__willump_loc"  # lookups.loc_lookup, the callee of table.loc[keys]
 PROTECT = "__willump_protect"  # protect_kept, called before Python code that runs while values are kept
 VALUES, TO_NUMPY = "__willump_values", "__willump_to_numpy"  # frames.frame_values and frame_to_numpy
 SET_COLUMN = "__willump_set_column"  # frames.set_column, the callee of frame[key] = value
+DATETIME_FIELD = "__willump_datetime_field"  # datetimes.datetime_field, the callee of series.dt.<field>
 HELPERS = {ATTRIBUTE: None, GETITEM: operator.getitem, COLUMN_STR: column_str_method}  # name -> object the rewritten code reads
-HELPERS.update({LOC: loc_lookup, VALUES: frame_values, TO_NUMPY: frame_to_numpy, SET_COLUMN: set_column})
+HELPERS.update({LOC: loc_lookup, VALUES: frame_values, TO_NUMPY: frame_to_numpy, SET_COLUMN: set_column,
+                DATETIME_FIELD: datetime_field})
 
 
 def attribute(value, name: str):
