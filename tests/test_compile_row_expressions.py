@@ -17,7 +17,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::willump.WillumpWarning")
 
 NUMBERS = ["2", "0.5", "-3", "0", "n", "m", "1e300", "-0.0"]
 BOUNDS = ["0", "1", "-2", "0.5", "2.5", "n", "m", "None"]
-DTYPES = ["float", "int", "'float32'", "np.float32", "'float64'", "np.int64", "'int32'", "bool", "'bool'"]
+DTYPES = ["float", "int", "'float32'", "np.float32", "'float64'", "np.int64", "'int32'", "bool", "'bool'", "'uint8'",
+          "np.uint16", "'int8'", "'int16'", "np.uint32", "'uint64'"]
 COLUMNS = ['frame["x"]', 'frame["y"]', 'frame["z"]', "a", "b"]
 SELECTIONS = ['["x", "y", "z"]', '["x", "y"]', '["z", "x"]', '["y"]', '["x", "x", "y"]', "names"]
 
@@ -71,14 +72,15 @@ def feature(draw) -> str:
     return f"np.where({comparison}, {draw(st.sampled_from(branches))}, {draw(st.sampled_from(branches))})"
 
 
-POOLS = {"int64": INT64[:6] + [2**40], "float64": FLOAT64, "bool": [True, False]}
+POOLS = {"int64": INT64[:6] + [2**40], "float64": FLOAT64, "bool": [True, False], "int32": [0, 7, -300, 2**31 - 1],
+         "uint8": [0, 1, 255]}
 
 
 @st.composite
 def frame_of(draw, rows: int, index):
     """A frame with columns x, y, z in one block per dtype, one block per column, or some of each
     (as ``frame[name] = ...`` leaves them)."""
-    dtypes = [draw(st.sampled_from(["int64", "float64", "float64"])) for _ in "xyz"]
+    dtypes = [draw(st.sampled_from(["int64", "float64", "float64", "int32", "uint8"])) for _ in "xyz"]
     values = {c: np.array(draw(st.lists(st.sampled_from(POOLS[d]), min_size=rows, max_size=rows)), dtype=d)
               for c, d in zip("xyz", dtypes)}
     layout = draw(st.sampled_from(["consolidated", "assigned", "mixed"]))
@@ -152,6 +154,9 @@ CLEAN = pd.DataFrame({"x": [1.5, np.nan, -3.25, 7.0, 0.0, -0.0, 2.5], "y": [1, 2
     'frame["x"].abs().round(1)',
     'np.round(frame["z"] / 3, 2)',
     'np.abs(frame["x"] - frame["y"]) <= 2',
+    'frame["y"].astype("uint8")',
+    'frame["y"].astype("int32").astype(np.uint16)',
+    'frame["z"].fillna(0).clip(0, 50).astype("uint16")',
 ])
 @pytest.mark.parametrize("rows", [1, 3, 7])
 def test_feature_code_is_compiled(source, rows):
@@ -169,6 +174,8 @@ FALLBACKS = [  # (expression, frame, why the kernel refuses)
     ('frame[["x", "y"]].sum(axis=1)', CLEAN[:0], "no rows"),
     ('frame[["x", "y"]].sum(axis=1)', CLEAN.astype({"y": "Int64"}), "dtype Int64"),
     ('frame["x"].astype(int)', CLEAN, "non-finite"),
+    ('frame["z"].fillna(0).astype("uint16")', CLEAN, "out-of-range"),
+    ('(frame["y"] * 100).astype("int8")', CLEAN, "out-of-range"),
     ('frame["x"].astype("Int64")', CLEAN, "astype to 'Int64'"),
     ('frame["y"].clip(0.5, 3)', CLEAN, "may change the dtype"),
     ('frame["x"].clip(0, 2**60)', CLEAN, "beyond float64's exact ints"),

@@ -55,7 +55,9 @@ UFUNCS = {  # each gives int64 or float64 for int64 or float64 (tests check it),
 }
 _VIEWED = {np.absolute, np.negative, np.positive}  # pandas calls Series.__abs__/__neg__/__pos__: the index is a view
 _DTYPES = {np.dtype(np.int64), np.dtype(np.float64)}
-_LEAF_DTYPES = _DTYPES | {np.dtype(bool)}  # bools: for np.where and astype (not arithmetic, where pandas differs)
+_INTEGERS = {np.dtype(kind) for kind in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")}
+# bools and other ints: for np.where and astype (not arithmetic, where pandas differs)
+_LEAF_DTYPES = _DTYPES | _INTEGERS | {np.dtype(bool)}
 _NAMES = {type(None), str, int, float}  # Series names whose comparison is plain ==
 _NUMBERS = (int, float, np.integer, np.floating)
 PLAIN = {int, float, bool, np.float64, np.int64, np.ndarray, type(np)}  # values whose arithmetic runs no user code
@@ -578,11 +580,10 @@ def _dtype(written, parameter, arguments) -> np.dtype:
 
 _CASTS = {  # what pandas_dtype gives for each (numpy's dtypes)
     value: np.dtype(value) for value in (
-        float, int, bool, "float", "float64", "float32", "int", "int64", "int32", "bool",
-        np.float64, np.float32, np.int64, np.int32, np.bool_,
+        float, int, bool, "float", "float64", "float32", "int", "bool", np.float64, np.float32, np.bool_,
+        *[str(dtype) for dtype in _INTEGERS], *[dtype.type for dtype in _INTEGERS],
     )
 }
-_FLOAT_TO_INT = {np.dtype(np.int64): 2**63, np.dtype(np.int32): 2**31}
 
 
 def _method(method: str, operands, parameter, values, columns):
@@ -612,7 +613,7 @@ def _method(method: str, operands, parameter, values, columns):
     return function, (index, name, True, dtype)
 
 
-_CAST_SOURCES = _DTYPES | {np.dtype(bool)}
+_CAST_SOURCES = _LEAF_DTYPES
 
 
 def _quiet(function):
@@ -631,15 +632,18 @@ def _copied(result: np.ndarray, array: np.ndarray) -> np.ndarray:
 
 
 def _cast(target: np.dtype, source: np.dtype):
-    """``values.astype(target)``, as pandas' astype_array; float to int refuses non-finite or out of range
-    values (pandas raises for the first; numpy's answer for the others is left to it)."""
-    limit = _FLOAT_TO_INT.get(target) if source.kind == "f" else None
-    if limit is None:  # (only float64 to float32 may warn: overflow)
+    """``values.astype(target)``, as pandas' astype_array; a cast to int refuses values out of its range
+    (pandas raises for non-finite floats and negative ones to unsigned ints; numpy's answer for the
+    others is left to it)."""
+    if target.kind not in "iu" or np.can_cast(source, target):  # (only float64 to float32 may warn: overflow)
         cast = lambda array: array.astype(target)  # noqa: E731
         return _loud(cast) if source.kind == "f" and target == np.float32 else _quiet(cast)
+    bounds = np.iinfo(target)
+    lowest, beyond = (bounds.min, bounds.max + 1) if source.kind == "f" else (bounds.min, None)
 
     def cast(array):
-        if not (np.isfinite(array).all() and (array >= -limit).all() and (array < limit).all()):
+        inside = (array >= lowest).all() and ((array < beyond).all() if beyond is not None else array.max() <= bounds.max)
+        if not inside or source.kind == "f" and not np.isfinite(array).all():
             raise Unsupported("a cast to int of non-finite or out-of-range values")
         return array.astype(target)
 
