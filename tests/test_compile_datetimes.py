@@ -112,8 +112,10 @@ TICKS_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
 def datetimes_of(draw) -> pd.Series:
     """A Series of datetimes in one unit, across the years it holds (before 1970 too), some missing."""
     unit = draw(st.sampled_from(list(TICKS_PER_SECOND)))
-    limit = 9_223_372_035 if unit == "ns" else 253_402_300_799  # (years 1677-2262, else 1-9999)
-    seconds = draw(st.lists(st.integers(-limit if unit == "ns" else -62_135_596_800, limit), min_size=1, max_size=50))
+    limit = 9_223_372_035 if unit == "ns" else 253_402_300_799  # (years 1677-2262, else -9999 to 9999)
+    moments = st.integers(-limit, limit) if unit == "ns" else st.integers(-377_705_116_800, limit) | st.sampled_from(
+        [-62_167_219_200, -62_162_035_201, -62_162_035_200, -62_198_755_200])  # (0000-01-01, 03-01, -0001-01-01)
+    seconds = draw(st.lists(moments, min_size=1, max_size=50))
     ticks = [s * TICKS_PER_SECOND[unit] + draw(st.integers(0, TICKS_PER_SECOND[unit] - 1)) for s in seconds]
     values = np.array(ticks, dtype=np.int64).astype(f"M8[{unit}]")
     if draw(st.integers(0, 5)) == 0:
@@ -134,6 +136,17 @@ def test_fields_of_datetimes_are_pandas_fields(series, field):
         return
     pd.testing.assert_series_equal(result, expected, check_exact=True)
     assert result.index is expected.index
+
+
+def test_repeated_strings_pandas_caches_run_as_written():
+    """Over 50 strings with repeats, pandas converts each once through a cache, and the result's index is
+    another object than the Series' (renaming it must not rename the caller's)."""
+    series = pd.Series(["2017-11-07 09:30:38"] * 60 + ["2018-01-01 00:00:00"])
+    assert pd.to_datetime(series).index is not series.index
+    with pytest.raises(Unsupported, match="cache"):
+        CompiledToDatetime()(series)
+    assert kernel_or_refusal(series, cache=False)
+    assert kernel_or_refusal(series, format="%Y-%m-%d %H:%M:%S")  # (pandas caches no ISO format given)
 
 
 CLICKS = pd.DataFrame({

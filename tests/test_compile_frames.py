@@ -4,6 +4,8 @@ the bit, dtypes, column names, index, and the same blocks (a model given the fra
 array whose memory order follows them); or they refuse, and the call runs as written.
 """
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -436,6 +438,69 @@ def test_columns_set_in_the_callers_frame_are_set_as_pandas_sets_them(rows):
     assert_same_frame(ours, theirs)
     sites = f.explain_compilation().query("operator == 'DataFrame.__setitem__'")
     assert len(sites) == 2 and (sites["status"] == "compiled").all(), sites.to_string()
+
+
+def fragmented() -> pd.DataFrame:
+    frame = pd.DataFrame({"c0": np.arange(3)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(100):
+            frame[f"x{i}"] = np.arange(3.0)
+    return frame
+
+
+def one_more_column(df):
+    df["last"] = 1.5
+    return identity.predict(df)
+
+
+def test_a_fragmented_frame_warns_from_the_users_line():
+    """pandas warns when an insert leaves more than 100 blocks: the kernel leaves those to pandas, and the
+    assignment then runs in the user's code, where the warning points (and raises, as an error)."""
+    with pytest.raises(Unsupported, match="100 blocks"):
+        frames.put_column(fragmented(), "last", 1.5)
+    f = willump.optimize(one_more_column)
+    for function in (one_more_column, f):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            function(fragmented())
+        assert [(w.category, w.filename, w.lineno) for w in caught] == [
+            (pd.errors.PerformanceWarning, __file__, one_more_column.__code__.co_firstlineno + 1)]
+        frame = fragmented()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.PerformanceWarning)
+            with pytest.raises(pd.errors.PerformanceWarning):
+                function(frame)
+        assert "last" in frame.columns  # (pandas set it, then warned)
+
+
+@pytest.mark.parametrize("names", [[1, True, 1.0], [np.int64(7), 7], ["k", np.str_("k")]])
+def test_the_names_of_column_indexes_are_kept_apart(names):
+    """Index names equal as dict keys (1, True, 1.0) still give each frame its own."""
+    for name in names:
+        ours, theirs = pd.DataFrame({"a": [1, 2]}), pd.DataFrame({"a": [1, 2]})
+        ours.columns.name = theirs.columns.name = name
+        frames.put_column(ours, "new", 1.0)
+        theirs["new"] = 1.0
+        assert type(ours.columns.name) is type(theirs.columns.name) and ours.columns.name == theirs.columns.name
+
+
+def test_numpy_str_names_stay_as_they_are():
+    """Python-backed names may be np.str_, which pandas keeps; a cached Index of str names would not."""
+    def make():
+        frame = pd.DataFrame({"a": [1, 2, 3]})
+        frame.columns = pd.Index([np.str_("a")], dtype=pd.StringDtype("python"))
+        return frame
+
+    frames.put_column(pd.DataFrame({"a": [1, 2, 3]}), "new", 1)
+    with pytest.raises(Unsupported, match="np.str_"):
+        frames.put_column(make(), "new", 1)
+    f = willump.optimize(doubled)
+    assert type(f(make()).name) is type(doubled(make()).name) is np.str_
+
+
+def doubled(df):
+    return identity.predict(df["a"] * 2)
 
 
 def misaligned(df):

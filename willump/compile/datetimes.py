@@ -17,6 +17,7 @@ then) it runs as written.
 import numpy as np
 import pandas as pd
 from pandas._libs import lib
+from pandas.core.tools.datetimes import should_cache
 
 from willump.compile.forms import Unsupported, series_of
 from willump.compile.jit import njit
@@ -35,6 +36,8 @@ class CompiledToDatetime:
             raise Unsupported(f"to_datetime options {sorted(keywords) or 'given by position'}")
         if type(arg) is not pd.Series or arg.attrs or not arg.flags.allows_duplicate_labels or not len(arg):
             raise Unsupported("a value other than a Series of strings with rows and no attrs or flags")
+        if cache and should_cache(arg, format=format):  # (the result's index is then another object)
+            raise Unsupported("repeated strings pandas converts once each, through its cache")
         codes = _fixed_width_codes(arg)
         form = _form(codes, format)
         microseconds = np.empty(len(codes), dtype=np.int64)
@@ -145,7 +148,7 @@ def _days_in_month(year, month) -> int:
 def _days_from_civil(year, month, day) -> int:
     """Days since 1970-01-01 of a date of the proleptic Gregorian calendar (Howard Hinnant's algorithm)."""
     year -= month <= 2
-    era = (year if year >= 0 else year - 399) // 400
+    era = year // 400  # (floor division: Hinnant's C rounds toward zero, and adjusts for it)
     year_of_era = year - era * 400
     day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
     day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
@@ -218,7 +221,7 @@ def _fields(ticks, per_second, field, values) -> bool:
 def _civil_from_days(days):
     """(year, month, day) of the proleptic Gregorian calendar, ``days`` after 1970-01-01 (Hinnant's algorithm)."""
     shifted = days + 719468
-    era = (shifted if shifted >= 0 else shifted - 146096) // 146097
+    era = shifted // 146097  # (floor division, as above)
     day_of_era = shifted - era * 146097
     year_of_era = (day_of_era - day_of_era // 1460 + day_of_era // 36524 - day_of_era // 146096) // 365
     day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)

@@ -841,8 +841,10 @@ def _frame_column(frame, key):
     values = frame._get_column_array(position)
     if not isinstance(values, np.ndarray) or values.dtype not in _LEAF_DTYPES:
         raise Unsupported(f"a column of dtype {values.dtype}")
-    # A str key found among str names is the name (pandas' lookup of the name costs more).
-    name = key if type(key) is str and isinstance(columns.dtype, pd.StringDtype) else columns[position]
+    # A str key found among pyarrow's str names is the name (pandas' lookup of the name costs more;
+    # Python-backed names may be np.str_).
+    pyarrow_names = isinstance(columns.dtype, pd.StringDtype) and columns.dtype.storage == "pyarrow"
+    name = key if type(key) is str and pyarrow_names else columns[position]
     _check_metadata(frame, name)
     return values, (frame.index, name, True, values.dtype)  # the column's index is a view of the frame's
 

@@ -119,7 +119,12 @@ def _taken(frame: pd.DataFrame, positions: np.ndarray, names: tuple) -> pd.DataF
 
 def _labels(columns: pd.Index, positions, names: tuple) -> pd.Index:
     """``columns.take(positions)``, built once per ``names`` (a view: a name may be set on it)."""
-    return _cached((type(columns), columns.dtype, columns.name, names), lambda: columns.take(positions))
+    return _cached((type(columns), columns.dtype, *_name_key(columns.name), names), lambda: columns.take(positions))
+
+
+def _name_key(name) -> tuple:
+    """An Index's name in a key: with its type (1, 1.0 and True are equal keys of a dict)."""
+    return type(name), name
 
 
 def drop_columns(frame, labels, errors: str = "raise") -> pd.DataFrame:
@@ -486,13 +491,15 @@ def _cached(key: tuple, build, held=()) -> pd.Index:
     return found[0]._view()
 
 
-def _names_in(columns: pd.Index) -> tuple:
-    """The names an Index holds: known for the ones built here and their views (pandas' ``tolist``
-    of str names costs ~5-10 us)."""
+def _str_names_in(columns: pd.Index) -> tuple:
+    """The names an Index holds, all of type ``str`` (Unsupported otherwise: a key compares ``np.str_``
+    names equal to them); known for the Indexes built here and their views (pandas' ``tolist`` of
+    str names costs ~5-10 us)."""
     known = _names_of.get(id(columns._cache))
-    if known is not None and known[1]._cache is columns._cache:
-        return known[0]
-    return tuple(columns.tolist())
+    names = known[0] if known is not None and known[1]._cache is columns._cache else tuple(columns.tolist())
+    if not all(type(name) is str for name in names):
+        raise Unsupported("column names other than str (np.str_)")
+    return names
 
 
 # pd.DataFrame({...})
@@ -586,8 +593,8 @@ def _has_index(frame) -> bool:
 # frame[key] = value
 
 def set_column(value, frame, key) -> None:
-    """``frame[key] = value`` as written: the callee of a rewritten column assignment (the value comes
-    first, as Python evaluates it first)."""
+    """``frame[key] = value``: the callee of a rewritten column assignment, naming its kernel (the value
+    comes first, as Python evaluates it first)."""
     frame[key] = value
 
 
@@ -606,6 +613,7 @@ class CompiledSetColumn:
 
 
 _SETTING_KNOWN = pd.__version__.startswith("3.1.")  # BlockManager.insert as _insert_last expects it
+_FRAGMENTED = 100  # blocks past which BlockManager.insert may warn (PerformanceWarning)
 
 
 def put_column(frame, key, value) -> None:
@@ -626,6 +634,8 @@ def put_column(frame, key, value) -> None:
     try:
         position = columns.get_loc(key)
     except KeyError:
+        if len(frame._mgr.blocks) >= _FRAGMENTED:
+            raise Unsupported("a frame of 100 blocks or more (pandas warns that it is fragmented)") from None
         _insert_last(frame._mgr, columns, key, values, references)
     else:
         frame._mgr.iset(position, values, inplace=False, refs=references)
@@ -658,8 +668,8 @@ class _NamesInserting:
 def _insert_last(manager: BlockManager, columns: pd.Index, key: str, values, references) -> None:
     """``manager.insert(len(columns), key, values, references)``, pandas' own, given the new Index."""
     dtype = columns.dtype  # (a StringDtype: its own hash costs more than the rest of the key's)
-    names = _cached(("insert", type(columns), dtype.storage, type(dtype.na_value), columns.name, _names_in(columns), key),
-                    lambda: columns.insert(len(columns), key))
+    names = _cached(("insert", type(columns), dtype.storage, type(dtype.na_value), *_name_key(columns.name),
+                     _str_names_in(columns), key), lambda: columns.insert(len(columns), key))
     manager.blknos, manager.blklocs  # noqa: B018 (built now: while insert runs, the names are not an Index)
     manager.axes[0] = _NamesInserting(names)
     try:

@@ -188,14 +188,18 @@ class ExpressionSite(CallSite):
 
 
 class ColumnSite(CallSite):
-    """A rewritten ``frame[key] = value``, ``site(set_column, value, frame, key)``: what is not a
-    DataFrame (a dict, a list, an array) is set as written at once, not counted as a call (the site
-    is listed once it met a DataFrame)."""
+    """A rewritten ``frame[key] = value``, ``site(set_column, value, frame, key)``: None once the kernel
+    set the column, else ``(value, key)`` for the statement to set as written. What is not a DataFrame
+    (a dict, a list, an array) is not counted as a call (the site is listed once it met a DataFrame)."""
 
     def __call__(self, callee, value, frame, key):
         if type(frame) is not pd.DataFrame:
-            return callee(value, frame, key)
-        return CallSite.__call__(self, callee, value, frame, key)
+            return value, key
+        kernel = self.kernel(callee)
+        self.calls += 1
+        if kernel is not None and self._attempt(kernel, (value, frame, key), {}) is not _REFUSED:
+            return None
+        return value, key
 
     @property
     def listed(self) -> bool:
@@ -309,8 +313,10 @@ class _Rewriter(ast.NodeTransformer):
         return ast.copy_location(call, node)
 
     def visit_Assign(self, node: ast.Assign):
-        """``frame[key] = value`` (outside loops, a name indexed by one key) -> ``site(set_column, value,
-        frame, key)``, in the order Python evaluates them."""
+        """``frame[key] = value`` (outside loops, a name indexed by one key) ->
+        ``if (unset := site(set_column, value, frame, key)) is not None: frame[unset[1]] = unset[0]``:
+        value, frame and key evaluated in Python's order, and set as written (in the user's code, where
+        pandas' warnings point) unless the kernel set the column."""
         target = node.targets[0]
         if self.repeated or len(node.targets) != 1 or not (
                 isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
@@ -323,7 +329,11 @@ class _Rewriter(ast.NodeTransformer):
         self.sites.append(site)
         call = ast.Call(ast.Name(site.name, ast.Load()), [ast.Name(SET_COLUMN, ast.Load()), node.value, target.value,
                                                           target.slice], [])
-        return ast.copy_location(ast.Expr(ast.copy_location(call, node)), node)
+        unset = ast.NamedExpr(ast.Name(UNSET, ast.Store()), call)
+        test = ast.Compare(unset, [ast.IsNot()], [ast.Constant(None)])
+        part = lambda i: ast.Subscript(ast.Name(UNSET, ast.Load()), ast.Constant(i), ast.Load())  # noqa: E731
+        assign = ast.Assign([ast.Subscript(ast.Name(target.value.id, ast.Load()), part(1), ast.Store())], part(0))
+        return ast.copy_location(ast.If(test, [assign], []), node)
 
     def visit_Attribute(self, node: ast.Attribute):
         """``frame.values`` (read, not called) -> ``site(frame_values, frame)``; ``series.dt.<field>``
@@ -482,6 +492,7 @@ LOC = "__willump_loc"  # lookups.loc_lookup, the callee of table.loc[keys]
 PROTECT = "__willump_protect"  # protect_kept, called before Python code that runs while values are kept
 VALUES, TO_NUMPY = "__willump_values", "__willump_to_numpy"  # frames.frame_values and frame_to_numpy
 SET_COLUMN = "__willump_set_column"  # frames.set_column, the callee of frame[key] = value
+UNSET = "__willump_unset"  # (value, key) of a frame[key] = value the kernel did not set
 DATETIME_FIELD = "__willump_datetime_field"  # datetimes.datetime_field, the callee of series.dt.<field>
 HELPERS = {ATTRIBUTE: None, GETITEM: operator.getitem, COLUMN_STR: column_str_method}  # name -> object the rewritten code reads
 HELPERS.update({LOC: loc_lookup, VALUES: frame_values, TO_NUMPY: frame_to_numpy, SET_COLUMN: set_column,
