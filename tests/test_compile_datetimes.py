@@ -149,6 +149,22 @@ def test_repeated_strings_pandas_caches_run_as_written():
     assert kernel_or_refusal(series, format="%Y-%m-%d %H:%M:%S")  # (pandas caches no ISO format given)
 
 
+@pytest.mark.parametrize("rows", [50, 51, 70, 120, 5000, 5001, 6000])
+@pytest.mark.parametrize("repeats", [1, 2, 3, 4])
+def test_the_kernel_refuses_where_pandas_caches(rows, repeats):
+    """pandas' should_cache (over 50 strings, the first tenth at most 70% distinct), decided from the times."""
+    strings = [written(datetime.datetime(2017, 11, 7) + datetime.timedelta(seconds=i // repeats), FORMS[0])
+               for i in range(rows)]
+    series = series_of(strings, "str")
+    expected = pd.to_datetime(series).index is not series.index  # (through the cache)
+    try:
+        CompiledToDatetime()(series)
+        refused = False
+    except Unsupported:
+        refused = True
+    assert refused == expected
+
+
 CLICKS = pd.DataFrame({
     "click_time": ["2017-11-07 09:30:38", "2017-11-07 13:40:27", "2017-11-08 00:05:00", "2017-11-09 23:59:59"],
     "app": [3, 12, 3, 9],
