@@ -58,19 +58,23 @@ def arrow_code_points(values, lowercase: bool = False) -> tuple[CodePoints, np.n
 
 
 def _chunk_documents(chunk, table: np.ndarray) -> tuple[CodePoints, np.ndarray | None]:
+    data, offsets, present = utf8_buffers(chunk)
+    return Utf8Documents(data, offsets, table), None if present is None else present == 0
+
+
+def utf8_buffers(chunk) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(UTF-8 bytes, the byte offsets of its strings, their validity bits or None when none is missing)
+    of a chunk of pyarrow strings, read where pyarrow keeps them; Unsupported for other types."""
     offset_type = _OFFSET_TYPES.get(chunk.type)
     if offset_type is None:
         raise Unsupported(f"pyarrow strings of type {chunk.type}")
     validity, offsets, data = chunk.buffers()
     start, size = chunk.offset, len(chunk)
-    documents = Utf8Documents(
-        _NO_BYTES if data is None else np.frombuffer(data, np.uint8),
-        np.frombuffer(offsets, offset_type)[start : start + size + 1], table,
-    )
-    if not chunk.null_count:
-        return documents, None
-    bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
-    return documents, bits[start : start + size] == 0
+    present = None
+    if chunk.null_count:
+        present = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[start : start + size]
+    data = _NO_BYTES if data is None else np.frombuffer(data, np.uint8)
+    return data, np.frombuffer(offsets, offset_type)[start : start + size + 1], present
 
 
 def _joined(parts: list) -> CodePoints:
@@ -173,20 +177,9 @@ class Utf8Keys:
         return np.concatenate(parts) if parts else np.empty(0, np.intp)
 
     def _chunk(self, chunk, missing: int) -> np.ndarray:
-        offset_type = _OFFSET_TYPES.get(chunk.type)
-        if offset_type is None:
-            raise Unsupported(f"pyarrow strings of type {chunk.type}")
-        validity, offsets, data = chunk.buffers()
-        start, size = chunk.offset, len(chunk)
-        present = _NO_MASK
-        if chunk.null_count:
-            present = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[start : start + size]
-        found = np.empty(size, dtype=np.intp)
-        _find(
-            _NO_BYTES if data is None else np.frombuffer(data, np.uint8),
-            np.frombuffer(offsets, offset_type)[start : start + size + 1], present,
-            self.data, self.slots, missing, found,
-        )
+        data, offsets, present = utf8_buffers(chunk)
+        found = np.empty(len(chunk), dtype=np.intp)
+        _find(data, offsets, _NO_MASK if present is None else present, self.data, self.slots, missing, found)
         return found
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from pandas._libs import lib
 
+from willump.compile.arrow import is_arrow_strings, utf8_buffers
 from willump.compile.forms import Unsupported, series_of
 from willump.compile.jit import njit
 
@@ -64,7 +65,7 @@ def _fixed_width_codes(series: pd.Series) -> np.ndarray:
     """The strings' characters as a (rows, width) array of codes, all of one width; Unsupported for
     missing values, values other than strings and strings of several widths."""
     dtype = series.dtype
-    if type(dtype) is pd.StringDtype and dtype.storage == "pyarrow":
+    if is_arrow_strings(series):
         return _arrow_codes(series.array._pa_array)
     if type(dtype) is pd.StringDtype:
         values = series.array._ndarray
@@ -81,20 +82,17 @@ def _fixed_width_codes(series: pd.Series) -> np.ndarray:
 
 def _arrow_codes(chunked) -> np.ndarray:
     """The UTF-8 bytes of pyarrow strings of one width, as (rows, width)."""
-    if chunked.null_count:
-        raise Unsupported("missing values")
     rows = []
     for chunk in chunked.chunks:
-        _, offsets, data = chunk.buffers()
-        offset_type = np.int64 if str(chunk.type) == "large_string" else np.int32
-        bounds = np.frombuffer(offsets, offset_type)[chunk.offset : chunk.offset + len(chunk) + 1]
+        data, bounds, present = utf8_buffers(chunk)
+        if present is not None:
+            raise Unsupported("missing values")
         widths = np.diff(bounds)
         if not len(widths):
             continue
         if not widths[0] or (widths != widths[0]).any() or rows and widths[0] != rows[0].shape[1]:
             raise Unsupported("empty strings, or strings of several lengths")
-        block = np.frombuffer(data, np.uint8)[bounds[0] : bounds[-1]]
-        rows.append(block.reshape(len(widths), widths[0]))
+        rows.append(data[bounds[0] : bounds[-1]].reshape(len(widths), widths[0]))
     return rows[0] if len(rows) == 1 else np.concatenate(rows)
 
 
