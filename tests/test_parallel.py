@@ -138,7 +138,7 @@ def test_work_handed_to_workers_that_became_cheap_runs_here_again():
     site.defers = site.overlaps = True
     site.cost = 0.05  # (as after a first call that compiled the kernel)
     handed = []
-    for _ in range(60):
+    while len(handed) < 1000 and (not handed or handed[-1]):  # (a loaded machine slows the calls: no count of them is promised)
         outer = begin_call()
         try:
             result = site(scaler.transform, np.ones((1, 2)))
@@ -147,4 +147,5 @@ def test_work_handed_to_workers_that_became_cheap_runs_here_again():
         finally:
             end_call(outer)
         np.testing.assert_array_equal(value, scaler.transform(np.ones((1, 2))))
-    assert handed[0] and not handed[-1] and site.cost < WORTH_A_THREAD, (handed, site.cost)
+        assert site.cost < 0.05, "the time a worker took did not count"
+    assert handed[0] and not handed[-1] and site.cost < WORTH_A_THREAD, (len(handed), site.cost)
