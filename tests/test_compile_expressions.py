@@ -103,7 +103,7 @@ def status(optimized) -> str:
 
 # --- random expressions over random columns -------------------------------------------------
 
-SERIES_LEAVES = ["a", "b", 'frame["x"]', 'frame["y"]']
+SERIES_LEAVES = ["a", "b", 'frame["x"]', 'frame["y"]', "frame.x", "frame.y"]
 LEAVES = SERIES_LEAVES * 3 + ["n", "m", "2", "0.5", "3", "0", "1e-3"]
 INT64 = [0, 1, -1, 2, 7, -13, 1000, 2**53 + 1, 2**62, -(2**63), 2**63 - 1]
 FLOAT64 = [0.0, -0.0, 1.0, -1.0, 0.5, 2.5, -3.75, 1e-300, 5e-324, 1e308, -1e308, np.nan, np.inf, -np.inf]
@@ -239,6 +239,58 @@ def test_what_pandas_does_otherwise_runs_as_written(source, a, b, frame, n, reas
     assert_same(optimized, (a, b, frame, n, None))
     assert reason in status(optimized)
     assert expression_calls(optimized) == (1, 0)
+
+
+class FrameOfOurs(pd.DataFrame):
+    pass
+
+
+def shadowed(frame, name, value):
+    """``frame`` with an instance attribute ``name`` (pandas warns when code sets one)."""
+    frame = frame.copy()
+    object.__setattr__(frame, name, value)
+    return frame
+
+
+FRAME_XQ = FRAME.assign(q=[4.0, 5.0, 6.0])
+ATTRIBUTE_READS = [  # (expression, a, frame, compiled: frame.<name> is frame[name])
+    ("frame.x * 2 + frame.y", None, FRAME, True),
+    ("np.log1p(frame.x).clip(upper=1)", None, FRAME.set_axis(pd.CategoricalIndex(["x", "y"]), axis=1), True),
+    ("frame.x + 1", None, FRAME.set_axis(pd.Index(["x", "y"], dtype="str"), axis=1), True),
+    ("frame.x + 1", None, FRAME.set_axis([0, 1], axis=1), False),  # no name pandas reads as an attribute: raises
+    ("frame.z + 1", None, FRAME, False),  # AttributeError, where frame["z"] raises KeyError
+    ("frame.q + 1", None, shadowed(FRAME_XQ, "q", 10), False),  # the instance's attribute, not the column
+    ("frame.x + 1", None, FrameOfOurs(FRAME), False),  # a subclass may have its own attribute x
+    ("frame.x + 1", None, FRAME.set_axis(["x", "x"], axis=1), False),  # several columns x
+    ("frame.size * 2 + frame.x", None, FRAME.assign(size=[9, 9, 9]), False),  # DataFrame.size, never the column
+    ("a.x + 1", pd.Series([1.5, 2.5], index=["x", "y"]), None, False),  # a Series' label: a number
+    ("a.x + frame.y", types.SimpleNamespace(x=2.0), FRAME, False),  # another object's attribute
+]
+
+
+@pytest.mark.parametrize("source, a, frame, compiled", ATTRIBUTE_READS, ids=[f"{row[0]} {i}" for i, row in enumerate(ATTRIBUTE_READS)])
+def test_columns_read_as_attributes_answer_as_pandas(source, a, frame, compiled):
+    """``frame.x`` is compiled as ``frame["x"]`` where pandas' ``__getattr__`` reads that column;
+    everywhere else the expression runs as written (an attribute, or AttributeError)."""
+    optimized = willump.optimize(pipeline_of(source))
+    for _ in range(2):
+        assert_same(optimized, (a, None, frame, None, None))
+    calls, compiled_calls = expression_calls(optimized)
+    assert compiled_calls == (calls if compiled else 0), status(optimized)
+
+
+def test_an_accessor_registered_later_is_read_as_pandas_reads_it():
+    """A DataFrame accessor registered after the function was optimized is an attribute, not the column."""
+    optimized = willump.optimize(pipeline_of("frame.geo * 2"))
+    frame = pd.DataFrame({"geo": [1.0, 2.0]})
+    assert not assert_same(optimized, (None, None, frame, None, None))
+    pd.api.extensions.register_dataframe_accessor("geo")(lambda frame: 21)
+    try:
+        assert_same(optimized, (None, None, frame, None, None))
+        assert optimized.py_func(None, None, frame, None, None) == 42
+    finally:
+        del pd.DataFrame.geo
+    assert expression_calls(optimized) == (2, 1), status(optimized)
 
 
 @pytest.mark.parametrize("n", [np.uint64(3), np.float32(0.1), np.int8(-2), np.float64(2.5)], ids=repr)

@@ -7,7 +7,7 @@ or ``np.log1p(frame["n"])`` into one call of a function computing it as written
 (``expression_function``); this kernel answers that call when it can give
 pandas' answer, and otherwise the function runs.
 
-It answers when every Series (or ``frame["column"]``) is int64 or float64 with
+It answers when every Series (or ``frame["column"]``, ``frame.column``) is int64 or float64 with
 an index equal to the others' (pandas does not align then), and the other values
 are numbers. pandas computes these operations with the same numpy calls on the
 same arrays: ``left op right`` under ``np.errstate(all="ignore")``, numpy scalars
@@ -37,6 +37,7 @@ from pandas._libs.lib import maybe_indices_to_slice
 from pandas.core import nanops
 
 from willump.compile import frames
+from willump.compile.columns import check_attribute_column, column_read
 from willump.compile.forms import Deferred, Unsupported, series_of
 from willump.compile.strings import string_method
 
@@ -72,12 +73,12 @@ ROUNDING = {"round", "around"}  # np.round(x, n): Series.round(n)
 METHODS = {"clip": ("lower", "upper"), "fillna": ("value",), "astype": ("dtype",), "abs": (), "round": ("decimals",)}
 REDUCTIONS = {"sum", "mean", "min", "max"}  # frame[[...]].sum(axis=1)
 _NUMBER, _LEAF, _COLUMN, _UNARY, _BINARY, _UFUNC = range(6)  # kinds of steps
-_COMPARE, _WHERE, _METHOD, _REDUCE, _DTYPE, _NONE, _STRING, _SELECT = range(6, 14)
+_COMPARE, _WHERE, _METHOD, _REDUCE, _DTYPE, _NONE, _STRING, _SELECT, _ATTRIBUTE = range(6, 15)
 
 
 def is_element_wise(node: ast.expr) -> bool:
     """Whether ``node`` is an operation whose whole tree is made of the compiled operations over names,
-    numbers and ``name["column"]``, and reads at least one name."""
+    numbers and ``name["column"]`` or ``name.column``, and reads at least one name."""
     return isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Call, ast.Compare)) and _reads_names(node) is True
 
 
@@ -87,9 +88,8 @@ def _reads_names(node):
         return False if type(node.value) in (int, float) else None
     if isinstance(node, ast.Name):
         return True if node.id != "__debug__" else None  # a constant no function can take as a parameter
-    if isinstance(node, ast.Subscript):  # frame["column"]
-        key = node.slice
-        return True if isinstance(node.value, ast.Name) and isinstance(key, ast.Constant) and type(key.value) is str else None
+    if isinstance(node, (ast.Subscript, ast.Attribute)):  # frame["column"], frame.column
+        return True if column_read(node) is not None else None
     if isinstance(node, ast.UnaryOp):
         return _reads_names(node.operand) if type(node.op) in UNARY else None
     if isinstance(node, ast.BinOp):
@@ -304,7 +304,7 @@ class CompiledExpression:
     def __init__(self, node: ast.expr, parameters: list):
         self.steps = []  # (kind, function or value, operand steps, parameter), operands first
         self._add(node, {name: i for i, name in enumerate(parameters)})
-        self.leaves = sorted({step[3] for step in self.steps if step[0] in (_LEAF, _COLUMN, _STRING, _SELECT)} | {
+        self.leaves = sorted({step[3] for step in self.steps if step[0] in (_LEAF, _COLUMN, _ATTRIBUTE, _STRING, _SELECT)} | {
             step[3][0] for step in self.steps if step[0] == _REDUCE})  # where Series or frames may be
         self.frame_method = self.steps[-1][0] == _METHOD and self.steps[-1][1] == "fillna"  # may give a DataFrame
         self.binary = any(  # operations pandas may give numexpr (clip compares, then np.where)
@@ -320,8 +320,9 @@ class CompiledExpression:
             step = (_NUMBER, value, (), None)
         elif isinstance(node, ast.Name):
             step = (_LEAF, None, (), position[node.id])
-        elif isinstance(node, ast.Subscript):
-            step = (_COLUMN, node.slice.value, (), position[node.value.id])
+        elif isinstance(node, (ast.Subscript, ast.Attribute)):
+            frame, key, attribute = column_read(node)
+            step = (_ATTRIBUTE if attribute else _COLUMN, key, (), position[frame])
         elif isinstance(node, ast.UnaryOp):
             step = (_UNARY, UNARY[type(node.op)], (self._add(node.operand, position),), None)
         elif isinstance(node, ast.BinOp):
@@ -451,7 +452,9 @@ class CompiledExpression:
                 value = function
             elif kind == _LEAF:
                 value, column = _leaf(arguments[parameter])
-            elif kind == _COLUMN:
+            elif kind in (_COLUMN, _ATTRIBUTE):
+                if kind == _ATTRIBUTE:
+                    check_attribute_column(arguments[parameter], function)
                 value, column = _frame_column(arguments[parameter], function)
             elif kind == _SELECT:  # frame[name] of a str: a column
                 key = function if type(function) is str else arguments[function]

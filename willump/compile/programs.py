@@ -345,16 +345,17 @@ class TextLinearProgram:
 
     def _documents(self, source: tuple, steps: list, kernels: list, used: set) -> tuple:
         """Where a vectorizer's documents come from: (PARAMETER, position), (COLUMN, (position, name))
-        or (LOWER, (position, name))."""
+        or (LOWER, (position, name, whether read as ``frame.name``))."""
         kind, value = source
         if kind in (PARAMETER, COLUMN):
             return source
         if kind == STEP and type(kernels[value]) is CompiledColumnLower:
             inputs = steps[value].inputs
-            if len(inputs) == 3 and inputs[0][0] == PARAMETER and [i[0] for i in inputs[1:]] == [CONSTANT, CONSTANT]:
+            if len(inputs) in (3, 4) and inputs[0][0] == PARAMETER and {i[0] for i in inputs[1:]} == {CONSTANT}:
+                attribute = len(inputs) == 4 and inputs[3][1] is True
                 if inputs[2][1] == "lower" and isinstance(inputs[1][1], str) and not steps[value].keywords:
                     used.add(value)
-                    return (LOWER, (inputs[0][1], inputs[1][1]))
+                    return (LOWER, (inputs[0][1], inputs[1][1], attribute))
         raise Unsupported("documents from other than a column, its lowercase, or an argument")
 
     def __call__(self, arguments: tuple, callees: tuple):
@@ -468,8 +469,8 @@ def _read_documents(source: tuple, arguments: tuple):
     if kind == PARAMETER:
         texts = documents_as_list(arguments[value])
     else:
-        position, column = value
-        values = column_array(arguments[position], column)
+        position, column, *attribute = value  # (a LOWER's column may be read as an attribute)
+        values = column_array(arguments[position], column, *attribute)
         texts = lowercase_strings(values) if kind == LOWER else strings(values)
     if not texts:
         raise Unsupported("no documents (scikit-learn raises)")

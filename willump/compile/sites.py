@@ -24,6 +24,7 @@ from willump.compile import registry
 from willump.compile.parallel import SERIAL, WORTH_A_THREAD
 from willump.compile.datetimes import FIELDS as DATETIME_FIELDS
 from willump.compile.datetimes import datetime_field
+from willump.compile.columns import column_read
 from willump.compile.expressions import OPERAND, PLAIN, expression_function, is_element_wise, leading_operand
 from willump.compile.forms import Columns, Deferred, DeferredMethod, Unsupported
 from willump.compile.frames import frame_to_numpy, frame_values, set_column
@@ -301,7 +302,7 @@ class _Rewriter(ast.NodeTransformer):
                                      node.keywords)
         column = _column_str_call(node)
         if column is not None:  # frame["column"].str.lower() -> site(column_str_method, frame, "column", "lower")
-            arguments = [*column, ast.Constant(node.func.attr)]
+            arguments = [*column[:2], ast.Constant(node.func.attr), *column[2:]]
             return self._helper_site(node, written, column_str_method, COLUMN_STR, arguments, [])
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
@@ -438,17 +439,16 @@ def _column_list(key, column_lists) -> bool:
 
 
 def _column_str_call(node: ast.Call):
-    """(frame, column) of a call written ``frame[<constant>].str.<method>()``, else None."""
+    """The arguments of ``column_str_method`` but the method's name (frame, column[, True]) for a call written
+    ``frame[<str>].str.<method>()`` (or ``frame.<column>.str.<method>()``), else None."""
     func = node.func
     if node.args or node.keywords or not isinstance(func, ast.Attribute) or func.attr not in COLUMN_STR_METHODS:
         return None
     accessor = func.value
-    if not (isinstance(accessor, ast.Attribute) and accessor.attr == "str" and isinstance(accessor.value, ast.Subscript)):
+    read = column_read(accessor.value) if isinstance(accessor, ast.Attribute) and accessor.attr == "str" else None
+    if read is None:
         return None
-    subscript = accessor.value
-    if not isinstance(subscript.slice, ast.Constant) or not isinstance(subscript.slice.value, str):
-        return None
-    return subscript.value, subscript.slice
+    return [accessor.value.value, ast.Constant(read[1])] + ([ast.Constant(True)] if read[2] else [])  # (the frame's Name)
 
 
 def rewrite_calls(nodes: list, sites: list, workers=SERIAL, filename: str = "<unknown>", column_lists=None) -> list:

@@ -11,7 +11,8 @@ their buffers instead, as code points (``arrow``), and lowercased as pandas lowe
 them there (pyarrow's ``utf8_lower``).
 
 The spelling ``frame["column"].str.lower()`` is rewritten by call sites to
-``column_str_method(frame, "column", "lower")``, so that not even the column's
+``column_str_method(frame, "column", "lower")`` (``frame.column.str.lower()`` to the same with
+``attribute=True``), so that not even the column's
 Series or its ``.str`` accessor is built (each costs about 10 µs for one row).
 """
 
@@ -24,6 +25,7 @@ import pandas as pd
 from pandas.arrays import BooleanArray, IntegerArray, StringArray
 from pandas.core.strings.accessor import StringMethods
 
+from willump.compile.columns import check_attribute_column, column_read
 from willump.compile.arrow import arrow_array, arrow_code_points, arrow_documents, is_arrow_strings
 from willump.compile.forms import ReceiverKernel, Texts, Unsupported
 from willump.compile.jit import njit
@@ -80,8 +82,11 @@ def strings(values) -> list | CodePoints:
     return texts
 
 
-def column_array(frame, column):
-    """The array of the one column named ``column`` of a DataFrame (no Series built); Unsupported otherwise."""
+def column_array(frame, column, attribute: bool = False):
+    """The array of the one column named ``column`` of a DataFrame (no Series built), read as
+    ``frame.column`` when ``attribute``; Unsupported otherwise."""
+    if attribute:
+        check_attribute_column(frame, column)
     if type(frame) is not pd.DataFrame:
         raise Unsupported(f"a column of a {type(frame).__name__}")
     at = _column_position(frame.columns, column)
@@ -125,9 +130,11 @@ def _column_found(columns: pd.Index, column) -> tuple | None:
     return found
 
 
-def column_str_method(frame, column, name: str):
-    """``frame[column].str.<name>()``, as written: what the rewritten call runs when not compiled."""
-    return getattr(frame[column].str, name)()
+def column_str_method(frame, column, name: str, attribute: bool = False):
+    """``frame[column].str.<name>()`` (``frame.<column>`` when ``attribute``), as written: what the
+    rewritten call runs when not compiled."""
+    series = getattr(frame, column) if attribute else frame[column]
+    return getattr(series.str, name)()
 
 
 column_str_method.operator_name = "StringMethods.lower"  # for explain_compilation
@@ -142,14 +149,14 @@ class CompiledColumnLower:
     def still_valid() -> bool:
         return True
 
-    def __call__(self, frame, column, name):
+    def __call__(self, frame, column, name, attribute=False):
         raise Unsupported("its result is used as a pandas Series")
 
     @staticmethod
-    def defer(frame, column, name) -> Texts:
+    def defer(frame, column, name, attribute=False) -> Texts:
         if name != "lower":
             raise Unsupported(f".str.{name}()")
-        values = column_array(frame, column)
+        values = column_array(frame, column, attribute)
         if frame.attrs:
             raise Unsupported("a frame with attrs (pandas passes them on to the column)")
         return _lowered(values, frame.index, column)
@@ -168,8 +175,9 @@ class StringMethod:
     dtype for the storage (int64, or float64 with NaN, for object and ``str``; Int64 for the
     NA-valued ``string``; bool, object with NaN, or boolean), index and name."""
 
-    def __init__(self, method: str, patterns: tuple, column):
+    def __init__(self, method: str, patterns: tuple, column, attribute: bool = False):
         self.method, self.patterns, self.column = method, patterns, column  # column: None for a Series
+        self.attribute = attribute  # the column read as ``frame.column``
         self.pattern_codes = encode(list(patterns))
 
     def leaf(self, value) -> tuple:
@@ -180,7 +188,7 @@ class StringMethod:
                 raise Unsupported(f".str of a {type(value).__name__}")
             values, index, name, viewed = value._values, value.index, value.name, False
         else:
-            values = column_array(value, self.column)
+            values = column_array(value, self.column, self.attribute)
             index, name, viewed = value.index, _column_found(value.columns, self.column)[1], True
         _check_metadata(value, name)
         return self._values(values), (index, name, viewed)
@@ -221,8 +229,9 @@ _METHODS["equals"] = 4  # (only for comparisons, not a .str method)
 
 def string_method(node: ast.expr) -> tuple | None:
     """(the name whose Series or column the call reads, a ``StringMethod``) for a call written
-    ``name.str.<method>(...)`` or ``name["column"].str.<method>(...)`` with constant arguments
-    pandas answers as the kernel does, or a comparison ``name["column"] == "literal"`` (or ``!=``),
+    ``name.str.<method>(...)`` or ``name["column"].str.<method>(...)`` (or ``name.column.str...``) with
+    constant arguments pandas answers as the kernel does, or a comparison ``name["column"] == "literal"``
+    (or ``!=``; or of ``name.column``),
     else None."""
     if isinstance(node, ast.Compare):
         return _string_comparison(node)
@@ -231,25 +240,23 @@ def string_method(node: ast.expr) -> tuple | None:
     accessor = node.func.value
     if not (isinstance(accessor, ast.Attribute) and accessor.attr == "str"):
         return None
-    receiver, column = accessor.value, None
-    if isinstance(receiver, ast.Subscript) and isinstance(receiver.slice, ast.Constant) and type(receiver.slice.value) is str:
-        receiver, column = receiver.value, receiver.slice.value
-    if not isinstance(receiver, ast.Name):
+    read = column_read(accessor.value)
+    if read is None and not isinstance(accessor.value, ast.Name):
         return None
+    name, column, attribute = read or (accessor.value.id, None, False)
     patterns = _patterns(node.func.attr, node)
-    return None if patterns is None else (receiver.id, StringMethod(node.func.attr, patterns, column))
+    return None if patterns is None else (name, StringMethod(node.func.attr, patterns, column, attribute))
 
 
 def _string_comparison(node: ast.Compare) -> tuple | None:
-    """``frame["column"] == "literal"`` or ``!=``: (frame's name, its StringComparison), else None."""
+    """``frame["column"] == "literal"`` or ``!=`` (or ``frame.column``): (frame's name, its StringComparison), else None."""
     if len(node.ops) != 1 or type(node.ops[0]) not in (ast.Eq, ast.NotEq):
         return None
-    left, right = node.left, node.comparators[0]
-    if not (isinstance(right, ast.Constant) and type(right.value) is str and isinstance(left, ast.Subscript)):
+    right, read = node.comparators[0], column_read(node.left)
+    if not (isinstance(right, ast.Constant) and type(right.value) is str) or read is None:
         return None
-    if not (isinstance(left.value, ast.Name) and isinstance(left.slice, ast.Constant) and type(left.slice.value) is str):
-        return None
-    return left.value.id, StringComparison(type(node.ops[0]) is ast.NotEq, right.value, left.slice.value)
+    name, column, attribute = read
+    return name, StringComparison(type(node.ops[0]) is ast.NotEq, right.value, column, attribute)
 
 
 class StringComparison(StringMethod):
@@ -257,8 +264,8 @@ class StringComparison(StringMethod):
     missing value never equal (for object arrays, Python-backed and pyarrow ``str``; refused for the
     NA-valued ``string``, whose answer is ``boolean``)."""
 
-    def __init__(self, negated: bool, literal: str, column):
-        super().__init__("equals", (literal,), column)
+    def __init__(self, negated: bool, literal: str, column, attribute: bool):
+        super().__init__("equals", (literal,), column, attribute)
         self.negated = negated
 
     def _values(self, values):
