@@ -266,3 +266,27 @@ def test_lightgbm_single_rows_match_lightgbm_in_several_threads():
             np.testing.assert_array_equal(result, wanted)
         if kernel.ensemble is None:
             assert len(kernel._single_row._configs) >= 1  # the single-row API answered
+
+
+WITH_STRINGS = FEATURES + ["g"]  # (a str column: pandas' joined frame is built to select it)
+
+
+def joined_then_read(df, first, second):
+    df = df.merge(first, on="k", how="left")
+    df = df.merge(second, on="g", how="left")
+    X = df[WITH_STRINGS]
+    return regressor.predict(X[FEATURES])
+
+
+def test_joins_built_by_pandas_on_every_call_are_no_longer_kept():
+    """A chain of joins whose frame pandas builds all the same (here to select a str column) stops
+    keeping row positions after a few calls: preparing the tables would be work done twice."""
+    frame = pd.DataFrame({"k": [1, 2, 9], "v": [0.5, np.nan, 2.0]})
+    second = pd.DataFrame({"g": ["a", "b"], "g_float": [10.0, 20.0]})
+    f = willump.optimize(joined_then_read)
+    for call in range(6):
+        first = pd.DataFrame({"k": [1, 2, 3], "f_int": [1, 2, 3], "f_float": [0.1, 0.2, 0.3 + call], "g": ["a", "b", "zz"]})
+        assert_same(f, (frame.iloc[[call % 3]], first, second))
+    merges = f.explain_compilation().set_index("operator").loc["DataFrame.merge"]
+    assert not merges["kept"].any() and (merges["compiled_calls"] == 3).all(), merges
+    assert "used as a DataFrame" in merges["status"].iloc[0]

@@ -65,10 +65,14 @@ class Deferred:
 
     _real = None
     stands_for = object  # the type of the real object, whose methods kernels stand in for
+    built_as_written = False  # ``_build`` runs the original operation: keeping the value pays only when nothing builds it
+    kept_by = None  # the call site that kept it, told when it is built (``CallSite.materialized``)
 
     def materialize(self):
         if self._real is None:
             self._real = self._build()
+            if self.kept_by is not None:
+                self.kept_by.materialized += 1
         return self._real
 
     def protect(self) -> None:

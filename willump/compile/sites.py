@@ -33,6 +33,7 @@ from willump.compile.strings import COLUMN_STR_METHODS, column_str_method
 
 SITE_PREFIX = "__willump_site_"
 _REFUSED = object()  # a kernel's answer when it does not reproduce the call
+_BUILT_ANYWAY = 3  # kept values built by the original operation before a site computes its result at once
 
 
 class CallSite:
@@ -43,6 +44,8 @@ class CallSite:
         self.line, self.source = (call.lineno, ast.unparse(call)) if call is not None else (None, name)
         self.workers = workers
         self.defers = False  # its result only reaches other call sites: it may stay in a kernel's form
+        self.deferred = 0  # results it kept that only the original operation builds (Deferred.built_as_written)
+        self.materialized = 0  # of those, the ones something built
         self.cost = 0.0  # seconds per compiled call, a moving average
         self.overlaps = False  # deferred, and other calls run before its result is read: a worker may compute it
         self.callee = getattr(call, "func", None)  # the callee expression, as written
@@ -68,7 +71,7 @@ class CallSite:
             if getattr(_outstanding, "kept", None) and not getattr(kernel, "reads_columns", False):
                 args, kwargs = [_selected(a) for a in args], {k: _selected(v) for k, v in kwargs.items()}
             inputs = (callee.__self__, *args) if getattr(kernel, "takes_receiver", False) else args
-            deferring = self.defers and hasattr(kernel, "defer")
+            deferring = self._keeps(kernel)
             if deferring and self.overlaps and self.cost >= WORTH_A_THREAD:
                 pending = self.workers.try_submit(self._measured, kernel.defer, inputs, kwargs)
                 if pending is not None:  # computed by a worker while this thread goes on
@@ -84,6 +87,9 @@ class CallSite:
             result = (self._measured if self.overlaps else self._attempt)(run, inputs, kwargs)  # (the cost decides only that)
             if result is not _REFUSED:
                 if isinstance(result, Deferred):
+                    if result.built_as_written:
+                        result.kept_by = self
+                        self.deferred += 1
                     kept = getattr(_outstanding, "kept", None)
                     if kept is not None:
                         kept.append(result)
@@ -92,6 +98,14 @@ class CallSite:
         for value in getattr(_outstanding, "kept", None) or ():  # the callee may change its arguments in place
             value.protect()
         return _as_written(callee, args, kwargs)
+
+    def _keeps(self, kernel) -> bool:
+        """Whether its result may stay in the kernel's form: not once most of the values it kept were
+        built by the original operation all the same (a merge whose frame Python reads: the joins'
+        preparation would be work done twice)."""
+        if not (self.defers and hasattr(kernel, "defer")):
+            return False
+        return self.materialized < _BUILT_ANYWAY or self.materialized * 4 < self.deferred * 3
 
     def _measured(self, kernel, args, kwargs):
         """``_attempt``, its time kept in the moving average ``cost``, where it runs (here, or on a
@@ -168,7 +182,7 @@ class CallSite:
             "calls": self.calls + self.whole_calls, "compiled_calls": self.compiled_calls + self.whole_calls,
             "fused_calls": getattr(kernel, "fused_calls", 0),  # answered in one kernel with the calls feeding it
             "whole_calls": self.whole_calls,
-            "kept": self.defers and hasattr(kernel, "defer"),  # its result may stay in the kernel's form
+            "kept": self._keeps(kernel),  # its result may stay in the kernel's form
         }
 
 

@@ -45,13 +45,24 @@ class PreparedTable:
         self.index = pd.Index(columns[0]) if len(keys) == 1 else pd.MultiIndex.from_arrays(columns)
         if not self.index.is_unique:
             raise Unsupported(f"the table has several rows for some values of {list(keys)} (the join multiplies rows)")
-        values = [c.tolist() for c in columns]
-        simple = all(c.dtype.kind in "iu" or all(type(k) is str for k in v) for c, v in zip(columns, values))
-        found = values[0] if len(keys) == 1 else list(zip(*values))
-        self.positions = dict(zip(found, range(len(found)))) if simple else None
+        self._key_columns = columns
+        self.positions = None  # key -> row position, for a few keys at a time, once the table is met again
+        self._small_lookups = 0
         self.columns = [c for c in table.columns if c not in keys]
         self.arrays = {c: table[c].to_numpy() for c in self.columns}
         self.dtypes = {c: table[c].dtype for c in self.columns}
+
+    def _positions(self):
+        """A dict of each key (a tuple of several) to its row, when the keys are ints or ``str`` (which a
+        dict finds as pandas does), else False. Built for a table met again: a table made anew by each
+        call (``songs[["song_id", "language"]]``) is looked up by pandas' hash table alone, which the
+        dict's Python objects would cost ten times more than."""
+        columns = self._key_columns
+        values = [c.tolist() for c in columns]
+        if not all(c.dtype.kind in "iu" or all(type(k) is str for k in v) for c, v in zip(columns, values)):
+            return False
+        found = values[0] if len(columns) == 1 else list(zip(*values))
+        return dict(zip(found, range(len(found))))
 
     def numeric(self, columns: tuple, rows: np.ndarray) -> np.ndarray:
         """These columns at these row positions (-1: NaN) as float64, read from the live column
@@ -63,7 +74,11 @@ class PreparedTable:
 
     def lookup(self, keys: list) -> np.ndarray:
         """Row position of each key (one array per key column), -1 where the table has none."""
-        if self.positions is not None and len(keys[0]) <= _SMALL:
+        if len(keys[0]) <= _SMALL and self.positions is None:
+            self._small_lookups += 1
+            if self._small_lookups == 2:  # (threads may both build it: the same dict)
+                self.positions = self._positions()
+        if self.positions and len(keys[0]) <= _SMALL:
             found = self.positions
             wanted = keys[0].tolist() if len(keys) == 1 else zip(*[k.tolist() for k in keys])
             return np.array([found.get(_hashable(k), -1) for k in wanted], dtype=np.intp)
@@ -110,6 +125,7 @@ class JoinedFrame(Deferred):
     """The result of left joins of ``base`` with tables, as row positions into each table."""
 
     stands_for = pd.DataFrame
+    built_as_written = True  # (by pandas' merge)
 
     def __init__(self, base: _Base, joins: list, sources: dict, rows: int, parent=None, on=None, table=None):
         self._base, self.joins = base, joins  # joins: [(PreparedTable, positions)]
@@ -230,6 +246,8 @@ def _with_missing(dtype, present: np.ndarray):
 
 class SelectedFrame(Deferred):
     """``joined[columns]``: the columns a model reads, not gathered yet."""
+
+    built_as_written = True
 
     def __init__(self, joined: JoinedFrame, columns: list):
         self.joined, self.columns = joined, columns
