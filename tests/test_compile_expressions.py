@@ -162,7 +162,7 @@ def case(draw):
             return pd.Index(draw(st.permutations(labels)) if draw(st.booleans()) else [label + 1 for label in labels])
         return shared if mode == "shared" else draw(st.sampled_from(builders))()
 
-    dtypes = ["int64", "float64"] + ([] if common else ["int32", "uint8", "float32", "bool", "object"])
+    dtypes = ["int64", "float64", "int32"] + ([] if common else ["uint8", "float32", "bool", "object"])
     names = NAMES + ([] if common else [("t", 1), True])
     a = draw(column(rows, index(different=mode == "different"), dtypes, names))
     b = draw(column(rows, index(), dtypes, names))
@@ -239,6 +239,27 @@ def test_what_pandas_does_otherwise_runs_as_written(source, a, b, frame, n, reas
     assert_same(optimized, (a, b, frame, n, None))
     assert reason in status(optimized)
     assert expression_calls(optimized) == (1, 0)
+
+
+HOURS = pd.Series([0, 5, 6, 23], dtype="int32", name="hour")  # (what series.dt.hour gives)
+SMALL_INTS = [  # (expression, a, n, compiled)
+    ("np.where(a < 6, 1, 0)", HOURS, None, True),
+    ("(a >= 22) | (a < 6)", HOURS, None, True),  # (each comparison: | is pandas')
+    ("a * 60 + n", HOURS, 30, True),
+    ("a / 24 - a * 0.5", HOURS.astype("uint8"), None, True),
+    ("np.sin(a) + 1", HOURS.astype("uint8"), None, False),  # (float16: not compiled)
+    ("a + n", HOURS, 2**40, False),  # numpy raises OverflowError: out of int32
+    ("a - n", HOURS.astype("uint16"), -1, False),
+    ("a + n", HOURS.astype("int8"), 127, True),  # wraps, as numpy adds int8
+]
+
+
+@pytest.mark.parametrize("source, a, n, compiled", SMALL_INTS, ids=[f"{row[0]} {i}" for i, row in enumerate(SMALL_INTS)])
+def test_small_int_series_answer_as_pandas(source, a, n, compiled):
+    optimized = willump.optimize(pipeline_of(source))
+    assert_same(optimized, (a, None, None, n, None))
+    calls, compiled_calls = expression_calls(optimized)
+    assert compiled_calls == (calls if compiled else 0), status(optimized)
 
 
 class FrameOfOurs(pd.DataFrame):

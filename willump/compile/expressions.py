@@ -7,7 +7,7 @@ or ``np.log1p(frame["n"])`` into one call of a function computing it as written
 (``expression_function``); this kernel answers that call when it can give
 pandas' answer, and otherwise the function runs.
 
-It answers when every Series (or ``frame["column"]``, ``frame.column``) is int64 or float64 with
+It answers when every Series (or ``frame["column"]``, ``frame.column``) is float64 or of a numpy int dtype with
 an index equal to the others' (pandas does not align then), and the other values
 are numbers. pandas computes these operations with the same numpy calls on the
 same arrays: ``left op right`` under ``np.errstate(all="ignore")``, numpy scalars
@@ -59,6 +59,7 @@ _DTYPES = {np.dtype(np.int64), np.dtype(np.float64)}
 _INTEGERS = {np.dtype(kind) for kind in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")}
 # bools and other ints: for np.where and astype (not arithmetic, where pandas differs)
 _LEAF_DTYPES = _DTYPES | _INTEGERS | {np.dtype(bool)}
+_ARITHMETIC_DTYPES = _DTYPES | _INTEGERS  # (``series.dt.hour`` is int32)
 _NAMES = {type(None), str, int, float}  # Series names whose comparison is plain ==
 _NUMBERS = (int, float, np.integer, np.floating)
 PLAIN = {int, float, bool, np.float64, np.int64, np.ndarray, type(np)}  # values whose arithmetic runs no user code
@@ -506,7 +507,7 @@ def _result(kind, function, operands, values, columns) -> tuple:
         return _where(operands, values, columns)
     for i in operands:
         column = columns[i]
-        if column is not None and (column[0] is None or column[3] not in _DTYPES):
+        if column is not None and (column[0] is None or column[3] not in _ARITHMETIC_DTYPES):
             kind_of = "an array" if column[0] is None else f"a Series of dtype {column[3]}"
             raise Unsupported(f"{kind_of} in arithmetic (not compiled)")
     if kind == _UNARY:  # Series.__neg__ and __pos__ view the index
@@ -520,6 +521,7 @@ def _result(kind, function, operands, values, columns) -> tuple:
         number = operands[0] if left is None else operands[1]
         values[number] = _operand(values[number])
         index, name, viewed, dtype = left or right
+        _check_in_range(values[number], dtype)
         other = type(values[number])
         dtypes = (dtype, other) if left is not None else (other, dtype)
     else:
@@ -879,6 +881,15 @@ def _operand(number):
     if type(number) not in (int, float) or (type(number) is int and not -_INT64 <= number < _INT64):
         raise Unsupported(f"the number {number!r} (not an int64 or a float)")
     return number
+
+
+def _check_in_range(number, dtype: np.dtype) -> None:
+    """numpy raises OverflowError for a Python int outside an int array's dtype (NEP 50), after
+    the expression's other operations may have warned: such a number is left to the code as written."""
+    if type(number) is int and dtype.kind in "iu":
+        bounds = np.iinfo(dtype)
+        if not bounds.min <= number <= bounds.max:
+            raise Unsupported(f"the number {number} outside {dtype}")
 
 
 def _result_name(left, right):
