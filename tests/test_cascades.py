@@ -317,6 +317,11 @@ def test_bad_arguments():
         f.fit(TRAIN, y=TRAIN["x"].to_numpy() * 1.5, validation=(VALID, Y_VALID), progress=False)
     with pytest.raises(ValueError, match="validation must be a pair"):
         f.fit(TRAIN, y=Y_TRAIN, validation=VALID, progress=False)
+    named = np.where(Y_TRAIN == 1, "yes", "no")  # (labels the model was not fitted on: a cascade would answer them)
+    with pytest.raises(ValueError, match=r"y holds labels LogisticRegression does not predict \('(no|yes)', '(no|yes)'\)"):
+        f.fit(TRAIN, y=named, validation=(VALID, Y_VALID), progress=False)
+    with pytest.raises(ValueError, match=r"the validation y holds labels .* \(nan\); its classes_ are \[0, 1\]"):
+        f.fit(TRAIN, y=Y_TRAIN, validation=(VALID, np.where(np.arange(len(Y_VALID)) == 3, np.nan, Y_VALID)), progress=False)
     with pytest.raises(ValueError, match="accuracy_loss"):
         f.fit(TRAIN, y=Y_TRAIN, validation=(VALID, Y_VALID), accuracy_loss=2, progress=False)
     with pytest.raises(ValueError, match="metric must be a callable"):

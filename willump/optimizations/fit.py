@@ -131,6 +131,20 @@ def _target(y, n, what) -> np.ndarray:
     return y
 
 
+def _check_labels(model, y: np.ndarray, what: str) -> None:
+    """ValueError for labels the classifier never predicts (0/1 for a model fitted on "no"/"yes"):
+    a cascade would learn them and answer with them."""
+    classes = getattr(model, "classes_", None)
+    if classes is None or np.ndim(classes) != 1:
+        return
+    known = set(np.asarray(classes).tolist())
+    unknown = [label for label in dict.fromkeys(y.tolist()) if label not in known]
+    if unknown:
+        shown = ", ".join(map(repr, unknown[:5])) + (", ..." if len(unknown) > 5 else "")
+        raise ValueError(f"{what} holds labels {type(model).__name__} does not predict ({shown}); its classes_ are "
+                         f"{np.asarray(classes).tolist()[:10]}: pass the labels the model was fitted on")
+
+
 def _is_regression_target(y: np.ndarray) -> bool:
     return y.dtype.kind == "f" and not np.all(np.isnan(y) | (y == np.round(y)))
 
@@ -206,6 +220,9 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
                          f"{type(model).__name__} is an outlier detector: call the function without fit "
                          f"(its calls are compiled all the same)")
     fitted.classification = is_classifier(model)
+    if fitted.classification:
+        _check_labels(model, y, "y")
+        _check_labels(model, y_valid, "the validation y")
     row_wise = _probe_rows(executor, fitted, train, values, n, random_state)
     if cascades_wanted and not fitted.classification:
         raise ValueError(
