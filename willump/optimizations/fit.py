@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from sklearn.utils.validation import column_or_1d
 
 from willump.analysis.costs import generator_costs, least_seconds, preprocessing_cost
 from willump.analysis.importance import ColumnsUnknown, column_blocks, permutation_importances
@@ -21,6 +22,7 @@ from willump.runtime.rows import batch_length, row_count, take_argument_rows
 from willump.runtime.calls import Stats
 
 logger = logging.getLogger("willump")
+MIN_CASCADE_VALIDATION = 100  # validation rows a threshold is chosen on, at least (as for top-K's batches)
 BOOTSTRAP_SAMPLES = 200  # resamples of the validation rows the threshold must hold in (95% of them; more for prefixes)
 _THRESHOLD_FIGURES = ("threshold", "cascade_validation_score", "small_model_fraction", "expected_speedup")
 
@@ -126,8 +128,12 @@ def _rows(arguments: dict) -> int:
 
 def _target(y, n, what) -> np.ndarray:
     y = np.asarray(y)
-    if y.ndim != 1 or len(y) != n:
-        raise ValueError(f"{what} has {len(y) if y.ndim else 0} labels but the inputs have {n} rows")
+    if y.ndim == 2 and y.shape[1] == 1:  # (a column vector: scikit-learn's estimators ravel it, warning)
+        y = column_or_1d(y, warn=True)
+    if y.ndim != 1:
+        raise ValueError(f"{what} must hold one label per row (a 1-D array); got an array of shape {y.shape}")
+    if len(y) != n:
+        raise ValueError(f"{what} has {len(y)} labels but the inputs have {n} rows")
     return y
 
 
@@ -294,6 +300,12 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
 
     if not cascades_wanted:
         fitted.cascade_reason = "not requested (cascades=False)" if fitted.classification else "regression: cascades need classes"
+    elif len(y_valid) < MIN_CASCADE_VALIDATION:
+        fitted.cascade_reason = (f"{len(y_valid)} validation rows are too few to validate a cascade (at least "
+                                 f"{MIN_CASCADE_VALIDATION} are needed)")
+    elif len(pd.unique(y_valid)) < 2:
+        fitted.cascade_reason = (f"the validation labels are all {y_valid[:1].tolist()[0]!r}: a cascade's accuracy is validated on "
+                                 f"rows of several classes (pass validation=(inputs, y) with rows of each)")
     else:
         def small_on(selected):
             train_X, valid_X_small = small_inputs(selected)
