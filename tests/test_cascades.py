@@ -336,6 +336,9 @@ def test_bad_arguments():
         f.fit(TRAIN, y=Y_TRAIN.reshape(-1, 1), validation=(VALID, Y_VALID), progress=False, check_speed=False, top_k=False)
     with pytest.raises(ValueError, match=r"y must hold one label per row \(a 1-D array\); got an array of shape \(3000, 2\)"):
         f.fit(TRAIN, y=np.stack([Y_TRAIN, Y_TRAIN], axis=1), validation=(VALID, Y_VALID), progress=False)
+    with pytest.raises(TypeError, match=r"fit takes the labels by keyword: scored.fit\(<the function's arguments for "
+                       r"the training rows>, y=labels\); the 2 given by position are the function's own"):
+        f.fit(TRAIN, Y_TRAIN)  # (as scikit-learn's fit(X, y))
     named = np.where(Y_TRAIN == 1, "yes", "no")  # (labels the model was not fitted on: a cascade would answer them)
     with pytest.raises(ValueError, match=r"y holds labels LogisticRegression does not predict \('(no|yes)', '(no|yes)'\)"):
         f.fit(TRAIN, y=named, validation=(VALID, Y_VALID), progress=False)

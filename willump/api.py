@@ -229,7 +229,7 @@ class OptimizedFunction:
 
     # --- statistically-aware optimizations -------------------------------------------------
 
-    def fit(self, *inputs, y, validation=None, validation_fraction=0.25, metric=None, accuracy_loss=0.001,
+    def fit(self, *inputs, y=None, validation=None, validation_fraction=0.25, metric=None, accuracy_loss=0.001,
             top_k_precision=0.95, cascades=True, top_k=True, small_model=None, random_state=0, progress=True,
             gamma=DEFAULT_GAMMA, costs=None, check_speed=True, calls="both", on_drift="warn",
             drift_window=drift.DEFAULT_WINDOW):
@@ -262,6 +262,9 @@ class OptimizedFunction:
         A guard the function starts with (``if len(df) == 0: return ...``) that ends the call for
         the training or validation rows is a ValueError: fit needs the model's output for them.
         """
+        if y is None:  # (scikit-learn's fit(X, y) passes it by position: here those are the function's arguments)
+            raise TypeError(f"fit takes the labels by keyword: {self.py_func.__name__}.fit(<the function's arguments "
+                            f"for the training rows>, y=labels); the {len(inputs)} given by position are the function's own")
         self._read_composites_once_fitted()
         if self._executor is None:
             raise ValueError(self.graph.refusal("fit"))
