@@ -394,3 +394,42 @@ def test_a_joined_frame_read_beside_its_selection_keeps_the_joins_whole():
     env, values = optimized.executor.features((frame,), rows=rows)
     combined = optimized.executor.combine(env, [values[i] for i in range(len(values))])
     np.testing.assert_array_equal(combined, joined_then_assigned(frame.iloc[rows]))
+
+
+def _built_column_by_column(df):
+    out = pd.DataFrame(index=df.index)
+    out["n2"] = df["n"] * 2
+    out["len"] = df["tweet"].str.len()
+    return out
+
+
+def frames_built_column_by_column(df):
+    numbers = _built_column_by_column(df)  # (a helper, read into the function)
+    words = df[["n"]].copy()
+    words["n3"] = words["n"] ** 3
+    words.attrs["unit"] = "n"
+    return model.predict_proba(pd.concat([numbers, words], axis=1))[:, 1]
+
+
+def frames_of_the_caller_set(df):
+    df["n2"] = df["n"] * 2  # the caller's frame: for every row, in order
+    same = df
+    same["n3"] = df["n"] ** 3  # (another name for it)
+    selected = df[["n"]]
+    selected["n4"] = selected["n"] + 1  # (not one of the constructors willump knows makes a new frame)
+    return model.predict_proba(pd.concat([df[["n2"]], same[["n3"]], selected], axis=1))[:, 1]
+
+
+def test_frames_the_function_makes_and_sets_belong_to_their_ifv():
+    """Setting columns of a frame the function made (``pd.DataFrame(...)``, ``.copy()``) goes with the IFV
+    that reads it, as ``pd.DataFrame({...})`` would; setting the caller's frame, or one another name may
+    hold, stays preprocessing, run for every row."""
+    f = optimized(frames_built_column_by_column)
+    assert ifv_names(f) == ["numbers", "words"] and preprocessing_lines(f) == []
+    assert [len(ifv.generator) for ifv in f.graph.ifvs] == [3, 3]
+    _fit(frames_of_the_caller_set, LogisticRegression())
+    g = willump.optimize(frames_of_the_caller_set)
+    expected = frames_of_the_caller_set(FRAME.copy())
+    np.testing.assert_array_equal(g(FRAME.copy()), expected)
+    assert [line.split(" = ")[0] for line in preprocessing_lines(g)] == [
+        "df['n2']", "same", "same['n3']", "selected", "selected['n4']"]

@@ -24,7 +24,7 @@ from willump.graph.graph import PLACEHOLDER, IFV, Combiner, ModelNode, Transform
 from willump.graph.joins import HELPERS, JOIN_ASSEMBLE, find_join_chain
 from willump.graph.recognize import COMPOSITE_JOINS, Resolver, concatenation_calls, keyword_model_call, model_call
 from willump.graph.source import FunctionSource
-from willump.graph.statements import Statement, analyze_statement, names_read, replace_node, walk_scope
+from willump.graph.statements import Statement, analyze_statement, names_read, new_object_call, replace_node, walk_scope
 
 PARAMETER = -1  # the definition index of a value the function received as an argument
 _DYNAMIC_SCOPE = {"locals", "vars", "eval", "exec", "super", "__class__"}
@@ -209,7 +209,9 @@ def build_plan(source: FunctionSource) -> Plan:
     # an ancestor of several is preprocessing. Statements the combine step reads
     # directly, statements with side effects and dead code are preprocessing too.
     users = {i: sum(i in a for a in root_ancestors) for i in range(len(statements)) if i not in tail}
-    seeds = tail_defs | {i for i, n in users.items() if n != 1 or statements[i].side_effects}
+    seeds = tail_defs | {
+        i for i, n in users.items() if n != 1 or (statements[i].side_effects and not _sets_own_frame(flow, resolver, i))
+    }
     preprocessing = flow.ancestors(seeds) | seeds
     generators = [sorted(a - preprocessing) for a in root_ancestors]
 
@@ -250,6 +252,50 @@ def build_plan(source: FunctionSource) -> Plan:
             )
         )
     return plan
+
+
+_NEW_FRAMES = (pd.DataFrame, pd.Series)  # constructors of a new pandas object (copy-on-write: never the caller's)
+
+
+def _sets_own_frame(flow, resolver, index: int) -> bool:
+    """Whether statement ``index`` only sets columns or attributes of pandas objects the function made
+    itself (``out = pd.DataFrame(index=df.index)``, ``c = df[["c"]].copy()``, then ``out["a2"] = ...``):
+    it then goes with the IFV reading that object, as a binding would, instead of running for every row."""
+    statement = flow.statements[index]
+    node = statement.node
+    if not _sets_items(statement) or not statement.writes:
+        return False
+    for name in statement.writes:
+        at = index
+        while True:
+            made = flow.reaching[at].get(name, PARAMETER)
+            if made == PARAMETER:  # (the caller's object, or a global's)
+                return False
+            maker = flow.statements[made]
+            if maker.bound == {name} and maker.writes == {name}:
+                if not _new_frame(maker.node, resolver):
+                    return False
+                break
+            if not _sets_items(maker):
+                return False
+            at = made
+    return True
+
+
+def _sets_items(statement) -> bool:
+    """``a[key] = value`` or ``a.name = value`` (targets only), binding no name."""
+    node = statement.node
+    return (isinstance(node, ast.Assign) and not statement.bound and statement.opaque is None
+            and all(isinstance(t, (ast.Subscript, ast.Attribute)) for t in node.targets))
+
+
+def _new_frame(node, resolver) -> bool:
+    """``name = pd.DataFrame(...)``, ``pd.Series(...)`` or ``<value>.copy()`` (``new_object_call``)."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+        return False
+    value = node.value
+    return new_object_call(value) or (
+        isinstance(value, ast.Call) and any(resolver.resolve(value.func) is kind for kind in _NEW_FRAMES))
 
 
 def _split_at_model(flow, tail, rewritten, model) -> ModelSplit | str:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from willump.errors import warn
 from willump.graph.recognize import Resolver, model_call
 from willump.graph.source import FunctionSource, call_on_parameters, read_function
-from willump.graph.statements import analyze_statement, names_read, replace_node
+from willump.graph.statements import analyze_statement, names_read, new_object_call, replace_node
 
 INLINED = "_willump_inlined"  # a statement read in: the (helper, line of its call) it came through, outermost first
 _MAX_HELPERS = 64  # calls read in per function: a guard against runaway expansion
@@ -490,25 +490,12 @@ def _unreadable(helper: types.FunctionType) -> str | None:
     return None
 
 
-# Methods whose result is a new object, never their receiver (pandas' and numpy's, without
-# inplace=, out= or copy=): changing it, under pandas' copy-on-write, leaves the receiver as it was.
-_NEW_OBJECT_METHODS = frozenset({
-    "copy", "replace", "fillna", "assign", "rename", "astype", "drop", "dropna", "reset_index", "set_index",
-    "sort_values", "sort_index", "round", "clip", "abs", "add_prefix", "add_suffix", "merge", "reindex",
-    "select_dtypes", "ffill", "bfill",
-})
-
-
 def _made_anew(statement: ast.stmt, parameters: set) -> set:
     """The parameter ``statement`` rebinds to a new object (``df = df.copy()``), as a set."""
     if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
             and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id in parameters):
         return set()
-    value = statement.value
-    if (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _NEW_OBJECT_METHODS
-            and not any(k.arg in ("inplace", "out", "copy") for k in value.keywords)):
-        return {statement.targets[0].id}
-    return set()
+    return {statement.targets[0].id} if new_object_call(statement.value) else set()
 
 
 def _late_lambda(body, own) -> str | None:

@@ -101,6 +101,21 @@ def _argument_names(args: ast.arguments) -> frozenset:
     return frozenset(names)
 
 
+# Methods whose result is a new object, never their receiver (pandas' and numpy's, without
+# inplace=, out= or copy=): changing it, under pandas' copy-on-write, leaves the receiver as it was.
+_NEW_OBJECT_METHODS = frozenset({
+    "copy", "replace", "fillna", "assign", "rename", "astype", "drop", "dropna", "reset_index", "set_index",
+    "sort_values", "sort_index", "round", "clip", "abs", "add_prefix", "add_suffix", "merge", "reindex",
+    "select_dtypes", "ffill", "bfill", "to_frame",
+})
+
+
+def new_object_call(value: ast.expr) -> bool:
+    """``x.copy()``, ``x.fillna(0)``...: a call of one of those methods, none of those options given."""
+    return (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _NEW_OBJECT_METHODS
+            and not any(k.arg in ("inplace", "out", "copy") for k in value.keywords))
+
+
 def _stored_names(target: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
