@@ -112,6 +112,28 @@ def kaggle_features_lightgbm(data, fitted) -> Entry:
                  predict, data)
 
 
+def attribute_columns_gradient_boosting(data, fitted) -> Entry:
+    """A notebook's features with the columns read as attributes (``df.AMT_CREDIT``), HistGradientBoosting."""
+    model = FeatureCapture()
+
+    def predict(df):
+        credit_income = df.AMT_CREDIT / df.AMT_INCOME_TOTAL
+        annuity_income = df.AMT_ANNUITY / df.AMT_INCOME_TOTAL
+        age_years = -df.DAYS_BIRTH / 365
+        anomaly = (df.DAYS_EMPLOYED == 365243).astype(int)
+        external = df.EXT_SOURCE_2.fillna(0.5) * df.EXT_SOURCE_3.fillna(0.5)
+        cash = (df.NAME_CONTRACT_TYPE == "Cash loans").astype(int)
+        X = pd.DataFrame({"credit_income": credit_income, "annuity_income": annuity_income, "age_years": age_years,
+                          "anomaly": anomaly, "external": external, "cash": cash})
+        return model.predict_proba(X)[:, 1]
+
+    model = fitted("credit_attribute_hgb", lambda: HistGradientBoostingClassifier(random_state=0).fit(
+        predict(data.train_inputs), data.y_train))
+    return Entry("credit_attribute_hgb", "credit", "tree-ensemble", "binary",
+                 "columns read as df.NAME: ratios, == literal, fillna, astype(int) into pd.DataFrame({...}); "
+                 "HistGradientBoostingClassifier", predict, data)
+
+
 def booster_assign_lightgbm(data, fitted) -> Entry:
     """Kaggle's ``lgb.train`` notebooks: ratio columns by ``assign``, a column dropped, the Booster at
     its best iteration (early stopping on the last quarter of the training rows, all trees kept)."""
@@ -252,6 +274,7 @@ def build(rows: int | None = None, random_state: int = 0) -> list[Entry]:
         mixed_types_logistic(default, fitted),
         categorical_gradient_boosting(default, fitted),
         kaggle_features_lightgbm(default, fitted),
+        attribute_columns_gradient_boosting(default, fitted),
         booster_assign_lightgbm(default, fitted),
         concat_features_logistic(default, fitted),
         annuity_ridge(annuity, fitted),
