@@ -407,7 +407,7 @@ def frames_built_column_by_column(df):
     numbers = _built_column_by_column(df)  # (a helper, read into the function)
     words = df[["n"]].copy()
     words["n3"] = words["n"] ** 3
-    words.attrs["unit"] = "n"
+    words["n4"] = words["n3"] + 1
     return model.predict_proba(pd.concat([numbers, words], axis=1))[:, 1]
 
 
@@ -417,7 +417,14 @@ def frames_of_the_caller_set(df):
     same["n3"] = df["n"] ** 3  # (another name for it)
     selected = df[["n"]]
     selected["n4"] = selected["n"] + 1  # (not one of the constructors willump knows makes a new frame)
-    return model.predict_proba(pd.concat([df[["n2"]], same[["n3"]], selected], axis=1))[:, 1]
+    made = pd.DataFrame({"a": df["n"]})
+    kept = made  # (another name for a frame the function made, read by another IFV)
+    made["a"] = -df["n"]
+    more = (made["a"] * 2).to_frame("b")
+    out = pd.DataFrame(index=df.index)
+    out.index.name = "row"  # (the caller's Index object, shared by the frame made)
+    out["c"] = df["n"] + 1
+    return model.predict_proba(pd.concat([df[["n2"]], same[["n3"]], selected, kept, more, out], axis=1))[:, 1]
 
 
 def test_frames_the_function_makes_and_sets_belong_to_their_ifv():
@@ -432,4 +439,5 @@ def test_frames_the_function_makes_and_sets_belong_to_their_ifv():
     expected = frames_of_the_caller_set(FRAME.copy())
     np.testing.assert_array_equal(g(FRAME.copy()), expected)
     assert [line.split(" = ")[0] for line in preprocessing_lines(g)] == [
-        "df['n2']", "same", "same['n3']", "selected", "selected['n4']"]
+        "df['n2']", "same", "same['n3']", "selected", "selected['n4']", "made", "kept", "made['a']",
+        "out", "out.index.name", "out['c']"]

@@ -209,10 +209,7 @@ def build_plan(source: FunctionSource) -> Plan:
     # an ancestor of several is preprocessing. Statements the combine step reads
     # directly, statements with side effects and dead code are preprocessing too.
     users = {i: sum(i in a for a in root_ancestors) for i in range(len(statements)) if i not in tail}
-    seeds = tail_defs | {
-        i for i, n in users.items() if n != 1 or (statements[i].side_effects and not _sets_own_frame(flow, resolver, i))
-    }
-    preprocessing = flow.ancestors(seeds) | seeds
+    preprocessing = _preprocessing(flow, resolver, users, tail_defs)
     generators = [sorted(a - preprocessing) for a in root_ancestors]
 
     problem = _separate_safely(flow, preprocessing, generators, root_reads, holder.index)
@@ -254,48 +251,69 @@ def build_plan(source: FunctionSource) -> Plan:
     return plan
 
 
-_NEW_FRAMES = (pd.DataFrame, pd.Series)  # constructors of a new pandas object (copy-on-write: never the caller's)
-
-
-def _sets_own_frame(flow, resolver, index: int) -> bool:
-    """Whether statement ``index`` only sets columns or attributes of pandas objects the function made
-    itself (``out = pd.DataFrame(index=df.index)``, ``c = df[["c"]].copy()``, then ``out["a2"] = ...``):
-    it then goes with the IFV reading that object, as a binding would, instead of running for every row."""
+def _own_frame_statements(flow, resolver, index: int) -> set | None:
+    """When statement ``index`` only sets columns of DataFrames the function made itself
+    (``out = pd.DataFrame(index=df.index)`` or ``c = df[["c"]].copy()``, then ``out["a2"] = ...``):
+    the statements making and setting them before it (it may then go with the IFV reading them,
+    as a binding would, if they all do); else None."""
     statement = flow.statements[index]
-    node = statement.node
-    if not _sets_items(statement) or not statement.writes:
-        return False
+    if not _sets_columns(statement) or not statement.writes:
+        return None
+    chain = set()
     for name in statement.writes:
         at = index
         while True:
             made = flow.reaching[at].get(name, PARAMETER)
             if made == PARAMETER:  # (the caller's object, or a global's)
-                return False
+                return None
+            chain.add(made)
             maker = flow.statements[made]
             if maker.bound == {name} and maker.writes == {name}:
                 if not _new_frame(maker.node, resolver):
-                    return False
+                    return None
                 break
-            if not _sets_items(maker):
-                return False
+            if not _sets_columns(maker):
+                return None
             at = made
-    return True
+    return chain
 
 
-def _sets_items(statement) -> bool:
-    """``a[key] = value`` or ``a.name = value`` (targets only), binding no name."""
+def _sets_columns(statement) -> bool:
+    """``name[key] = value`` (targets only), binding no name: on a DataFrame, a column replaced or added."""
     node = statement.node
     return (isinstance(node, ast.Assign) and not statement.bound and statement.opaque is None
-            and all(isinstance(t, (ast.Subscript, ast.Attribute)) for t in node.targets))
+            and all(isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) for t in node.targets))
 
 
 def _new_frame(node, resolver) -> bool:
-    """``name = pd.DataFrame(...)``, ``pd.Series(...)`` or ``<value>.copy()`` (``new_object_call``)."""
+    """``name = pd.DataFrame(...)`` (no ``copy=``) or ``<value>.copy()`` (``new_object_call``): a frame
+    no other object holds (under copy-on-write its columns are its own to replace)."""
     if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
         return False
     value = node.value
     return new_object_call(value) or (
-        isinstance(value, ast.Call) and any(resolver.resolve(value.func) is kind for kind in _NEW_FRAMES))
+        isinstance(value, ast.Call) and resolver.resolve(value.func) is pd.DataFrame
+        and not any(k.arg in ("copy", None) for k in value.keywords))
+
+
+def _preprocessing(flow, resolver, users: dict, tail_defs: set) -> set:
+    """The statements run once for every row: the ancestors of what the combine step reads directly,
+    of statements several IFVs need, and of statements with side effects, except columns set on a
+    frame the function made whose making and setting all stay inside one IFV (nothing else reads it)."""
+    own = {}
+    for i, n in users.items():
+        if n == 1 and flow.statements[i].side_effects:
+            chain = _own_frame_statements(flow, resolver, i)
+            if chain is not None and all(users.get(c) == 1 for c in chain):
+                own[i] = chain
+    while True:
+        seeds = tail_defs | {i for i, n in users.items() if n != 1 or (flow.statements[i].side_effects and i not in own)}
+        preprocessing = flow.ancestors(seeds) | seeds
+        shared = [i for i, chain in own.items() if chain & preprocessing]  # (read by the combine step or others too)
+        if not shared:
+            return preprocessing
+        for i in shared:
+            del own[i]
 
 
 def _split_at_model(flow, tail, rewritten, model) -> ModelSplit | str:
