@@ -266,6 +266,25 @@ class FrameOfOurs(pd.DataFrame):
     pass
 
 
+class Scaled:
+    """A model's settings, as a user's class holds them."""
+
+    reads = 0
+
+    def __init__(self, computed=False, strict=False):
+        if computed:
+            self.__class__ = type("Computed", (Scaled,), {"scale": property(lambda self: self._read())})
+        elif strict:
+            self.__class__ = type("Strict", (Scaled,), {"__getattribute__": lambda self, name: object.__getattribute__(self, name)})
+            self.scale = 2.0
+        else:
+            self.scale = 2.0
+
+    def _read(self):
+        Scaled.reads += 1
+        return 2.0
+
+
 def shadowed(frame, name, value):
     """``frame`` with an instance attribute ``name`` (pandas warns when code sets one)."""
     frame = frame.copy()
@@ -285,7 +304,10 @@ ATTRIBUTE_READS = [  # (expression, a, frame, compiled: frame.<name> is frame[na
     ("frame.x + 1", None, FRAME.set_axis(["x", "x"], axis=1), False),  # several columns x
     ("frame.size * 2 + frame.x", None, FRAME.assign(size=[9, 9, 9]), False),  # DataFrame.size, never the column
     ("a.x + 1", pd.Series([1.5, 2.5], index=["x", "y"]), None, False),  # a Series' label: a number
-    ("a.x + frame.y", types.SimpleNamespace(x=2.0), FRAME, False),  # another object's attribute
+    ("a.x + frame.y", types.SimpleNamespace(x=2.0), FRAME, True),  # an object's own attribute: read as Python reads it
+    ("np.log1p(frame['x'] * 3 + frame['y']) * a.scale", Scaled(), FRAME, True),
+    ("frame.x * a.scale", Scaled(computed=True), FRAME, False),  # a property: code runs (here it counts its reads)
+    ("frame.x * a.scale", Scaled(strict=True), FRAME, False),  # its own __getattribute__
 ]
 
 

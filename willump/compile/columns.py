@@ -7,12 +7,14 @@ check that first (``check_attribute_column``) and leave every other case to the 
 """
 
 import ast
+import types
 
 import pandas as pd
 
 from willump.compile.forms import Unsupported
 
 MODULE_NAMES = {"np", "numpy", "pd", "pandas", "math"}  # ``np.pi`` is not a frame's column
+_GENERIC_LOOKUPS = (object.__getattribute__, types.SimpleNamespace.__getattribute__)  # the instance's dict, then its type's
 
 
 def column_read(node) -> tuple | None:
@@ -31,6 +33,21 @@ def column_read(node) -> tuple | None:
 def _pandas_attribute(name: str) -> bool:
     """Whether a DataFrame's or a Series' ``.name`` is pandas' own (``s.values``, ``df.shape``): never a column."""
     return hasattr(pd.DataFrame, name) or hasattr(pd.Series, name)
+
+
+def plain_attribute(owner, key: str):
+    """``owner.<key>`` of a module, or of an object holding it in its own ``__dict__`` (no attribute
+    of that name on its type, no ``__getattribute__`` of its own: ``cfg.scale``, ``self.alpha``),
+    read without running code; Unsupported otherwise (a Series' label, a property...)."""
+    kind = type(owner)
+    if isinstance(owner, (pd.DataFrame, pd.Series)):
+        raise Unsupported(f"`.{key}` of a {kind.__name__}")
+    if not isinstance(owner, types.ModuleType) and (kind.__getattribute__ not in _GENERIC_LOOKUPS or hasattr(kind, key)):
+        raise Unsupported(f"`.{key}` of a {kind.__name__} may run code")
+    found = getattr(owner, "__dict__", None)
+    if type(found) is not dict or key not in found:
+        raise Unsupported(f"`.{key}` is not in the {kind.__name__}'s own attributes")
+    return found[key]
 
 
 def check_attribute_column(frame, key: str) -> None:

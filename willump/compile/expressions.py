@@ -37,7 +37,7 @@ from pandas._libs.lib import maybe_indices_to_slice
 from pandas.core import nanops
 
 from willump.compile import frames
-from willump.compile.columns import check_attribute_column, column_read
+from willump.compile.columns import check_attribute_column, column_read, plain_attribute
 from willump.compile.forms import Deferred, Unsupported, series_of
 from willump.compile.strings import string_method
 
@@ -453,6 +453,8 @@ class CompiledExpression:
                 value = function
             elif kind == _LEAF:
                 value, column = _leaf(arguments[parameter])
+            elif kind == _ATTRIBUTE and not isinstance(arguments[parameter], pd.DataFrame):  # cfg.scale
+                value, column = _leaf(plain_attribute(arguments[parameter], function))
             elif kind in (_COLUMN, _ATTRIBUTE):
                 if kind == _ATTRIBUTE:
                     check_attribute_column(arguments[parameter], function)

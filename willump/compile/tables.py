@@ -76,7 +76,7 @@ class PreparedTable:
         """Row position of each key (one array per key column), -1 where the table has none."""
         if len(keys[0]) <= _SMALL and self.positions is None:
             self._small_lookups += 1
-            if self._small_lookups == 2:  # (threads may both build it: the same dict)
+            if self._small_lookups >= 2:  # (threads may both build it: the same dict)
                 self.positions = self._positions()
         if self.positions and len(keys[0]) <= _SMALL:
             found = self.positions

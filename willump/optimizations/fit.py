@@ -144,7 +144,9 @@ def _check_labels(model, y: np.ndarray, what: str) -> None:
     if classes is None or np.ndim(classes) != 1:
         return
     known = set(np.asarray(classes).tolist())
-    unknown = [label for label in dict.fromkeys(y.tolist()) if label not in known]
+    missing = pd.isna(y)
+    unknown = [label for label in dict.fromkeys(y[~missing].tolist()) if label not in known]
+    unknown += [float("nan")] if missing.any() else []  # (NaN, None, NA: never one of classes_)
     if unknown:
         shown = ", ".join(map(repr, unknown[:5])) + (", ..." if len(unknown) > 5 else "")
         raise ValueError(f"{what} holds labels {type(model).__name__} does not predict ({shown}); its classes_ are "
