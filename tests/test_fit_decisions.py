@@ -265,3 +265,46 @@ def test_fit_of_a_function_reading_the_models_input_after_it_says_why_nothing_is
     assert "the model's input is used after the model call" in summary["cascades"]
     assert "the model's input is used after the model call" in summary["top_k_filter"]
     np.testing.assert_array_equal(optimized(TEST), scored_and_shifted(TEST))
+
+
+CITIES = pd.CategoricalDtype(["lille", "lyon", "nice", "paris"])
+
+
+def _city_rows(n, seed):
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame({"city": rng.choice(CITIES.categories, n), "x": rng.normal(size=n), "z": rng.normal(size=n)})
+    y = ((frame["city"] == "paris") ^ (rng.random(n) < 0.05) ^ ((frame["x"] > 1.8) & (frame["z"] > 1.0))).astype(int)
+    return frame, y.to_numpy()
+
+
+def _city_part(df):
+    return pd.DataFrame({"city": df["city"].astype(CITIES)}, index=df.index)
+
+
+def _number_part(df):
+    return pd.DataFrame({"x": df["x"], "z": np.exp(df["z"])}, index=df.index)
+
+
+def city_scores(df):
+    c = _city_part(df)
+    n = _number_part(df)
+    return city_model.predict(pd.concat([c, n], axis=1))
+
+
+def test_a_small_model_reads_pandas_categories_as_the_model_does():
+    """IFVs of pandas categories reach the small LightGBM model as a DataFrame of categories (as
+    floats they could not: "could not convert string to float"), and the cascade holds its target."""
+    global city_model
+    train, y_train = _city_rows(3000, 1)
+    city_model = LGBMClassifier(n_estimators=50, verbose=-1, random_state=0).fit(
+        pd.concat([_city_part(train), _number_part(train)], axis=1), y_train)
+    f = willump.optimize(city_scores)
+    valid, y_valid = _city_rows(2000, 2)
+    f.fit(train, y=y_train, validation=(valid, y_valid), accuracy_loss=0.01, check_speed=False,
+          costs={"c": 1e-7, "n": 1e-4}, progress=False)
+    summary = f.explain().attrs["summary"]
+    assert summary["cascades"] == "on" and list(f.explain()["selected"]) == [True, False], summary
+    test, y_test = _city_rows(3000, 3)
+    exact, cascaded = f.py_func(test), f(test)
+    assert (exact == y_test).mean() - (cascaded == y_test).mean() <= 0.01
+    assert f.stats["rows_small_model"] > 0 and cascaded.dtype == exact.dtype

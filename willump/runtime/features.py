@@ -13,7 +13,11 @@ def width(value) -> int:
 
 
 def feature_matrix(values: list):
-    """The IFV values side by side: CSR when any is sparse, else a dense float array."""
+    """The IFV values side by side: CSR when any is sparse, a DataFrame when they all are pandas objects
+    and some column holds categories or strings (the model reads them as your model does: LightGBM's
+    and HistGradientBoosting's categories), else a dense float array."""
+    if all(isinstance(v, (pd.DataFrame, pd.Series)) for v in values) and any(_not_numbers(v) for v in values):
+        return pd.concat([v.to_frame() if isinstance(v, pd.Series) else v for v in values], axis=1)
     blocks = []
     for value in values:
         if isinstance(value, (pd.DataFrame, pd.Series)):
@@ -26,3 +30,9 @@ def feature_matrix(values: list):
     if any(sp.issparse(b) for b in blocks):
         return sp.hstack([sp.csr_matrix(b) for b in blocks], format="csr")
     return np.hstack(blocks)
+
+
+def _not_numbers(value) -> bool:
+    """Whether a DataFrame or Series holds a column of other than numbers or bools."""
+    dtypes = [value.dtype] if isinstance(value, pd.Series) else value.dtypes
+    return any(not (pd.api.types.is_numeric_dtype(d) or pd.api.types.is_bool_dtype(d)) for d in dtypes)
