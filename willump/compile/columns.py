@@ -4,6 +4,7 @@
 pandas' ``NDFrame.__getattr__`` then finds the column; otherwise it is that attribute, or an
 ``AttributeError`` where the subscript raises ``KeyError``. Kernels reading a column by attribute
 check that first (``check_attribute_column``) and leave every other case to the code as written.
+Another object's attribute (``cfg.scale``) is read where reading it runs no code (``plain_attribute``).
 """
 
 import ast

@@ -46,7 +46,7 @@ class PreparedTable:
         if not self.index.is_unique:
             raise Unsupported(f"the table has several rows for some values of {list(keys)} (the join multiplies rows)")
         self._key_columns = columns
-        self.positions = None  # key -> row position, for a few keys at a time, once the table is met again
+        self.positions = None  # key -> row position for a few keys at a time (built once the table is met again; False: keys a dict does not find as pandas does)
         self._small_lookups = 0
         self.columns = [c for c in table.columns if c not in keys]
         self.arrays = {c: table[c].to_numpy() for c in self.columns}
