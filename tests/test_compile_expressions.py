@@ -266,6 +266,14 @@ class FrameOfOurs(pd.DataFrame):
     pass
 
 
+class _ComputedModule(types.ModuleType):
+    scale = property(lambda self: 5.0)
+
+
+SETTINGS, COMPUTED_SETTINGS = types.ModuleType("settings"), _ComputedModule("computed")
+SETTINGS.scale = COMPUTED_SETTINGS.__dict__["scale"] = 2.0  # (the latter's property hides it)
+
+
 class Scaled:
     """A model's settings, as a user's class holds them."""
 
@@ -308,6 +316,9 @@ ATTRIBUTE_READS = [  # (expression, a, frame, compiled: frame.<name> is frame[na
     ("np.log1p(frame['x'] * 3 + frame['y']) * a.scale", Scaled(), FRAME, True),
     ("frame.x * a.scale", Scaled(computed=True), FRAME, False),  # a property: code runs (here it counts its reads)
     ("frame.x * a.scale", Scaled(strict=True), FRAME, False),  # its own __getattribute__
+    ("frame.x * a.scale", types.ModuleType("settings"), FRAME, False),  # (no such attribute: AttributeError)
+    ("frame.x * a.scale", SETTINGS, FRAME, True),  # a module's own attribute
+    ("frame.x * a.scale", COMPUTED_SETTINGS, FRAME, False),  # a module of a class with a property of that name
 ]
 
 

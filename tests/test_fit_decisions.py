@@ -308,3 +308,61 @@ def test_a_small_model_reads_pandas_categories_as_the_model_does():
     exact, cascaded = f.py_func(test), f(test)
     assert (exact == y_test).mean() - (cascaded == y_test).mean() <= 0.01
     assert f.stats["rows_small_model"] > 0 and cascaded.dtype == exact.dtype
+
+
+def _zip_rows(n, seed, start=0):
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame({"zip": rng.choice([75001, 69001, 13001, 59000], n), "x": rng.normal(size=n),
+                          "z": rng.normal(size=n)}, index=pd.RangeIndex(start, start + n))
+    y = (frame["zip"] == 75001) ^ (frame["x"] > 0.5) ^ (rng.random(n) < 0.05) ^ (frame["z"] > 2.3)
+    return frame, y.astype(int).to_numpy()
+
+
+def zip_scores(df):
+    a = df[["zip"]].astype("category")  # (the caller's index)
+    c = pd.Series(df["x"].to_numpy() * 2.0)  # (a RangeIndex from 0: stacked by position all the same)
+    b = pd.Series(np.exp(df["z"].to_numpy()))
+    return zip_model.predict(np.column_stack([a, c, b]))
+
+
+def test_ifvs_of_categories_and_other_indexes_reach_the_small_model_by_position():
+    """The small model's DataFrame takes the IFVs' columns by position, as the function's stacking does
+    (pd.concat by index gave twice the rows for a batch whose index does not start at 0)."""
+    global zip_model
+    train, y_train = _zip_rows(3000, 1)
+    zip_model = LGBMClassifier(n_estimators=60, verbose=-1, random_state=0).fit(
+        np.column_stack([train[["zip"]].astype("category"), train["x"] * 2, np.exp(train["z"])]), y_train)
+    f = willump.optimize(zip_scores)
+    valid, y_valid = _zip_rows(2000, 2)
+    f.fit(train, y=y_train, validation=(valid, y_valid), accuracy_loss=0.01, check_speed=False,
+          costs={"a": 1e-7, "c": 1e-7, "b": 1e-4}, progress=False)
+    assert f.explain().attrs["summary"]["cascades"] == "on"
+    test, y_test = _zip_rows(1000, 3, start=5000)
+    exact = f.py_func(test)
+    assert f(test).shape == exact.shape and f(test.iloc[[5]]).shape == (1,)
+    assert (exact == y_test).mean() - (f(test) == y_test).mean() <= 0.01
+    top = f.top_k(test, k=50)
+    assert len(top) == 50 and top.max() < len(test)
+
+
+def clashing_scores(df):
+    c = pd.DataFrame({"v[code]": df["city"].astype(CITIES)}, index=df.index)
+    n = pd.DataFrame({"v[code]": df["x"]}, index=df.index)
+    e = pd.DataFrame({"w": np.exp(df["z"])}, index=df.index)
+    return city_model.predict(pd.concat([c, n, e], axis=1, ignore_index=True))
+
+
+def test_ifv_column_names_the_small_model_refuses_do_not_stop_fit():
+    """Equal names in two IFVs and characters LightGBM refuses in feature names: the small model reads
+    columns named by position, so fit trains it (a LightGBMError once stopped fit)."""
+    global city_model
+    train, y_train = _city_rows(3000, 1)
+    city_model = LGBMClassifier(n_estimators=50, verbose=-1, random_state=0).fit(
+        pd.concat([train["city"].astype(CITIES), train["x"], np.exp(train["z"])], axis=1, ignore_index=True), y_train)
+    f = willump.optimize(clashing_scores)
+    valid, y_valid = _city_rows(2000, 2)
+    f.fit(train, y=y_train, validation=(valid, y_valid), accuracy_loss=0.01, check_speed=False,
+          costs={"c": 1e-7, "n": 1e-7, "e": 1e-4}, progress=False)
+    assert "cannot be trained" not in f.explain().attrs["summary"]["cascades"], f.explain().attrs["summary"]
+    test, _ = _city_rows(500, 3)
+    assert f(test).shape == (500,)

@@ -43,7 +43,7 @@ def plain_attribute(owner, key: str):
     kind = type(owner)
     if isinstance(owner, (pd.DataFrame, pd.Series)):
         raise Unsupported(f"`.{key}` of a {kind.__name__}")
-    if not isinstance(owner, types.ModuleType) and (kind.__getattribute__ not in _GENERIC_LOOKUPS or hasattr(kind, key)):
+    if kind is not types.ModuleType and (kind.__getattribute__ not in _GENERIC_LOOKUPS or hasattr(kind, key)):
         raise Unsupported(f"`.{key}` of a {kind.__name__} may run code")
     found = getattr(owner, "__dict__", None)
     if type(found) is not dict or key not in found:

@@ -288,7 +288,7 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
     try:
         small_X, small_valid_X = small_inputs(fitted.selected)
         trained = train_like(model, small_X, y, random_state, small_model)  # (the small model, or the filter of a regressor)
-    except (ValueError, TypeError) as error:
+    except Exception as error:  # noqa: BLE001 - whatever the library raises (LightGBMError...), fit goes on without
         fitted.cascade_reason = fitted.top_k_reason = (
             f"a small model like {type(small_model or model).__name__} cannot be trained on the efficient IFVs "
             f"{[names[i] for i in fitted.selected]} ({type(error).__name__}: {error}); pass small_model= an "

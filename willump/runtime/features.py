@@ -17,7 +17,7 @@ def feature_matrix(values: list):
     and some column holds categories or strings (the model reads them as your model does: LightGBM's
     and HistGradientBoosting's categories), else a dense float array."""
     if all(isinstance(v, (pd.DataFrame, pd.Series)) for v in values) and any(_not_numbers(v) for v in values):
-        return pd.concat([v.to_frame() if isinstance(v, pd.Series) else v for v in values], axis=1)
+        return _side_by_side(values)
     blocks = []
     for value in values:
         if isinstance(value, (pd.DataFrame, pd.Series)):
@@ -36,3 +36,13 @@ def _not_numbers(value) -> bool:
     """Whether a DataFrame or Series holds a column of other than numbers or bools."""
     dtypes = [value.dtype] if isinstance(value, pd.Series) else value.dtypes
     return any(not (pd.api.types.is_numeric_dtype(d) or pd.api.types.is_bool_dtype(d)) for d in dtypes)
+
+
+def _side_by_side(values: list) -> pd.DataFrame:
+    """The pandas values' columns by position (as the function's own stacking joins them, whatever their
+    indexes), each keeping its dtype, named f0, f1, ... (names a model takes whatever the IFVs' are)."""
+    columns = [v.array if isinstance(v, pd.Series) else v.iloc[:, i].array
+               for v in values for i in range(1 if isinstance(v, pd.Series) else v.shape[1])]
+    if len({len(c) for c in columns}) > 1:
+        raise ValueError("IFV values of different lengths")
+    return pd.DataFrame({f"f{i}": column for i, column in enumerate(columns)})
