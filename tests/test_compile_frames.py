@@ -426,7 +426,8 @@ def test_decorated_functions_give_pandas_frames(function, rows):
     for _ in range(2):
         result, expected = answers(f, frame)
         assert_same_frame(result, expected)
-    sites = f.explain_compilation().query("operator != 'Identity.predict'")
+    table = f.explain_compilation()
+    sites = table[~table["status"].str.endswith("is not an operator willump compiles")]  # (no kernel stands for those)
     assert (sites["status"] == "compiled").all(), sites.to_string()
 
 

@@ -23,7 +23,7 @@ from willump.graph.recognize import Resolver
 from willump.graph.source import read_function
 from willump.runtime.executor import CallsExecutor, GraphExecutor
 from willump.runtime.caches import MISSING, LookupCaches, PredictionCache
-from willump.runtime.calls import Stats, end_call, start_call
+from willump.runtime.calls import Stats, end_call, name_plain_calls, start_call
 from willump.runtime.concurrent import ConcurrentFeatures, reads_remote_tables
 from willump.runtime.feature_rows import FeatureRows, keyed_ifvs
 
@@ -272,12 +272,15 @@ class OptimizedFunction:
         if isinstance(validation, tuple) and len(validation) == 2:
             given = validation[0] if isinstance(validation[0], tuple) else (validation[0],)
             self._refuse_guarded("fit", "the validation rows", self._executor.arguments(given, {}))
-        self._fitted = fit_optimizations(
-            self._executor, inputs, y, validation=validation, validation_fraction=validation_fraction,
-            metric=metric, accuracy_loss=accuracy_loss, top_k_precision=top_k_precision, cascades_wanted=cascades, top_k_wanted=top_k,
-            small_model=small_model, random_state=random_state, progress=progress, gamma=gamma, costs=costs,
-            check_speed=check_speed, calls=calls, on_drift=on_drift, drift_window=drift_window,
-        )
+        try:
+            self._fitted = fit_optimizations(
+                self._executor, inputs, y, validation=validation, validation_fraction=validation_fraction,
+                metric=metric, accuracy_loss=accuracy_loss, top_k_precision=top_k_precision, cascades_wanted=cascades,
+                top_k_wanted=top_k, small_model=small_model, random_state=random_state, progress=progress, gamma=gamma,
+                costs=costs, check_speed=check_speed, calls=calls, on_drift=on_drift, drift_window=drift_window,
+            )
+        finally:
+            name_plain_calls()  # (met while fit ran the function: said here, as a call would)
         self._stats.reset()
         return self
 
@@ -397,7 +400,7 @@ class OptimizedFunction:
         their role (``cascade small model: LGBMClassifier.predict_proba``), with no line.
         """
         executor = self._executor or self._calls
-        sites = [site for site in executor.sites if site.listed] if executor is not None else []
+        sites = [site for site in executor.sites + executor.plain_calls if site.listed] if executor is not None else []
         columns = ["line", "call", "operator", "status", "calls", "compiled_calls", "fused_calls", "whole_calls", "kept"]
         table = pd.DataFrame([site.summary() for site in sites], columns=columns)
         table["call"] = table["call"].map(executor.readable) if sites else table["call"]

@@ -12,6 +12,7 @@ written (``expressions``).
 """
 
 import ast
+import builtins
 import copy
 import operator
 import threading
@@ -32,6 +33,9 @@ from willump.compile.lookups import loc_lookup
 from willump.compile.strings import COLUMN_STR_METHODS, column_str_method
 
 SITE_PREFIX = "__willump_site_"
+PLAIN_PREFIX = "__willump_plain_"
+LIBRARIES = frozenset({"pandas", "numpy", "scipy", "sklearn", "lightgbm", "xgboost"})  # whose calls willump compiles
+_BUILTINS = frozenset(dir(builtins))  # len(x), float(v): Python's own, never a library's operator
 _REFUSED = object()  # a kernel's answer when it does not reproduce the call
 _BUILT_ANYWAY = 3  # kept values built by the original operation before a site computes its result at once
 
@@ -221,6 +225,80 @@ class ColumnSite(CallSite):
         return self.calls > 0
 
 
+class PlainCall:
+    """A call named like no compiled operator: it runs as written, counted, through ``plain(obj).method(...)``
+    (the receiver passed through: Python still makes a method call, with the same traceback lines) or
+    ``plain(callee)(...)``. Once the receiver or callee is seen to be a library's (pandas' ``get_dummies``,
+    a DataFrame's ``apply``, numpy's ``select``), ``explain_compilation`` lists the call and a WillumpWarning
+    names it (``take_newly_plain``): what willump does not compile is said, not silent."""
+
+    def __init__(self, name: str, call: ast.Call, written: str):
+        method = call.func.attr if isinstance(call.func, ast.Attribute) else None
+        self.name, self.source, self.method = name, written, method
+        self.line = call.func.end_lineno if method else call.lineno  # (Python's line for a method call)
+        self.key = (call.lineno, call.col_offset, written)  # (a statement rewritten for several paths: one count)
+        self.operator = None  # e.g. "pandas.get_dummies", once a library's callee was seen
+        self.calls = 0
+
+    def __call__(self, value):
+        self.calls += 1
+        if self.operator is None:
+            self.operator = _library_operator(value, self.method)
+            if self.operator is not None:
+                with _newly_plain_lock:
+                    _newly_plain.append(self)
+        return value
+
+    @property
+    def listed(self) -> bool:
+        return self.operator is not None
+
+    def summary(self) -> dict:
+        return {
+            "line": self.line, "call": self.source, "operator": self.operator,
+            "status": f"plain Python: {self.operator} is not an operator willump compiles", "calls": self.calls,
+            "compiled_calls": 0, "fused_calls": 0, "whole_calls": 0, "kept": False,
+        }
+
+
+_newly_plain = []  # PlainCalls that met a library's callee, not yet named in a warning
+_newly_plain_lock = threading.Lock()
+
+
+def take_newly_plain() -> list:
+    """The PlainCalls that met a library's callee since the last time this was asked (oldest first)."""
+    if not _newly_plain:  # (every call asks: no lock when there is nothing new)
+        return []
+    with _newly_plain_lock:
+        taken = _newly_plain[:]
+        _newly_plain.clear()
+    return taken
+
+
+def _library_operator(value, method: str | None) -> str | None:
+    """The name of the operator called, if it is one of the LIBRARIES': ``value`` is the receiver of
+    ``method`` (a module, a class or an object: ``frame.apply`` is pandas', ``" ".join`` is not), or the
+    callee itself when ``method`` is None."""
+    if method is None:
+        owner = getattr(value, "__self__", None)
+        if owner is not None and not isinstance(owner, ModuleType):  # (a bound method, by its object)
+            value, method = owner, value.__name__
+    if isinstance(value, ModuleType):
+        module, name = value.__name__, f"{value.__name__}.{method}"
+    elif method is None:
+        module = getattr(value, "__module__", None) or type(value).__module__
+        name = registry.describe(value)
+    else:
+        kind = value if isinstance(value, type) else type(value)
+        module, name = kind.__module__, f"{kind.__name__}.{method}"
+    if not (isinstance(module, str) and module.partition(".")[0] in LIBRARIES):
+        return None
+    package, short = module.partition(".")[0], getattr(value, "__name__", None)
+    if method is None and short and getattr(__import__(package), short, None) is value:
+        return f"{package}.{short}"  # pandas.get_dummies rather than where pandas defines it
+    return name
+
+
 class Pending:
     """A deferred result a worker thread is computing; only call sites ever see it."""
 
@@ -295,8 +373,9 @@ def _fingerprint(owner) -> int:
 
 
 class _Rewriter(ast.NodeTransformer):
-    def __init__(self, sites: list, make_site, filename: str, column_lists):
+    def __init__(self, sites: list, make_site, filename: str, column_lists, plain_calls):
         self.sites, self.make_site, self.filename, self.column_lists = sites, make_site, filename, column_lists
+        self.plain_calls = plain_calls
         self.repeated = 0  # inside code that may run many times per call (loops, lambdas, comprehensions, defs)
 
     def visit_Call(self, node: ast.Call):
@@ -321,11 +400,34 @@ class _Rewriter(ast.NodeTransformer):
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
         if name not in registry.NAMES or name.startswith(SITE_PREFIX):
-            return node
+            return self._plain_call(node, written)
         site = self.make_site(node, written)
         self.sites.append(site)
         call = ast.Call(ast.Name(site.name, ast.Load()), [func] + node.args, node.keywords)
         return ast.copy_location(call, node)
+
+    def _plain_call(self, node: ast.Call, written: str):
+        """``obj.method(...)`` -> ``plain(obj).method(...)``, ``callee(...)`` -> ``plain(callee)(...)``
+        (``PlainCall``), outside code that may run many times per call; not Python's builtins, willump's helpers, or a method of a site's result (``site(...).tocsr()``,
+        which whole-call programs read)."""
+        func = node.func
+        if self.repeated or self.plain_calls is None or (
+                isinstance(func, ast.Name) and (func.id in _BUILTINS or func.id.startswith("__willump"))):
+            return node
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and isinstance(
+                func.value.func, ast.Name) and func.value.func.id.startswith(SITE_PREFIX):
+            return node
+        plain = PlainCall(f"{PLAIN_PREFIX}{len(self.plain_calls)}", node, written)
+        known = next((p for p in self.plain_calls if p.key == plain.key), None)
+        if known is None:
+            self.plain_calls.append(plain)
+        passed = func.value if isinstance(func, ast.Attribute) else func
+        through = ast.copy_location(ast.Call(ast.Name((known or plain).name, ast.Load()), [passed], []), passed)
+        if isinstance(func, ast.Attribute):
+            func.value = through
+        else:
+            node.func = through
+        return node
 
     def visit_Assign(self, node: ast.Assign):
         """``frame[key] = value`` (outside loops, a name indexed by one key) ->
@@ -410,16 +512,17 @@ class _Rewriter(ast.NodeTransformer):
         return ast.copy_location(call, node)
 
     def _operand_site(self, node):
-        """A chain of compiled methods on a value computed otherwise, ``s.map(d).fillna(0).astype(int) > 1``:
-        an expression of that value (evaluated first, as in the original), else None."""
+        """A chain of compiled methods (or ufuncs) on a value computed otherwise, ``s.map(d).fillna(0).astype(int) > 1``,
+        ``np.log1p(s.map(d))``: an expression of that value (evaluated first, as in the original), else None."""
         found = leading_operand(node)
         if found is None:
             return None
         parent, field, operand = found
+        put = parent.__setitem__ if isinstance(parent, list) else lambda name, value: setattr(parent, name, value)
         written = ast.unparse(node)
-        setattr(parent, field, ast.copy_location(ast.Name(OPERAND, ast.Load()), operand))
+        put(field, ast.copy_location(ast.Name(OPERAND, ast.Load()), operand))
         if not is_element_wise(node):
-            setattr(parent, field, operand)
+            put(field, operand)
             return None
         return self._expression_site(node, written, self.visit(operand))
 
@@ -465,8 +568,10 @@ def _column_str_call(node: ast.Call):
     return [accessor.value.value, ast.Constant(read[1])] + ([ast.Constant(True)] if read[2] else [])  # (the frame's Name)
 
 
-def rewrite_calls(nodes: list, sites: list, workers=SERIAL, filename: str = "<unknown>", column_lists=None) -> list:
-    """Copies of ``nodes`` with compilable calls going through new CallSites (appended to ``sites``);
+def rewrite_calls(nodes: list, sites: list, workers=SERIAL, filename: str = "<unknown>", column_lists=None,
+                  plain_calls: list | None = None) -> list:
+    """Copies of ``nodes`` with compilable calls going through new CallSites (appended to ``sites``)
+    and, given ``plain_calls``, other calls through PlainCalls (appended there, one per call as written);
     ``filename`` is the source's, for the functions computing element-wise expressions;
     ``column_lists(key)``: whether a name indexing a frame holds a list of column names (a name of one
     column stays pandas' own, read by text programs)."""
@@ -476,7 +581,7 @@ def rewrite_calls(nodes: list, sites: list, workers=SERIAL, filename: str = "<un
         site.source = written
         return site
 
-    rewriter = _Rewriter(sites, make_site, filename, column_lists or (lambda key: False))
+    rewriter = _Rewriter(sites, make_site, filename, column_lists or (lambda key: False), plain_calls)
     return [ast.fix_missing_locations(rewriter.visit(copy.deepcopy(node))) for node in nodes]
 
 

@@ -9,6 +9,9 @@ whatever thread the lookup runs (the call's context is passed to worker threads)
 import contextvars
 import threading
 
+from willump.compile.sites import take_newly_plain
+from willump.errors import warn
+
 
 class Stats:
     """Thread-safe counters of what the optimized function did."""
@@ -64,6 +67,17 @@ def start_call(stats: Stats, caches=None):
 
 def end_call(token) -> None:
     _current.reset(token)
+    name_plain_calls()
+
+
+def name_plain_calls() -> None:
+    """Name in one WillumpWarning the calls of a library's operators that ran as plain Python, no kernel
+    standing for them, for the first time since the last time this was asked (``sites.PlainCall``)."""
+    plain = take_newly_plain()
+    if plain:
+        lines = "; ".join(f"line {call.line}: {call.operator}" for call in plain)
+        warn(f"willump: these calls run as plain Python, as written, no compiled kernel answering them ({lines}); "
+             "explain_compilation() lists them")
 
 
 def _add(**counts: int) -> None:

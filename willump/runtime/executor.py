@@ -23,6 +23,7 @@ from willump.compile.parallel import SERIAL
 from willump.compile.programs import MISS, chain_of, program_for
 from willump.compile.sites import HELPERS as SITE_HELPERS
 from willump.compile.sites import (
+    PLAIN_PREFIX,
     SITE_PREFIX,
     begin_call,
     end_call,
@@ -80,6 +81,7 @@ class GraphExecutor:
     def __init__(self, plan: Plan, source: FunctionSource, compile: bool = True, resolver=None, workers=SERIAL):
         self.graph = plan.graph
         self.sites = []  # calls a compiled kernel may answer (none without ``compile``)
+        self.plain_calls = []  # the other calls, each counted and, if a library's, listed and warned about
         self._column_lists = _column_lists(resolver)
         self._func = source.func
         self._bind, self.parameters = compile_binder(source.func, source.definition, source.filename)
@@ -100,14 +102,15 @@ class GraphExecutor:
 
         def compile_run(block, nodes, assigned, holder=False, result=None):
             if compile:
-                nodes = rewrite_calls(nodes, self.sites, workers, source.filename, self._column_lists)
+                nodes = rewrite_calls(nodes, self.sites, workers, source.filename, self._column_lists,
+                                      self.plain_calls)
                 if result is not None:
                     result = rewrite_calls([ast.Expr(result)], self.sites, workers, source.filename,
-                                           self._column_lists)[0].value
+                                           self._column_lists, self.plain_calls)[0].value
             reads = set()
             for node in nodes + ([result] if result is not None else []):
                 reads |= names_read(node)
-            site_names = {n for n in reads if n.startswith(SITE_PREFIX) or n in SITE_HELPERS}
+            site_names = {n for n in reads if n.startswith((SITE_PREFIX, PLAIN_PREFIX)) or n in SITE_HELPERS}
             reads = sorted(reads & (plan.local_names | {PLACEHOLDER, MODEL_OUTPUT} | site_names))
             function = compile_block(
                 source.func, source.filename, reads, nodes, result, plan.possibly_unbound
@@ -146,10 +149,12 @@ class GraphExecutor:
         """``body`` (statements of the function) as one block, with compiled call sites."""
         if self._compile:
             first = len(self.sites)
-            body = rewrite_calls(body, self.sites, self._workers, self._source.filename, self._column_lists)
+            body = rewrite_calls(body, self.sites, self._workers, self._source.filename, self._column_lists,
+                                 self.plain_calls)
             body = keep_results_compiled(body, self.sites, first)
         # (a new dict, not an update: other threads may be copying the helpers into a namespace)
-        self._helpers = {**self._helpers, **{site.name: site for site in self.sites}, **SITE_HELPERS}
+        self._helpers = {**self._helpers, **{site.name: site for site in self.sites + self.plain_calls},
+                         **SITE_HELPERS}
         # A body that is one chain of compiled calls may be answered by one program (see programs).
         chain = chain_of(body, self.sites, self.parameters, self._names) if self._compile else None
         return _WholeCall(body, self.parameters, self._helpers, chain, self._source)
@@ -403,13 +408,13 @@ class CallsExecutor:
     stay the function itself (``for_function``: None)."""
 
     def __init__(self, source: FunctionSource, resolver=None, workers=SERIAL):
-        self.sites = []
+        self.sites, self.plain_calls = [], []
         self._bind, self.parameters = compile_binder(source.func, source.definition, source.filename)
         body = rewrite_calls(list(source.definition.body), self.sites, workers, source.filename,
-                             _column_lists(resolver))
+                             _column_lists(resolver), self.plain_calls)
         if not isinstance(body[-1], ast.Return):  # (falling off the end returns None; a block, its namespace)
             body.append(ast.copy_location(ast.Return(ast.Constant(None)), body[-1]))
-        helpers = {**{site.name: site for site in self.sites}, **SITE_HELPERS}
+        helpers = {**{site.name: site for site in self.sites + self.plain_calls}, **SITE_HELPERS}
         self._whole = _WholeCall(body, self.parameters, helpers, None, source)
         if resolver is not None:
             for site in self.sites:

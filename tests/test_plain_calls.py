@@ -1,0 +1,146 @@
+"""Calls of pandas, numpy or scikit-learn operators that no kernel answers run as written, and are said:
+one WillumpWarning at the first call that meets them, naming each line and operator, and a row each in
+explain_compilation(). Python's own calls (builtins, str methods, the user's objects) are not listed."""
+
+import inspect
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import willump
+from willump import WillumpWarning
+
+
+class WeightedSum:
+    def predict(self, X):
+        return np.asarray(X, dtype=float) @ np.arange(1, np.asarray(X).shape[1] + 1)
+
+
+model = WeightedSum()
+PEOPLE = pd.DataFrame({
+    "age": [4.0, 15.0, 33.0, 71.0, 52.0, 8.0],
+    "fare": [7.25, 71.3, 8.05, 53.1, 13.0, 30.0],
+    "sex": ["m", "f", "f", "m", "m", "f"],
+})
+
+
+def titanic_features(df):
+    dummies = pd.get_dummies(df["sex"], prefix="sex", dtype=float)
+    band = pd.cut(df["age"], bins=[0, 12, 18, 60, 100], labels=False)
+    stage = np.select([df["age"] < 12, df["age"] < 60], [0.0, 1.0], default=2.0)
+    ratio = df.apply(lambda row: row["fare"] / (row["age"] + 1), axis=1)
+    return model.predict(np.column_stack([dummies.to_numpy(), band, stage, ratio]))
+
+
+def line_of(function, text: str) -> int:
+    lines, first = inspect.getsourcelines(function)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+def calls_warning(call) -> list[str]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = call()
+    return result, [str(w.message) for w in caught if issubclass(w.category, WillumpWarning)]
+
+
+def test_library_calls_without_a_kernel_are_named_once_with_their_lines():
+    optimized, decoration = calls_warning(lambda: willump.optimize(titanic_features))
+    assert decoration == []  # (what the callees are is known when the call runs)
+    result, first = calls_warning(lambda: optimized(PEOPLE))
+    np.testing.assert_array_equal(result, titanic_features(PEOPLE))
+    assert len(first) == 1, first
+    for fragment, operator in [("pd.get_dummies", "pandas.get_dummies"), ("pd.cut", "pandas.cut"),
+                               ("np.select", "numpy.select"), ("df.apply", "DataFrame.apply")]:
+        assert f"line {line_of(titanic_features, fragment)}: {operator}" in first[0]
+    _, second = calls_warning(lambda: optimized(PEOPLE.iloc[:2]))
+    assert second == []
+
+
+def test_explain_compilation_lists_them_with_their_counts():
+    optimized = willump.optimize(titanic_features)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WillumpWarning)
+        for rows in (PEOPLE, PEOPLE.iloc[:1], PEOPLE.iloc[3:]):
+            np.testing.assert_array_equal(optimized(rows), titanic_features(rows))
+    table = optimized.explain_compilation().set_index("operator")
+    for operator, fragment in [("pandas.get_dummies", "pd.get_dummies"), ("numpy.select", "np.select"),
+                               ("DataFrame.apply", "df.apply")]:
+        row = table.loc[operator]
+        assert row["line"] == line_of(titanic_features, fragment)
+        assert row["status"] == f"plain Python: {operator} is not an operator willump compiles"
+        assert (row["calls"], row["compiled_calls"]) == (3, 0)
+
+
+def own_calls(df):
+    names = " ".join(["fare", "age"]).split()
+    scale = float(len(names))
+    fares = df["fare"].tolist()
+    rounded = [round(v, 1) for v in fares]  # (in a comprehension: runs many times per call)
+    return model.predict(np.column_stack([df[names].to_numpy() / scale, rounded]))
+
+
+def test_python_own_calls_are_not_listed():
+    optimized = willump.optimize(own_calls)
+    result, messages = calls_warning(lambda: optimized(PEOPLE))
+    np.testing.assert_array_equal(result, own_calls(PEOPLE))
+    assert len(messages) == 1 and "(line " in messages[0], messages
+    assert f"line {line_of(own_calls, '.tolist()')}: Series.tolist)" in messages[0]  # (pandas', the only one)
+    operators = set(optimized.explain_compilation()["operator"])
+    assert not {"str.join", "str.split", "join", "split", "float", "len", "round"} & operators
+
+
+calls_made = []
+
+
+def record(value):
+    calls_made.append(value)
+    return value
+
+
+def missing_method(df):
+    values = df.no_such_method(record("argument"))
+    return model.predict(values)
+
+
+def bad_bins(df):
+    band = pd.cut(df["age"], bins=[60, 12])
+    return model.predict(np.column_stack([band.cat.codes]))
+
+
+@pytest.mark.parametrize("function, fragment", [(missing_method, "df.no_such_method"), (bad_bins, "pd.cut")])
+def test_a_plain_call_raises_what_the_original_raises_where_it_raises(function, fragment):
+    calls_made.clear()
+    with pytest.raises(Exception) as original:
+        function(PEOPLE)
+    evaluated = list(calls_made)
+    calls_made.clear()
+    optimized = willump.optimize(function)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WillumpWarning)
+        with pytest.raises(type(original.value)) as raised:
+            optimized(PEOPLE)
+    assert str(raised.value) == str(original.value)
+    assert calls_made == evaluated  # the callee is evaluated before the arguments, as written
+    in_this_file = [entry for entry in raised.traceback if str(entry.path) == __file__]
+    assert in_this_file[-1].lineno + 1 == line_of(function, fragment)
+
+
+def scored_one_at_a_time(df):
+    X = pd.get_dummies(df[["sex"]], dtype=float).to_numpy()
+    scores = []
+    for row in X:  # a model in a loop: no graph, the calls as written
+        scores.append(model.predict(row[None, :])[0])
+    return np.array(scores)
+
+
+def test_a_function_without_a_graph_names_them_too():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        optimized = willump.optimize(scored_one_at_a_time)
+        result = optimized(PEOPLE)
+    np.testing.assert_array_equal(result, scored_one_at_a_time(PEOPLE))
+    messages = [str(w.message) for w in caught if issubclass(w.category, WillumpWarning)]
+    assert any(f"line {line_of(scored_one_at_a_time, 'pd.get_dummies')}: pandas.get_dummies" in m for m in messages)
