@@ -1,5 +1,6 @@
 """pandas feature code compiled as expressions (``willump.compile.expressions``): row-wise reductions
-over several columns, ``clip``, ``fillna``, ``astype``, ``abs``, ``round``, comparisons and ``np.where``
+over several columns, ``clip``, ``fillna``, ``astype``, ``abs``, ``round``, ``isna``/``notna``, comparisons and
+``np.where``
 give pandas' answer: values to the bit, dtype, index object, name, warnings and exceptions.
 """
 
@@ -56,12 +57,22 @@ def series_expression(draw, depth: int) -> str:
 
 @st.composite
 def feature(draw) -> str:
-    kind = draw(st.sampled_from(["series", "compare", "where", "astype", "frame"]))
+    kind = draw(st.sampled_from(["series", "compare", "where", "astype", "frame", "missing"]))
     if kind == "frame":  # a DataFrame, or a Series when names is a str
         return f"frame[{draw(st.sampled_from(SELECTIONS))}].fillna({draw(st.sampled_from(NUMBERS))})"
     left = draw(series_expression(2))
     if kind == "series":
         return left
+    if kind == "missing":  # bools: as a condition of np.where, cast, or compared
+        missing = f"{left}.{draw(st.sampled_from(['isna', 'isnull', 'notna', 'notnull']))}()"
+        use = draw(st.sampled_from(["alone", "where", "astype", "compare"]))
+        if use == "where":
+            return f"np.where({missing}, {draw(st.sampled_from(NUMBERS + COLUMNS))}, {left})"
+        if use == "astype":
+            return f"{missing}.astype({draw(st.sampled_from(DTYPES))})"
+        if use == "compare":
+            return f"{missing} == {draw(st.sampled_from(['True', 'False', '(frame.x > 0)']))}"
+        return missing
     comparison = f"{left} {draw(st.sampled_from(['>', '>=', '<', '<=', '==', '!=']))} " \
                  f"{draw(st.sampled_from(NUMBERS + COLUMNS))}"
     if kind == "compare":
@@ -157,6 +168,12 @@ CLEAN = pd.DataFrame({"x": [1.5, np.nan, -3.25, 7.0, 0.0, -0.0, 2.5], "y": [1, 2
     'frame["y"].astype("uint8")',
     'frame["y"].astype("int32").astype(np.uint16)',
     'frame["z"].fillna(0).clip(0, 50).astype("uint16")',
+    'np.where(frame["z"].isna(), frame["x"], frame["z"])',
+    'frame["z"].notna().astype(int)',
+    'frame.y.isnull()',
+    '(frame["x"] * 2).notnull()',
+    'np.where(frame["x"] == 1.5, np.nan, frame["x"])',  # (the DAYS_EMPLOYED anomaly of Kaggle's notebooks)
+    'frame["z"].fillna(np.inf) * np.pi - numpy.e',
 ])
 @pytest.mark.parametrize("rows", [1, 3, 7])
 def test_feature_code_is_compiled(source, rows):
@@ -222,7 +239,15 @@ class Identity:
 IDENTITY_MODEL = Identity()
 
 
-@pytest.mark.parametrize("function", [looked_up, looked_up_compared])
+def looked_up_logged(frame, plays):  # (kkbox_onehot_logistic's spelling)
+    return IDENTITY_MODEL.predict(np.log1p(frame["song"].map(plays).fillna(0)))
+
+
+def looked_up_in_a_ufunc(frame, plays):
+    return IDENTITY_MODEL.predict(np.sqrt(frame["song"].map(plays)) * 2)
+
+
+@pytest.mark.parametrize("function", [looked_up, looked_up_compared, looked_up_logged, looked_up_in_a_ufunc])
 @pytest.mark.parametrize("songs", [[1, 2, 3, 4], [4], [2, 2, 1]])
 def test_a_lookup_then_methods_is_compiled(function, songs):
     optimized = willump.optimize(function)

@@ -45,6 +45,7 @@ BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, 
           ast.Pow: operator.pow}
 UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
 NUMPY_NAMES = {"np", "numpy"}  # how a ufunc's module is written: np.log1p(x)
+CONSTANTS = {name: NUMPY_NAMES | {"math"} for name in ("nan", "inf", "pi", "e")}  # np.nan: the modules writing each
 UFUNCS = {  # each gives int64 or float64 for int64 or float64 (tests check it), so pandas' rules stay these
     name: getattr(np, name)
     for name in (
@@ -71,7 +72,9 @@ OPERAND = "__willump_operand"  # the name standing for a leading operand compute
 COMPARISONS = {ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.LtE: operator.le,
                ast.Eq: operator.eq, ast.NotEq: operator.ne}
 ROUNDING = {"round", "around"}  # np.round(x, n): Series.round(n)
-METHODS = {"clip": ("lower", "upper"), "fillna": ("value",), "astype": ("dtype",), "abs": (), "round": ("decimals",)}
+METHODS = {"clip": ("lower", "upper"), "fillna": ("value",), "astype": ("dtype",), "abs": (), "round": ("decimals",),
+           "isna": (), "isnull": (), "notna": (), "notnull": ()}
+_MISSING = {"isna": False, "isnull": False, "notna": True, "notnull": True}  # method -> whether it is negated
 REDUCTIONS = {"sum", "mean", "min", "max"}  # frame[[...]].sum(axis=1)
 _NUMBER, _LEAF, _COLUMN, _UNARY, _BINARY, _UFUNC = range(6)  # kinds of steps
 _COMPARE, _WHERE, _METHOD, _REDUCE, _DTYPE, _NONE, _STRING, _SELECT, _ATTRIBUTE = range(6, 15)
@@ -89,8 +92,8 @@ def _reads_names(node):
         return False if type(node.value) in (int, float) else None
     if isinstance(node, ast.Name):
         return True if node.id != "__debug__" else None  # a constant no function can take as a parameter
-    if isinstance(node, (ast.Subscript, ast.Attribute)):  # frame["column"], frame.column
-        return True if column_read(node) is not None else None
+    if isinstance(node, (ast.Subscript, ast.Attribute)):  # frame["column"], frame.column, np.nan
+        return True if column_read(node) is not None or _module_constant(node) else None
     if isinstance(node, ast.UnaryOp):
         return _reads_names(node.operand) if type(node.op) in UNARY else None
     if isinstance(node, ast.BinOp):
@@ -134,9 +137,9 @@ def _reads_names(node):
 
 
 def leading_operand(node: ast.expr):
-    """(parent, field, operand): the operand evaluated first in a chain of compiled methods (and
-    operations on their left), when it is something else (``s.map(d)`` in ``s.map(d).fillna(0) > 1``);
-    else None. The expression of a name standing for it may then be compiled: the operand is still
+    """(parent, field, operand): the operand evaluated first in a chain of compiled methods or ufuncs (and
+    operations on their left), when it is something else (``s.map(d)`` in ``s.map(d).fillna(0) > 1`` or
+    ``np.log1p(s.map(d))``; a ufunc's parent is its list of arguments, the field 0); else None. The expression of a name standing for it may then be compiled: the operand is still
     evaluated first, and only names are read after it before the expression runs."""
     parent = field = None
     methods = False
@@ -144,6 +147,8 @@ def leading_operand(node: ast.expr):
     while True:
         if isinstance(current, ast.Call) and isinstance(current.func, ast.Attribute) and current.func.attr in METHODS:
             parent, field, current, methods = current.func, "value", current.func.value, True
+        elif _ufunc_call(current):
+            parent, field, current, methods = current.args, 0, current.args[0], True
         elif isinstance(current, (ast.BinOp, ast.Compare)):
             parent, field, current = current, "left", current.left
         elif isinstance(current, ast.UnaryOp):
@@ -153,6 +158,12 @@ def leading_operand(node: ast.expr):
     if not methods or _reads_names(current) is not None or isinstance(current, ast.Starred):
         return None
     return parent, field, current
+
+
+def _module_constant(node) -> bool:
+    """``np.nan``, ``math.pi``...: a number read from the module at run time (``columns.plain_attribute``)."""
+    return (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr in CONSTANTS
+            and node.value.id in CONSTANTS[node.attr])
 
 
 def _all_read(*nodes):
@@ -321,6 +332,8 @@ class CompiledExpression:
             step = (_NUMBER, value, (), None)
         elif isinstance(node, ast.Name):
             step = (_LEAF, None, (), position[node.id])
+        elif _module_constant(node):  # np.nan: read as Python reads it, when it runs
+            step = (_ATTRIBUTE, node.attr, (), position[node.value.id])
         elif isinstance(node, (ast.Subscript, ast.Attribute)):
             frame, key, attribute = column_read(node)
             step = (_ATTRIBUTE if attribute else _COLUMN, key, (), position[frame])
@@ -605,6 +618,10 @@ def _method(method: str, operands, parameter, values, columns):
             raise Unsupported(f"astype of a Series of dtype {dtype}")
         function = _cast(target, dtype)
         return function, (index, name, True, target)
+    if method in _MISSING:
+        if dtype not in _LEAF_DTYPES:
+            raise Unsupported(f"{method}() of a Series of dtype {dtype}")
+        return _missing(_MISSING[method], dtype), (index, name, receiver[2] or _MISSING[method], np.dtype(bool))
     if dtype not in _DTYPES:
         raise Unsupported(f"{method}() of a Series of dtype {dtype}")
     if method == "abs":
@@ -656,6 +673,14 @@ def _cast(target: np.dtype, source: np.dtype):
 
     cast.late = True  # it may refuse after other steps ran
     return _quiet(cast)
+
+
+def _missing(negated: bool, dtype: np.dtype):
+    """Series.isna (isnull): NaN where floats, none in ints and bools; notna (notnull) the inverse, whose
+    ``~`` views the index."""
+    if dtype.kind == "f":
+        return _quiet(lambda array: ~np.isnan(array) if negated else np.isnan(array))
+    return _quiet(lambda array: np.full(len(array), negated))
 
 
 def _fillna(value, dtype):
