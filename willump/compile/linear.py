@@ -201,7 +201,7 @@ class CompiledLinearModel:
         self._named = named_columns(frame.columns, self.names, self._named)
         if not len(frame):
             raise Unsupported("no rows (scikit-learn raises)")
-        values = frame_values(frame)
+        values = _checked_values(frame)
         check_finite(values, finite=True)
         return values
 
@@ -319,6 +319,16 @@ def frame_values(frame: pd.DataFrame) -> np.ndarray:
     if len(blocks) == 1:
         return blocks[0].values.T
     return interleaved(frame, np.result_type(*dtypes))
+
+
+def _checked_values(frame: pd.DataFrame) -> np.ndarray:
+    """The array ``check_array`` makes of ``frame``: ``frame_values`` of numbers; with bools among numbers
+    (``pd.get_dummies``' columns), of the dtype numpy's ``result_type`` gives them all, as pandas
+    interleaves them into objects and ``check_array`` casts those to that dtype, column-major."""
+    dtypes = {block.dtype for block in frame._mgr.blocks}
+    if np.dtype(bool) in dtypes and len(dtypes) > 1 and all(isinstance(d, np.dtype) and d.kind in "biuf" for d in dtypes):
+        return interleaved(frame, np.result_type(*dtypes))
+    return frame_values(frame)
 
 
 def interleaved(frame: pd.DataFrame, dtype) -> np.ndarray:

@@ -20,6 +20,7 @@ from willump.compile import (
     bayes, composites, encoders, linear, meta, preprocessing, sktrees, sparse, tables, tfidf, trees,
 )
 from willump.compile.datetimes import CompiledDatetimeField, CompiledToDatetime, datetime_field
+from willump.compile.dummies import CompiledGetDummies
 from willump.compile.dense import CompiledColumnStack, CompiledConcat, CompiledNumpyHstack
 from willump.compile.expressions import CompiledExpression
 from willump.compile.frames import (
@@ -103,6 +104,7 @@ FUNCTION_KERNELS = {
     pd.concat: CompiledConcat(),
     pd.DataFrame: CompiledFrameConstructor(),
     pd.to_datetime: CompiledToDatetime(),
+    pd.get_dummies: CompiledGetDummies(),
     datetime_field: CompiledDatetimeField(),
     operator.getitem: tables.CompiledSelection(),
     column_str_method: CompiledColumnLower(),
@@ -116,7 +118,8 @@ FUNCTION_KERNELS = {
     composites.columns: composites.CompiledColumnHelper(composites.columns),
 }
 FUNCTION_NAMES = {
-    "hstack", "column_stack", "concat", "DataFrame", "to_datetime", composites.UNION_STACK, composites.COLUMN_STACK,
+    "hstack", "column_stack", "concat", "DataFrame", "to_datetime", "get_dummies", composites.UNION_STACK,
+    composites.COLUMN_STACK,
     composites.COLUMN_INPUT, composites.COLUMNS,
 }
 OPTIONAL_NAMES = {"inplace_predict", "DMatrix"}  # (of the optional libraries' kernels, registered when first met)
