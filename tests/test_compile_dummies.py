@@ -10,6 +10,8 @@ import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
+from sklearn.linear_model import LogisticRegression
+
 import willump
 from answers import identity
 from test_compile_frames import assert_same_frame
@@ -123,6 +125,32 @@ def test_a_decorated_function_answers_as_pandas(function):
             np.testing.assert_array_equal(result, expected, strict=True)
     table = optimized.explain_compilation().set_index("operator")
     assert table.loc["pandas.get_dummies", "compiled_calls"] == 4, table.loc["pandas.get_dummies", "status"]
+
+
+def train_columns(df):
+    X = df[["Pclass", "Sex", "Age", "Embarked"]].copy()
+    X["Age"] = X["Age"].fillna(28.0)
+    return pd.get_dummies(X, columns=["Sex", "Embarked"])
+
+
+CLASSIFIER = LogisticRegression(max_iter=1000).fit(train_columns(PASSENGERS), [0, 1, 1, 1, 0, 0])
+
+
+def titanic(df):  # (scikit-learn's model reads get_dummies' bool columns among the numbers)
+    X = df[["Pclass", "Sex", "Age", "Embarked"]].copy()
+    X["Age"] = X["Age"].fillna(28.0)
+    X = pd.get_dummies(X, columns=["Sex", "Embarked"])
+    X = X.reindex(columns=TRAIN_COLUMNS, fill_value=0)
+    return CLASSIFIER.predict_proba(X)[:, 1]
+
+
+def test_a_titanic_cell_is_compiled_call_by_call():
+    optimized = willump.optimize(titanic)
+    for i in range(len(PASSENGERS)):
+        np.testing.assert_array_equal(optimized(PASSENGERS.iloc[[i]]), titanic(PASSENGERS.iloc[[i]]), strict=True)
+    np.testing.assert_array_equal(optimized(PASSENGERS), titanic(PASSENGERS), strict=True)
+    table = optimized.explain_compilation()
+    assert (table["status"] == "compiled").all(), table[["call", "status"]].to_string()
 
 
 def no_such_column(df):

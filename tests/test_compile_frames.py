@@ -123,6 +123,39 @@ def test_selecting_columns_gives_pandas_frame(frame, data):
     pandas_or_refusal(lambda: frames.select_columns(frame, key), lambda: frame[key], [frame])
 
 
+@hypothesis_settings(200)
+@given(frames_of(), st.data())
+def test_reindexing_columns_gives_pandas_frame(frame, data):
+    if data.draw(st.booleans()):
+        frame["t"] = np.array(["a"] * len(frame), dtype=object)
+    if data.draw(st.integers(0, 4)) == 0:
+        frame.columns.name = data.draw(st.sampled_from(["features", 0, None]))
+    names = data.draw(st.lists(st.sampled_from(list(frame.columns) + ["new", "t", "q r"]), max_size=6))
+    fill = data.draw(st.sampled_from([0, 0, 1.5, np.nan, True, None, -7, "x"]))
+    options = {"columns": names} if fill is None and data.draw(st.booleans()) else {"columns": names, "fill_value": fill}
+    compiled = pandas_or_refusal(lambda: frames.reindex_columns(frame, names, options.get("fill_value")),
+                                 lambda: frame.reindex(**options), [frame])
+    assert compiled or not frame.columns.is_unique or fill == "x"
+
+
+TEXT_KINDS = {  # columns of other blocks than numbers: pandas' own take of each
+    "object": lambda words: np.array(words, dtype=object), "str": lambda words: pd.array(words, dtype="str"),
+    "string": lambda words: pd.array(words, dtype="string"), "category": lambda words: pd.Categorical(words),
+    "Int64": lambda words: pd.array([len(w) for w in words], dtype="Int64"),
+}
+
+
+@hypothesis_settings(200)
+@given(frames_of(), st.data())
+def test_selecting_text_and_extension_columns_gives_pandas_frame(frame, data):
+    words = data.draw(st.lists(st.sampled_from(["male", "S", "", "é"]), min_size=len(frame), max_size=len(frame)))
+    for name in data.draw(st.lists(st.sampled_from(sorted(TEXT_KINDS)), min_size=1, max_size=3, unique=True)):
+        frame[f"t_{name}"] = TEXT_KINDS[name](words)
+    key = data.draw(st.lists(st.sampled_from(list(frame.columns)), min_size=1, max_size=5))
+    compiled = pandas_or_refusal(lambda: frames.select_columns(frame, key), lambda: frame[key], [frame])
+    assert compiled or not frame.columns.is_unique  # (every selection of unique names the frame has)
+
+
 DROPS = {  # how people spell dropping columns: (positional, keyword) arguments of drop for the names
     "columns": lambda names: ((), {"columns": names}),
     "axis": lambda names: ((names,), {"axis": 1}),

@@ -111,8 +111,7 @@ def _taken(frame: pd.DataFrame, positions: np.ndarray, names: tuple) -> pd.DataF
     """The frame of the columns at ``positions`` (named ``names``) as ``frame[names]`` takes them
     (the blocks' columns; ``BlockManager.take``)."""
     manager = frame._mgr
-    blocks = tuple(manager._slice_take_blocks_ax0(positions, only_slice=False))
-    _check_blocks(blocks)
+    blocks = tuple(manager._slice_take_blocks_ax0(positions, only_slice=False))  # (pandas' own, for any block)
     labels = _labels(frame.columns, positions, names)
     return _frame(BlockManager(blocks, [labels, frame.index.view()], verify_integrity=False))
 
@@ -150,6 +149,31 @@ def drop_columns(frame, labels, errors: str = "raise") -> pd.DataFrame:
     labels = _labels(columns, positions, names)
     manager = manager.reindex_indexer(labels, np.array(positions, dtype=np.intp), axis=0, allow_dups=True, only_slice=True)
     return _frame(manager)
+
+
+_reindexed = {}  # (the frame's names and their Index's name, the names asked for) -> (Index, indexer)
+
+
+def reindex_columns(frame, columns, fill_value=None) -> pd.DataFrame:
+    """``frame.reindex(columns=names, fill_value=number)`` for a list of str (``pd.get_dummies``' columns
+    made the training ones): pandas' own steps, ``Index.reindex`` of the columns (over half of a one-row
+    call: an Index of the names, their positions) done once per pair of name lists, a view of its Index
+    given to each frame; then ``_reindex_with_indexers``, which fills the missing columns."""
+    frame = plain_frame(frame, numbers=False)
+    if type(columns) is not list or not all(type(c) is str for c in columns):
+        raise Unsupported("columns other than a list of str")
+    if fill_value is not None and type(fill_value) not in (int, float, bool):
+        raise Unsupported("a fill_value other than a number")
+    own = frame.columns
+    key = (_str_names_in(own), *_name_key(own.name), tuple(columns))
+    found = _reindexed.get(key)
+    if found is None:
+        if len(_reindexed) > 1000:
+            _reindexed.clear()
+        found = _reindexed[key] = own.reindex(columns)
+    target, indexer = found
+    result = frame._reindex_with_indexers({1: [target._view(), indexer]}, fill_value=fill_value, allow_dups=False)
+    return result.__finalize__(frame, method="reindex")
 
 
 class CompiledDrop(ReceiverKernel):
@@ -737,7 +761,7 @@ class CompiledValues:
                     pass
             try:
                 frame = select_columns(frame.frame, frame.labels)
-            except Unsupported:  # (columns of strings, extension dtypes: pandas builds the frame)
+            except Unsupported:  # (a column it does not have, repeated names...: pandas builds the frame)
                 frame = frame.materialize()
         elif isinstance(frame, Deferred):
             frame = frame.materialize()

@@ -28,6 +28,7 @@ from pandas.core.indexes.base import ensure_index
 from pandas.core.indexing import _LocIndexer
 from pandas.core.internals.blocks import new_block
 
+from willump.compile import frames
 from willump.compile.forms import ReceiverKernel, Unsupported
 from willump.compile.maps import (
     _INT64, ARROW_STR, STR, check_held_by_pyarrow, inferred_str, key_positions, source, strings, take,
@@ -68,9 +69,12 @@ class CompiledLoc:
 
 class CompiledReindex(ReceiverKernel):
     """``table.reindex(keys)`` for a DataFrame or Series (the keys passed alone, positionally,
-    as ``index=`` or, for a DataFrame, as ``labels=``)."""
+    as ``index=`` or, for a DataFrame, as ``labels=``); a DataFrame's ``reindex(columns=names,
+    fill_value=number)`` (``frames.reindex_columns``)."""
 
     def __call__(self, table, /, *args, **kwargs):
+        if not args and "columns" in kwargs and set(kwargs) <= {"columns", "fill_value"}:
+            return frames.reindex_columns(table, kwargs["columns"], kwargs.get("fill_value"))
         names = ("labels", "index") if type(table) is pd.DataFrame else ("index",)
         if len(args) + len(kwargs) != 1 or (kwargs and next(iter(kwargs)) not in names):
             raise Unsupported("an option besides the keys (columns, method, fill_value, axis, copy, ...)")
