@@ -83,6 +83,7 @@ def test_the_kernel_builds_pandas_frame_or_refuses(case):
         return
     assert_same_frame(result, expected)
     assert (result.index is frame.index) == (expected.index is frame.index)
+    assert result.index.is_(frame.index) == expected.index.is_(frame.index)
 
 
 class Survival:

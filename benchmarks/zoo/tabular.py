@@ -7,7 +7,7 @@ on the categories, ``LogisticRegression``), "Categorical Feature Support in Grad
 ``HistGradientBoostingClassifier``), and the Home Credit kernels' pandas features: the
 ``DAYS_EMPLOYED`` anomaly (365243) by ``np.where``, credit/income/annuity ratios, the mean of the
 ``EXT_SOURCE`` columns by ``df[[...]].mean(axis=1)``, document flags by ``.sum(axis=1)``, ``.clip``,
-``.fillna``, ``.astype``, ``pd.concat(axis=1)``; bureau records summarised per applicant and looked
+``.fillna``, ``.astype``, ``pd.concat(axis=1)``, ``pd.get_dummies`` reindexed to the training columns; bureau records summarised per applicant and looked
 up with ``.map(series)``.
 
 Data: ``home_credit_sample/application_train_random5000.csv`` (5,000 random applicants, ``TARGET``;
@@ -190,6 +190,27 @@ def concat_features_logistic(data, fitted) -> Entry:
                  "make_pipeline(StandardScaler, LogisticRegression)", predict, data)
 
 
+def dummies_logistic(data, fitted) -> Entry:
+    """Kaggle's one-hot spelling: pd.get_dummies of the text columns, reindexed to the training columns
+    (a row has one level of each), gaps filled with training medians, logistic."""
+    medians = data.train_inputs[NUMERIC].median()
+    columns = list(pd.get_dummies(data.train_inputs[NUMERIC + CATEGORICAL], columns=CATEGORICAL).columns)
+
+    model = FeatureCapture()  # the function returns its features while the model is trained
+
+    def predict(df):
+        X = pd.get_dummies(df[NUMERIC + CATEGORICAL], columns=CATEGORICAL)
+        X = X.reindex(columns=columns, fill_value=0)
+        X = X.fillna(medians)
+        return model.predict_proba(X)[:, 1]
+
+    model = fitted("credit_dummies_lr", lambda: LogisticRegression(max_iter=3000).fit(
+        predict(data.train_inputs), data.y_train))
+    return Entry("credit_dummies_lr", "credit", "linear", "binary",
+                 "pd.get_dummies(df[cols], columns=text columns), reindex(columns=training columns, fill_value=0), "
+                 "fillna(medians); LogisticRegression", predict, data)
+
+
 def annuity_ridge(data, fitted) -> Entry:
     """Regression of the annuity: a DataFrame of log amounts and clipped counts, Ridge on a log target."""
     model = FeatureCapture()  # the function returns its features while the model is trained
@@ -277,6 +298,7 @@ def build(rows: int | None = None, random_state: int = 0) -> list[Entry]:
         attribute_columns_gradient_boosting(default, fitted),
         booster_assign_lightgbm(default, fitted),
         concat_features_logistic(default, fitted),
+        dummies_logistic(default, fitted),
         annuity_ridge(annuity, fitted),
         annuity_helper_lightgbm(annuity, fitted),
         bureau_lookups_forest(rows, random_state, fitted),

@@ -24,7 +24,7 @@ from willump.compile import frames
 from willump.compile.forms import Unsupported
 
 _OPTIONS = ("prefix", "prefix_sep", "dummy_na", "columns", "sparse", "drop_first", "dtype")
-_MANY_ROWS = 512  # beyond, pandas' hash tables factorize faster than Python's set and dict
+_MANY_ROWS = 2048  # beyond, pandas' hash tables factorize faster than Python's set and dict (even at ~5,000 rows of 8 columns)
 
 
 class CompiledGetDummies:
@@ -63,7 +63,10 @@ def get_dummies(data, prefix=None, prefix_sep="_", dummy_na=False, columns=None,
     index = frame.index.view()  # (the index of the encoded columns' frame, which pandas takes first)
     for (name, array), named in zip(encoded, prefixes):
         parts.append(_dummies(array, index, named, prefix_sep, dummy_na, drop_first, dtype))
-    return pd.concat(parts, axis=1)
+    try:
+        return frames.concat_columns(parts)  # (pandas' concat_horizontal of the parts' blocks)
+    except Unsupported:  # (repeated index labels, repeated names...)
+        return pd.concat(parts, axis=1)
 
 
 def _nan_str(dtype) -> bool:
@@ -130,7 +133,7 @@ def _dummies(array, index: pd.Index, prefix, prefix_sep: str, dummy_na: bool, dr
     if dummy_na:  # (a NaN inserted into an Index of ints makes it floats: "x_0.0")
         codes[codes == -1] = len(levels)
         levels = [*(map(float, levels) if array.dtype.kind in "iu" else levels), np.nan]
-    names = pd.Index([f"{prefix}{prefix_sep}{level}" for level in levels])
+    names = frames.column_names(tuple(f"{prefix}{prefix_sep}{level}" for level in levels))  # (pandas' Index of them)
     matrix = np.zeros(shape=(len(codes), len(levels)), dtype=dtype, order="F")
     matrix[np.arange(len(codes)), codes] = 1
     if not dummy_na:

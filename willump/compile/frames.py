@@ -399,7 +399,7 @@ def _as_frame(obj) -> pd.DataFrame:
         series = plain_series(obj)
         if series.name is None:
             raise Unsupported("an unnamed Series among DataFrames")
-        return _columns_frame([series], _names((series.name,)), series.index)
+        return _columns_frame([series], column_names((series.name,)), series.index)
     return plain_frame(obj, numbers=False)  # (pandas puts the blocks side by side, whatever they hold)
 
 
@@ -411,7 +411,7 @@ def _concat_series(objs: list, keys) -> pd.DataFrame:
             raise Unsupported("an unnamed Series (pandas numbers the columns)")
     if type(keys) not in (list, tuple) or len(keys) != len(series) or not all(type(k) is str for k in keys):
         raise Unsupported("keys other than one str per Series")
-    columns = _names(tuple(keys))
+    columns = column_names(tuple(keys))
     if not columns.is_unique:
         raise Unsupported("repeated keys")
     return _columns_frame(series, columns, _common_index(series, axis=0))
@@ -491,8 +491,8 @@ def _columns_frame(series: list, columns: pd.Index, index: pd.Index) -> pd.DataF
     return _frame(manager)
 
 
-def _names(names: tuple) -> pd.Index:
-    """``Index(list(names))``."""
+def column_names(names: tuple) -> pd.Index:
+    """``Index(list(names))``: a view of one built once per names."""
     return _cached(("names", using_string_dtype(), *names), lambda: pd.Index(list(names)))
 
 
@@ -544,7 +544,7 @@ def frame_from_dict(data) -> pd.DataFrame:
     index = first if _plain_and_named_alike([s.index for s in series]) else _extract_index(series)
     if not index.equals(first):
         raise Unsupported("an index pandas would change")
-    columns = _names(tuple(data))
+    columns = column_names(tuple(data))
     manager = create_block_manager_from_column_arrays([s._values for s in series], [columns, index], True, [None] * len(series))
     return _frame(manager)
 

@@ -478,15 +478,20 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_Subscript(self, node: ast.Subscript):
         """``table.loc[keys]`` (read, one key expression) -> ``site(loc_lookup, table.loc, keys)``;
-        ``frame[columns]`` (read; a list of str, or a name holding one) -> ``site(getitem, frame, columns)``."""
+        ``frame[columns]`` (read; a list of str, a name holding one, or a sum of these) -> ``site(getitem, frame,
+        columns)``."""
         written = ast.unparse(node)
-        self.generic_visit(node)
+        columns = not self.repeated and _column_list(node.slice, self.column_lists)  # (names and str: left as written)
+        if columns:
+            node.value = self.visit(node.value)
+        else:
+            self.generic_visit(node)
         if not isinstance(node.ctx, ast.Load):
             return node
         loc = node.value
         if isinstance(loc, ast.Attribute) and loc.attr == "loc" and not isinstance(node.slice, (ast.Tuple, ast.Slice)):
             return self._helper_site(node, written, loc_lookup, LOC, [loc, node.slice], [])  # (not table.loc[a:b])
-        if not self.repeated and _column_list(node.slice, self.column_lists):
+        if columns:
             return self._helper_site(node, written, operator.getitem, GETITEM, [node.value, node.slice], [])
         return node
 
@@ -549,7 +554,10 @@ def _array_of_frame(node, attribute: str) -> bool:
 
 
 def _column_list(key, column_lists) -> bool:
-    """Whether a subscript's ``key`` is a list of str constants, or a name ``column_lists`` says holds one."""
+    """Whether a subscript's ``key`` is a list of str constants, a name ``column_lists`` says holds one,
+    or a sum of these (``df[NUMERIC + CATEGORICAL]``)."""
+    if isinstance(key, ast.BinOp) and isinstance(key.op, ast.Add):
+        return _column_list(key.left, column_lists) and _column_list(key.right, column_lists)
     if isinstance(key, ast.List):
         return bool(key.elts) and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in key.elts)
     return isinstance(key, (ast.Name, ast.Attribute)) and column_lists(key)
