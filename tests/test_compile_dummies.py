@@ -24,7 +24,11 @@ WORDS = ["male", "female", "S", "C", "Q", "", "é", "Zz", "a b", "10"]
 
 @st.composite
 def column(draw, rows: int):
-    kind = draw(st.sampled_from(["object", "str", "int", "float", "mixed", "bool"]))
+    kind = draw(st.sampled_from(["object", "str", "int", "float", "mixed", "bool", "category", "Int64"]))
+    if kind == "category":
+        return pd.Categorical(draw(st.lists(st.sampled_from(WORDS), min_size=rows, max_size=rows)))
+    if kind == "Int64":
+        return pd.array(draw(st.lists(st.sampled_from([1, 2, None]), min_size=rows, max_size=rows)), dtype="Int64")
     if kind == "int":
         return np.array(draw(st.lists(st.integers(-3, 3), min_size=rows, max_size=rows)), dtype="int64")
     if kind == "float":
@@ -76,10 +80,12 @@ def test_the_kernel_builds_pandas_frame_or_refuses(case):
         result = dummies.get_dummies(frame, **options)
     except Unsupported as why:
         note(f"refused: {why}")
-        kinds = {frame[c].dtype.kind if isinstance(frame[c].dtype, np.dtype) else "T" for c in options.get("columns") or frame}
-        assert "f" in kinds or "b" in kinds or any(
+        encoded = options.get("columns") or frame
+        kinds = {frame[c].dtype.kind if isinstance(frame[c].dtype, np.dtype) else str(frame[c].dtype) for c in encoded}
+        assert kinds & {"f", "b", "category", "Int64"} or options.get("columns") is None and any(
+            str(dtype) in ("category", "Int64") for dtype in frame.dtypes) or any(
             frame[c].map(type).isin([int, float]).any() for c in frame if frame[c].dtype == object) or (
-            options.get("dtype") is object), why  # (floats, bools and mixed values are pandas' own)
+            options.get("dtype") is object), why  # (floats, bools, mixed values, categories: pandas' own)
         return
     assert_same_frame(result, expected)
     assert (result.index is frame.index) == (expected.index is frame.index)

@@ -460,7 +460,7 @@ def test_decorated_functions_give_pandas_frames(function, rows):
         result, expected = answers(f, frame)
         assert_same_frame(result, expected)
     table = f.explain_compilation()
-    sites = table[~table["status"].str.endswith("is not an operator willump compiles")]  # (no kernel stands for those)
+    sites = table[~table["status"].str.contains("no kernel stands for|is not an operator willump compiles")]
     assert (sites["status"] == "compiled").all(), sites.to_string()
 
 

@@ -234,11 +234,11 @@ NUMBERS = st.floats(-1e6, 1e6, allow_subnormal=True) | st.sampled_from([0.0, -0.
 
 @st.composite
 def number_frames(draw, nan=True):
-    """(fit frame, transform frame) of 1-4 float64, float32 or int64 columns; the transform frame has 0-5
+    """(fit frame, transform frame) of 1-4 float64, float32, int64 or bool columns; the transform frame has 0-5
     rows or 8 times as many (which the kernels check differently), any index, sometimes infinities."""
     width = draw(st.integers(1, 4))
     names = [f"x{i}" for i in range(width)]
-    kinds = [draw(st.sampled_from(["int", "float64", "float64", "float32"])) for _ in names]
+    kinds = [draw(st.sampled_from(["int", "float64", "float64", "float32", "bool"])) for _ in names]
     extra = [np.inf, -np.inf] if draw(st.integers(0, 4)) == 0 else []
 
     def frame(rows, values):
@@ -246,6 +246,8 @@ def number_frames(draw, nan=True):
         for name, kind in zip(names, kinds):
             if kind == "int":
                 columns[name] = np.array(draw(st.lists(st.integers(-50, 50), min_size=rows, max_size=rows)), dtype=np.int64)
+            elif kind == "bool":  # (pd.get_dummies' columns)
+                columns[name] = np.array(draw(st.lists(st.booleans(), min_size=rows, max_size=rows)), dtype=bool)
             else:
                 column = draw(st.lists(values, min_size=rows, max_size=rows))
                 columns[name] = np.array(column, dtype=kind)
@@ -278,6 +280,15 @@ def test_scalers(frames, scaler, array, pandas):
         scaler.set_output(transform="pandas")
     check(scaler, as_input(new, array))
     check(scaler, as_input(fit.iloc[:1], array))
+
+
+def test_bool_columns_among_numbers_are_scaled_as_floats():
+    """``pd.get_dummies``' bool columns beside numbers: scikit-learn's checks make them float64, the kernel too."""
+    frame = pd.DataFrame({"amount": [1.5, 20.0, np.nan, 3.0], "count": [1, 0, 4, 2], "Sex_male": [True, False, True, True]})
+    for scaler in (StandardScaler(), MinMaxScaler(), RobustScaler()):
+        scaler.fit(frame)
+        assert check(scaler, frame) and check(scaler, frame.iloc[[2]])
+    assert check(StandardScaler().fit(frame[["Sex_male"]]), frame[["Sex_male"]])  # (bools alone: float64 too)
 
 
 @st.composite

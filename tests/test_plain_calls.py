@@ -70,7 +70,7 @@ def test_explain_compilation_lists_them_with_their_counts():
                                ("DataFrame.apply", "df.apply")]:
         row = table.loc[operator]
         assert row["line"] == line_of(titanic_features, fragment)
-        assert row["status"] == f"plain Python: {operator} is not an operator willump compiles"
+        assert row["status"] == f"plain Python: no kernel stands for {operator} as called here"
         assert (row["calls"], row["compiled_calls"]) == (3, 0)
 
 
@@ -86,8 +86,8 @@ def test_python_own_calls_are_not_listed():
     optimized = willump.optimize(own_calls)
     result, messages = calls_warning(lambda: optimized(PEOPLE))
     np.testing.assert_array_equal(result, own_calls(PEOPLE))
-    assert len(messages) == 1 and "(line " in messages[0], messages
-    assert f"line {line_of(own_calls, '.tolist()')}: Series.tolist)" in messages[0]  # (pandas', the only one)
+    assert len(messages) == 1, messages
+    assert f"({__file__}), line {line_of(own_calls, '.tolist()')}: Series.tolist)" in messages[0]  # (pandas', alone)
     operators = set(optimized.explain_compilation()["operator"])
     assert not {"str.join", "str.split", "join", "split", "float", "len", "round"} & operators
 
@@ -144,3 +144,80 @@ def test_a_function_without_a_graph_names_them_too():
     np.testing.assert_array_equal(result, scored_one_at_a_time(PEOPLE))
     messages = [str(w.message) for w in caught if issubclass(w.category, WillumpWarning)]
     assert any(f"line {line_of(scored_one_at_a_time, 'pd.factorize')}: pandas.factorize" in m for m in messages)
+
+
+def raises_late(df):
+    bands = pd.cut(df["age"], bins=[0, 18, 100], labels=False)
+    fares = df["no_such_column"]
+    return model.predict(np.column_stack([bands, fares]))
+
+
+def test_an_exception_of_the_call_is_raised_even_where_warnings_are_errors():
+    optimized = willump.optimize(raises_late)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", WillumpWarning)
+        with pytest.raises(KeyError, match="no_such_column"):
+            optimized(PEOPLE)
+    _, messages = calls_warning(lambda: optimized(PEOPLE.assign(no_such_column=1.0)))  # (named once one returns)
+    assert any("pandas.cut" in m for m in messages), messages
+
+
+def inner_features(df):
+    return model.predict(np.column_stack([np.select([df["age"] < 12], [1.0], default=0.0)]))
+
+
+inner = willump.optimize(inner_features)
+
+
+def outer_features(df):
+    bands = pd.cut(df["age"], bins=[0, 18, 100], labels=False)
+    return model.predict(np.column_stack([bands, inner(df)]))
+
+
+def test_nested_functions_are_named_each_with_its_own_lines():
+    optimized = willump.optimize(outer_features)
+    _, messages = calls_warning(lambda: optimized(PEOPLE))
+    text = " ".join(messages)
+    assert f"in outer_features ({__file__}), line {line_of(outer_features, 'pd.cut')}: pandas.cut" in text, text
+    assert f"in inner_features ({__file__}), line {line_of(inner_features, 'np.select')}: numpy.select" in text, text
+
+
+class Proxy:
+    """A callable answering every attribute by a lookup that raises KeyError (as RPC clients and lazy
+    proxies do): willump must not read its attributes."""
+
+    def __init__(self):
+        self.asked = []
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name in ("__qualname__", "__wrapped__", "__code__", "__func__", "__signature__"):
+            raise AttributeError(name)
+        self.asked.append(name)
+        raise KeyError(name)
+
+    def __call__(self, frame):
+        return frame
+
+
+proxy = Proxy()
+
+
+def through_a_proxy(df):
+    return model.predict(proxy(df[["age", "fare"]]))
+
+
+def missing_pandas_method(df):
+    return model.predict(df.no_such_method())
+
+
+def test_callees_are_known_by_their_types_alone():
+    optimized = willump.optimize(through_a_proxy)
+    proxy.asked.clear()
+    for _ in range(3):
+        np.testing.assert_array_equal(optimized(PEOPLE), through_a_proxy(PEOPLE))
+    assert proxy.asked == []
+    assert "Proxy" not in " ".join(optimized.explain_compilation()["operator"].astype(str))
+    missing = willump.optimize(missing_pandas_method)
+    with pytest.raises(AttributeError):
+        missing(PEOPLE)
+    assert "DataFrame.no_such_method" not in missing.explain_compilation()["operator"].tolist()

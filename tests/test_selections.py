@@ -134,6 +134,28 @@ def answers(function, rows):
             return error
 
 
+NUMBERS, COUNTS = ["a", "b", "c"], ["count"]
+NOT_THERE = ["count", "nope"]
+
+
+def summed_names(df):  # (Kaggle's df[NUMERIC + CATEGORICAL])
+    return LINEAR.predict_proba(df[NUMBERS + COUNTS])[:, 1]
+
+
+def summed_names_raising(df):  # (a column the frame does not have: pandas' KeyError as written)
+    return LINEAR.predict_proba(df[NUMBERS + NOT_THERE])[:, 1]
+
+
+@pytest.mark.parametrize("function", [summed_names, summed_names_raising])
+def test_a_sum_of_column_lists_is_a_selection(function):
+    optimized = willump.optimize(function)
+    assert_answers_as_written(optimized, function, ROWS)
+    table = optimized.explain_compilation().set_index("call")
+    row = table.loc[f"df[NUMBERS + {'COUNTS' if function is summed_names else 'NOT_THERE'}]"]
+    assert row["operator"] == "getitem" and row["calls"] == len(ROWS)
+    assert row["compiled_calls"] == len(ROWS) * (function is summed_names)
+
+
 @pytest.mark.parametrize("function, kept", [
     (boosted_direct, True), (forest_bound, True), (native_literal, True), (scaled, True), (linear, True),
     (changed_in_between, True), (read_by_python, False), (read_in_a_comprehension, False),

@@ -179,23 +179,29 @@ class OptimizedFunction:
         self._read_composites_once_fitted()
         call = start_call(self._stats, self._lookup_caches)  # what this call's lookups count and reuse
         try:
-            if self._executor is None:
-                self._count_exact((*args, *kwargs.values()))
-                return (self._calls or self.py_func)(*args, **kwargs)
-            if (self._fitted is None and self._features is None and self._predictions is None
-                    and self._feature_rows is None):
-                self._count_exact((*args, *kwargs.values()))
-                return self._executor(*args, **kwargs)
-            arguments = self._executor.arguments(args, kwargs)
-            fired = self._executor.guard(arguments)  # a leading guard ends the call as written
-            if fired is not None:
-                self._count_exact(arguments.values())
-                return fired.result
-            if self._predictions is not None:  # (cascaded results are not reused once serving is exact)
-                return self._predictions.serve(arguments, self._answer, variant=self._fitted_exactly())
-            return self._answer(arguments)
+            result = self._result(args, kwargs)
         finally:
             end_call(call)
+        name_plain_calls()
+        return result
+
+    def _result(self, args: tuple, kwargs: dict):
+        """The call's result: as written without a graph; the guards, then the graph's answer."""
+        if self._executor is None:
+            self._count_exact((*args, *kwargs.values()))
+            return (self._calls or self.py_func)(*args, **kwargs)
+        if (self._fitted is None and self._features is None and self._predictions is None
+                and self._feature_rows is None):
+            self._count_exact((*args, *kwargs.values()))
+            return self._executor(*args, **kwargs)
+        arguments = self._executor.arguments(args, kwargs)
+        fired = self._executor.guard(arguments)  # a leading guard ends the call as written
+        if fired is not None:
+            self._count_exact(arguments.values())
+            return fired.result
+        if self._predictions is not None:  # (cascaded results are not reused once serving is exact)
+            return self._predictions.serve(arguments, self._answer, variant=self._fitted_exactly())
+        return self._answer(arguments)
 
     def _answer(self, arguments: dict):
         """The result for bound arguments: cascaded after fit; remote IFVs side by side when there are two."""
@@ -272,15 +278,13 @@ class OptimizedFunction:
         if isinstance(validation, tuple) and len(validation) == 2:
             given = validation[0] if isinstance(validation[0], tuple) else (validation[0],)
             self._refuse_guarded("fit", "the validation rows", self._executor.arguments(given, {}))
-        try:
-            self._fitted = fit_optimizations(
-                self._executor, inputs, y, validation=validation, validation_fraction=validation_fraction,
-                metric=metric, accuracy_loss=accuracy_loss, top_k_precision=top_k_precision, cascades_wanted=cascades,
-                top_k_wanted=top_k, small_model=small_model, random_state=random_state, progress=progress, gamma=gamma,
-                costs=costs, check_speed=check_speed, calls=calls, on_drift=on_drift, drift_window=drift_window,
-            )
-        finally:
-            name_plain_calls()  # (met while fit ran the function: said here, as a call would)
+        self._fitted = fit_optimizations(
+            self._executor, inputs, y, validation=validation, validation_fraction=validation_fraction,
+            metric=metric, accuracy_loss=accuracy_loss, top_k_precision=top_k_precision, cascades_wanted=cascades, top_k_wanted=top_k,
+            small_model=small_model, random_state=random_state, progress=progress, gamma=gamma, costs=costs,
+            check_speed=check_speed, calls=calls, on_drift=on_drift, drift_window=drift_window,
+        )
+        name_plain_calls()  # (met while fit ran the function: said here, as a call would)
         self._stats.reset()
         return self
 

@@ -204,11 +204,11 @@ def dummies_logistic(data, fitted) -> Entry:
         X = X.fillna(medians)
         return model.predict_proba(X)[:, 1]
 
-    model = fitted("credit_dummies_lr", lambda: LogisticRegression(max_iter=3000).fit(
+    model = fitted("credit_dummies_lr", lambda: make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)).fit(
         predict(data.train_inputs), data.y_train))
     return Entry("credit_dummies_lr", "credit", "linear", "binary",
                  "pd.get_dummies(df[cols], columns=text columns), reindex(columns=training columns, fill_value=0), "
-                 "fillna(medians); LogisticRegression", predict, data)
+                 "fillna(medians); make_pipeline(StandardScaler, LogisticRegression)", predict, data)
 
 
 def annuity_ridge(data, fitted) -> Entry:

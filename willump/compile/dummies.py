@@ -54,10 +54,7 @@ def get_dummies(data, prefix=None, prefix_sep="_", dummy_na=False, columns=None,
         raise Unsupported(f"more than {_MANY_ROWS} rows (pandas factorizes them faster)")
     dtype = _dummy_dtype(dtype)
     names = frame.columns.tolist()
-    arrays = [frame._mgr.iget_values(i) for i in range(len(names))]
-    if any(not isinstance(a, np.ndarray) and not _nan_str(a.dtype) for a in arrays):
-        raise Unsupported("a column of categories or another extension dtype")
-    encoded = _encoded(names, arrays, columns)
+    encoded = _encoded(frame, names, columns)
     prefixes = _prefixes(prefix, encoded)
     parts = [] if len(encoded) == len(names) else [_others(frame, encoded, columns)]
     index = frame.index.view()  # (the index of the encoded columns' frame, which pandas takes first)
@@ -86,16 +83,22 @@ def _dummy_dtype(dtype) -> np.dtype:
     return found
 
 
-def _encoded(names: list, arrays: list, columns) -> list:
-    """(name, array) of each column to encode: ``columns``, or the object and ``str`` ones."""
+def _encoded(frame: pd.DataFrame, names: list, columns) -> list:
+    """(name, array) of each column to encode: ``columns``, or the object and ``str`` ones (none of
+    the other dtypes pandas encodes: categories, the NA-valued ``string``, pyarrow's)."""
     if columns is None:
-        return [(n, a) for n, a in zip(names, arrays) if a.dtype == object or not isinstance(a, np.ndarray)]
-    if type(columns) is not list or not all(type(c) is str for c in columns) or len(set(columns)) != len(columns):
-        raise Unsupported("columns other than a list of distinct str")
-    position = {name: i for i, name in enumerate(names)}
-    if not all(c in position for c in columns):
-        raise Unsupported("a column the frame does not have (pandas raises)")
-    return [(c, arrays[position[c]]) for c in columns]
+        arrays = [frame._mgr.iget_values(i) for i in range(len(names))]
+        encoded = [(n, a) for n, a in zip(names, arrays) if not isinstance(a, np.ndarray) or a.dtype == object]
+    else:
+        if type(columns) is not list or not all(type(c) is str for c in columns) or len(set(columns)) != len(columns):
+            raise Unsupported("columns other than a list of distinct str")
+        position = {name: i for i, name in enumerate(names)}
+        if not all(c in position for c in columns):
+            raise Unsupported("a column the frame does not have (pandas raises)")
+        encoded = [(c, frame._mgr.iget_values(position[c])) for c in columns]
+    if any(not isinstance(a, np.ndarray) and not _nan_str(a.dtype) for _, a in encoded):
+        raise Unsupported("a column of categories or another extension dtype")
+    return encoded
 
 
 def _prefixes(prefix, encoded: list) -> list:

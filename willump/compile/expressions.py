@@ -137,9 +137,9 @@ def _reads_names(node):
 
 
 def leading_operand(node: ast.expr):
-    """(parent, field, operand): the operand evaluated first in a chain of compiled methods or ufuncs (and
-    operations on their left), when it is something else (``s.map(d)`` in ``s.map(d).fillna(0) > 1`` or
-    ``np.log1p(s.map(d))``; a ufunc's parent is its list of arguments, the field 0); else None. The expression of a name standing for it may then be compiled: the operand is still
+    """(parent, field, operand): the operand evaluated first in a chain of compiled methods (and
+    operations on their left), when it is something else (``s.map(d)`` in ``s.map(d).fillna(0) > 1``);
+    else None. Not in a ufunc's argument: Python looks the ufunc up before evaluating it. The expression of a name standing for it may then be compiled: the operand is still
     evaluated first, and only names are read after it before the expression runs."""
     parent = field = None
     methods = False
@@ -147,8 +147,6 @@ def leading_operand(node: ast.expr):
     while True:
         if isinstance(current, ast.Call) and isinstance(current.func, ast.Attribute) and current.func.attr in METHODS:
             parent, field, current, methods = current.func, "value", current.func.value, True
-        elif _ufunc_call(current):
-            parent, field, current, methods = current.args, 0, current.args[0], True
         elif isinstance(current, (ast.BinOp, ast.Compare)):
             parent, field, current = current, "left", current.left
         elif isinstance(current, ast.UnaryOp):
@@ -719,6 +717,8 @@ def _clip(lower, upper, dtype):
     ``where(isna | self >= lower, lower)`` and ``where(isna | self <= upper, upper)``."""
     bounds = [None if b is None or (type(b) is float and b != b) else b for b in (lower, upper)]
     lower, upper = bounds
+    if lower is None and upper is None:
+        raise Unsupported("clip with no bound but NaN (pandas gives the Series itself)")
     if lower is not None and upper is not None:
         lower, upper = min(lower, upper), max(lower, upper)
     lower = None if lower is None else _threshold(lower, dtype, "clip")

@@ -135,13 +135,13 @@ class FittedKernel:
         return X
 
     def float_input(self, X, finite: bool = False) -> np.ndarray:
-        """A new float64 array of ``X``'s values, as ``validate_data(..., dtype=FLOAT_DTYPES,
-        copy=True)`` gives it; Unsupported for infinities (NaN too when ``finite``) and for
+        """A new float64 array of ``X``'s values (ints, and bools as ``pd.get_dummies`` makes them, converted),
+        as ``validate_data(..., dtype=FLOAT_DTYPES, copy=True)`` gives it; Unsupported for infinities (NaN too when ``finite``) and for
         input scikit-learn would keep as float32 or convert some other way."""
         columns = self.columns(X)
         array = type(columns) is np.ndarray
-        dtype = columns.dtype if array else numeric_dtype(columns)
-        if dtype.kind not in _NUMBERS or (dtype.kind == "f" and dtype != np.float64):
+        dtype = columns.dtype if array else numeric_dtype(columns, bools=True)
+        if dtype.kind not in _NUMBERS + "b" or (dtype.kind == "f" and dtype != np.float64):
             raise Unsupported(f"{dtype} values (scikit-learn keeps float32 and float16; only float64 and integers are compiled)")
         values = np.array(columns, dtype=np.float64) if array else side_by_side(columns, np.float64)
         check_finite(values, finite)
@@ -165,11 +165,13 @@ def frame_columns(frame: pd.DataFrame) -> list:
     return [frame._get_column_array(i) for i in range(frame.shape[1])]
 
 
-def numeric_dtype(columns: list) -> np.dtype:
+def numeric_dtype(columns: list, bools: bool = False) -> np.dtype:
     """The dtype numpy (and scikit-learn's checks) give these columns side by side; Unsupported
-    unless all are numpy ints or floats (scikit-learn converts others its own ways)."""
+    unless all are numpy ints or floats, or (``bools``: for checks converting to float64, where True
+    is 1.0 either way) bools (scikit-learn converts others its own ways)."""
     dtypes = [c.dtype for c in columns]
-    if not all(isinstance(d, np.dtype) and d.kind in _NUMBERS for d in dtypes):
+    kinds = _NUMBERS + "b" if bools else _NUMBERS
+    if not all(isinstance(d, np.dtype) and d.kind in kinds for d in dtypes):
         raise Unsupported("a column that is not int or float (scikit-learn converts it)")
     return np.result_type(*dtypes)
 

@@ -17,7 +17,7 @@ import copy
 import operator
 import threading
 import time
-from types import ModuleType
+from types import BuiltinFunctionType, BuiltinMethodType, FunctionType, MethodType, ModuleType
 
 import pandas as pd
 
@@ -230,23 +230,28 @@ class PlainCall:
     (the receiver passed through: Python still makes a method call, with the same traceback lines) or
     ``plain(callee)(...)``. Once the receiver or callee is seen to be a library's (pandas' ``get_dummies``,
     a DataFrame's ``apply``, numpy's ``select``), ``explain_compilation`` lists the call and a WillumpWarning
-    names it (``take_newly_plain``): what willump does not compile is said, not silent."""
+    names it (``take_newly_plain``): what willump does not compile is said, not silent. What it is is
+    decided by type, once per type met (no attribute of the user's objects is read)."""
 
-    def __init__(self, name: str, call: ast.Call, written: str):
+    def __init__(self, name: str, call: ast.Call, written: str, where: str):
         method = call.func.attr if isinstance(call.func, ast.Attribute) else None
-        self.name, self.source, self.method = name, written, method
+        self.name, self.source, self.method, self.where = name, written, method, where
         self.line = call.func.end_lineno if method else call.lineno  # (Python's line for a method call)
-        self.key = (call.lineno, call.col_offset, written)  # (a statement rewritten for several paths: one count)
+        self.key = (call.lineno, call.col_offset, call.end_lineno, call.end_col_offset)  # (one per call as written)
         self.operator = None  # e.g. "pandas.get_dummies", once a library's callee was seen
         self.calls = 0
+        self._kind = None  # the type of the last receiver or callee looked at
 
     def __call__(self, value):
         self.calls += 1
-        if self.operator is None:
-            self.operator = _library_operator(value, self.method)
-            if self.operator is not None:
+        if self.operator is None and type(value) is not self._kind:
+            self._kind = type(value)
+            operator = _library_operator(value, self.method)
+            if operator is not None:
                 with _newly_plain_lock:
-                    _newly_plain.append(self)
+                    if self.operator is None:  # (threads making first calls at once: named once)
+                        self.operator = operator
+                        _newly_plain.append(self)
         return value
 
     @property
@@ -256,7 +261,7 @@ class PlainCall:
     def summary(self) -> dict:
         return {
             "line": self.line, "call": self.source, "operator": self.operator,
-            "status": f"plain Python: {self.operator} is not an operator willump compiles", "calls": self.calls,
+            "status": f"plain Python: no kernel stands for {self.operator} as called here", "calls": self.calls,
             "compiled_calls": 0, "fused_calls": 0, "whole_calls": 0, "kept": False,
         }
 
@@ -276,27 +281,31 @@ def take_newly_plain() -> list:
 
 
 def _library_operator(value, method: str | None) -> str | None:
-    """The name of the operator called, if it is one of the LIBRARIES': ``value`` is the receiver of
-    ``method`` (a module, a class or an object: ``frame.apply`` is pandas', ``" ".join`` is not), or the
-    callee itself when ``method`` is None."""
-    if method is None:
-        owner = getattr(value, "__self__", None)
-        if owner is not None and not isinstance(owner, ModuleType):  # (a bound method, by its object)
-            value, method = owner, value.__name__
+    """The name of the operator called, if it is one of the LIBRARIES' and exists: ``value`` is the receiver
+    of ``method`` (a module, a class or an object: ``frame.apply`` is pandas', ``" ".join`` is not), or the
+    callee itself when ``method`` is None. Read from types and modules only."""
+    kind = type(value)
+    if method is None and kind in (MethodType, BuiltinMethodType) and not isinstance(value.__self__, ModuleType):
+        value, method = value.__self__, value.__name__  # (a bound method, by its object's class)
+        kind = type(value)
     if isinstance(value, ModuleType):
-        module, name = value.__name__, f"{value.__name__}.{method}"
-    elif method is None:
-        module = getattr(value, "__module__", None) or type(value).__module__
-        name = registry.describe(value)
-    else:
-        kind = value if isinstance(value, type) else type(value)
-        module, name = kind.__module__, f"{kind.__name__}.{method}"
-    if not (isinstance(module, str) and module.partition(".")[0] in LIBRARIES):
+        module = value.__name__
+        found = type(module) is str and module.partition(".")[0] in LIBRARIES and type(method) is str and hasattr(value, method)
+        return f"{module}.{method}" if found and method else None
+    if method is None:  # a function, a class, or a library's callable object (a ufunc)
+        itself = kind in (FunctionType, BuiltinFunctionType) or isinstance(value, type)
+        module = value.__module__ if itself else kind.__module__
+        if not (type(module) is str and module.partition(".")[0] in LIBRARIES):
+            return None
+        package, name = module.partition(".")[0], getattr(value, "__name__", None)  # (a library's object)
+        if type(name) is str and getattr(__import__(package), name, None) is value:
+            return f"{package}.{name}"  # pandas.get_dummies rather than where pandas defines it
+        return registry.describe(value)
+    owner = value if isinstance(value, type) else kind
+    module = owner.__module__
+    if not (type(module) is str and module.partition(".")[0] in LIBRARIES and hasattr(owner, method)):
         return None
-    package, short = module.partition(".")[0], getattr(value, "__name__", None)
-    if method is None and short and getattr(__import__(package), short, None) is value:
-        return f"{package}.{short}"  # pandas.get_dummies rather than where pandas defines it
-    return name
+    return f"{owner.__name__}.{method}"
 
 
 class Pending:
@@ -373,9 +382,9 @@ def _fingerprint(owner) -> int:
 
 
 class _Rewriter(ast.NodeTransformer):
-    def __init__(self, sites: list, make_site, filename: str, column_lists, plain_calls):
+    def __init__(self, sites: list, make_site, filename: str, column_lists, plain_calls, where: str):
         self.sites, self.make_site, self.filename, self.column_lists = sites, make_site, filename, column_lists
-        self.plain_calls = plain_calls
+        self.plain_calls, self.where = plain_calls, where
         self.repeated = 0  # inside code that may run many times per call (loops, lambdas, comprehensions, defs)
 
     def visit_Call(self, node: ast.Call):
@@ -414,13 +423,15 @@ class _Rewriter(ast.NodeTransformer):
         if self.repeated or self.plain_calls is None or (
                 isinstance(func, ast.Name) and (func.id in _BUILTINS or func.id.startswith("__willump"))):
             return node
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and isinstance(
+        if isinstance(func, ast.Attribute) and func.attr == "tocsr" and isinstance(func.value, ast.Call) and isinstance(
                 func.value.func, ast.Name) and func.value.func.id.startswith(SITE_PREFIX):
             return node
-        plain = PlainCall(f"{PLAIN_PREFIX}{len(self.plain_calls)}", node, written)
+        plain = PlainCall(f"{PLAIN_PREFIX}{len(self.plain_calls)}", node, written, self.where)
         known = next((p for p in self.plain_calls if p.key == plain.key), None)
         if known is None:
             self.plain_calls.append(plain)
+        elif "__willump" in known.source and "__willump" not in written:  # (a path's rewriting: the call as written)
+            known.source = written
         passed = func.value if isinstance(func, ast.Attribute) else func
         through = ast.copy_location(ast.Call(ast.Name((known or plain).name, ast.Load()), [passed], []), passed)
         if isinstance(func, ast.Attribute):
@@ -517,17 +528,16 @@ class _Rewriter(ast.NodeTransformer):
         return ast.copy_location(call, node)
 
     def _operand_site(self, node):
-        """A chain of compiled methods (or ufuncs) on a value computed otherwise, ``s.map(d).fillna(0).astype(int) > 1``,
-        ``np.log1p(s.map(d))``: an expression of that value (evaluated first, as in the original), else None."""
+        """A chain of compiled methods on a value computed otherwise, ``s.map(d).fillna(0).astype(int) > 1``:
+        an expression of that value (evaluated first, as in the original), else None."""
         found = leading_operand(node)
         if found is None:
             return None
         parent, field, operand = found
-        put = parent.__setitem__ if isinstance(parent, list) else lambda name, value: setattr(parent, name, value)
         written = ast.unparse(node)
-        put(field, ast.copy_location(ast.Name(OPERAND, ast.Load()), operand))
+        setattr(parent, field, ast.copy_location(ast.Name(OPERAND, ast.Load()), operand))
         if not is_element_wise(node):
-            put(field, operand)
+            setattr(parent, field, operand)
             return None
         return self._expression_site(node, written, self.visit(operand))
 
@@ -577,9 +587,10 @@ def _column_str_call(node: ast.Call):
 
 
 def rewrite_calls(nodes: list, sites: list, workers=SERIAL, filename: str = "<unknown>", column_lists=None,
-                  plain_calls: list | None = None) -> list:
+                  plain_calls: list | None = None, where: str = "") -> list:
     """Copies of ``nodes`` with compilable calls going through new CallSites (appended to ``sites``)
-    and, given ``plain_calls``, other calls through PlainCalls (appended there, one per call as written);
+    and, given ``plain_calls``, other calls through PlainCalls (appended there, one per call as written;
+    ``where``: the function's name, for their warning);
     ``filename`` is the source's, for the functions computing element-wise expressions;
     ``column_lists(key)``: whether a name indexing a frame holds a list of column names (a name of one
     column stays pandas' own, read by text programs)."""
@@ -589,7 +600,7 @@ def rewrite_calls(nodes: list, sites: list, workers=SERIAL, filename: str = "<un
         site.source = written
         return site
 
-    rewriter = _Rewriter(sites, make_site, filename, column_lists or (lambda key: False), plain_calls)
+    rewriter = _Rewriter(sites, make_site, filename, column_lists or (lambda key: False), plain_calls, where)
     return [ast.fix_missing_locations(rewriter.visit(copy.deepcopy(node))) for node in nodes]
 
 

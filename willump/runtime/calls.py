@@ -67,16 +67,20 @@ def start_call(stats: Stats, caches=None):
 
 def end_call(token) -> None:
     _current.reset(token)
-    name_plain_calls()
 
 
 def name_plain_calls() -> None:
     """Name in one WillumpWarning the calls of a library's operators that ran as plain Python, no kernel
-    standing for them, for the first time since the last time this was asked (``sites.PlainCall``)."""
+    standing for them, for the first time since the last time this was asked (``sites.PlainCall``), by
+    function (optimized functions may call each other). Asked after a call that returned: one that
+    raises raises its own exception, even where warnings are errors."""
     plain = take_newly_plain()
     if plain:
-        lines = "; ".join(f"line {call.line}: {call.operator}" for call in plain)
-        warn(f"willump: these calls run as plain Python, as written, no compiled kernel answering them ({lines}); "
+        functions = {}
+        for call in plain:
+            functions.setdefault(call.where, []).append(f"line {call.line}: {call.operator}")
+        named = "; ".join(f"in {where}, " + ", ".join(lines) for where, lines in functions.items())
+        warn(f"willump: these calls run as plain Python, as written, no compiled kernel answering them ({named}); "
              "explain_compilation() lists them")
 
 
