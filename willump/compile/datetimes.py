@@ -29,7 +29,8 @@ _SEPARATORS = {"%Y-%m-%d %H:%M:%S": ord(" "), "%Y-%m-%dT%H:%M:%S": ord("T"), "%Y
 
 class CompiledToDatetime:
     """``pd.to_datetime(series)`` (``format=`` one of the forms read here, ``cache=`` either way)
-    of a Series of such strings: pandas' ``datetime64[us]`` Series, with the Series' index and name."""
+    of a Series of such strings: pandas' ``datetime64[us]`` Series, with the Series' index (a view of
+    it where pandas goes through its cache of repeated strings) and name."""
 
     def __call__(self, arg=None, /, *options, format=None, cache=True, **keywords):
         if options or keywords:
@@ -41,24 +42,24 @@ class CompiledToDatetime:
         microseconds = np.empty(len(codes), dtype=np.int64)
         if not _parse(codes, _SEPARATORS[form], microseconds):
             raise Unsupported(f"a string that is not a valid date of the form {form}")
-        if cache and format is None and _cached_by_pandas(microseconds):  # (its index is then another object)
-            raise Unsupported("repeated strings pandas converts once each, through its cache")
-        return series_of(microseconds.view("M8[us]"), arg.index, arg.name)
+        checked = _checked_for_caching(len(codes)) if cache and format is None else 0
+        cached = checked and len(np.unique(microseconds[:checked])) <= checked * 0.7
+        # (through its cache, pandas maps the strings to their times: the same times, on a view of the index)
+        return series_of(microseconds.view("M8[us]"), arg.index.view() if cached else arg.index, arg.name)
 
     @staticmethod
     def still_valid() -> bool:
         return True
 
 
-def _cached_by_pandas(microseconds: np.ndarray) -> bool:
-    """Whether pandas' ``should_cache`` sends strings with no format given through its cache: over 50,
-    and no more than 70% of the first tenth (at most 500) distinct (strings of one form are as distinct
-    as their times; pandas' own check iterates the strings, ~135 us for 2,000)."""
-    rows = len(microseconds)
+def _checked_for_caching(rows: int) -> int:
+    """How many first strings pandas' ``should_cache`` looks at when no format is given (0: none, it does not
+    cache): over 50 rows, a tenth of them, at most 500. It caches when no more than 70% of those are
+    distinct (strings of one form are as distinct as their times; pandas' own check iterates the strings,
+    ~135 us for 2,000)."""
     if rows <= 50:
-        return False
-    checked = rows // 10 if rows <= 5000 else 500
-    return len(np.unique(microseconds[:checked])) <= checked * 0.7
+        return 0
+    return rows // 10 if rows <= 5000 else 500
 
 
 def _fixed_width_codes(series: pd.Series) -> np.ndarray:
