@@ -247,6 +247,9 @@ def test_frames_made_for_python_are_pandas_own(function):
     others = [FRAME.rename(columns={"a": "A"}), FRAME.drop(columns=["e"]), FRAME.iloc[:0]]
     assert_answers_as_written(optimized, function, ROWS + others)
     table = optimized.explain_compilation()
+    plain = table["status"].str.contains("no kernel stands for")
+    assert table.loc[plain, "operator"].tolist() == ["DataFrame.copy"], table.to_string()  # (said, not compiled)
+    table = table[~plain]
     assert (table["status"].str.startswith("compiled") & (table["compiled_calls"] >= len(ROWS))).all(), table.to_string()
     made = table["call"].str.fullmatch(r"df\[(FEATURES|\[[^\]]*\])\]|df\.drop\(.*\)")  # (the frame made for Python)
     assert made.any(), table.to_string()
