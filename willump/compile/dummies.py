@@ -143,7 +143,7 @@ def _dummies(array, index: pd.Index, prefix, prefix_sep: str, dummy_na: bool, dr
         matrix[codes == -1] = 0
     if drop_first:
         matrix, names = matrix[:, 1:], names[1:]
-    return pd.DataFrame(matrix, index=index, columns=names, dtype=dtype)
+    return frames.matrix_frame(matrix, names, index)  # (pandas' DataFrame(matrix, index, columns, dtype) of it)
 
 
 def _levels(array) -> tuple:

@@ -81,6 +81,13 @@ def _frame(manager: BlockManager) -> pd.DataFrame:
     return pd.DataFrame._from_mgr(manager, manager.axes)
 
 
+def matrix_frame(matrix: np.ndarray, columns: pd.Index, index: pd.Index) -> pd.DataFrame:
+    """``DataFrame(matrix, index=index, columns=columns)`` of a new 2-D numpy array of one of its own dtypes:
+    one block of its transpose (pandas' copy of a column-major matrix transposed has the same layout)."""
+    block = new_block_2d(matrix.T, placement=BlockPlacement(slice(0, matrix.shape[1])))
+    return _frame(BlockManager((block,), [columns, index], verify_integrity=False))
+
+
 # frame[names], frame.drop(columns=names)
 
 _last_selection = (None, None, None)  # (columns, key, positions) of the last selection: frames often share columns
