@@ -8,9 +8,10 @@ sorted distinct values (missing values none, or a last ``nan`` level with ``dumm
 from a column-major matrix; ``concat(..., axis=1)`` puts them side by side. On a few rows most of its
 time goes to factorizing each column into a Categorical (1.9 ms of a Titanic notebook's one-row call).
 
-Here the levels are Python's sorted set of the values and every other step is pandas' own call (the
-others' frame from ``frames.drop_columns``, which builds pandas' drop), so the frame is pandas' own:
-columns, dtypes, blocks and index. Compiled: a DataFrame (unique ``str`` column names, no attrs or
+Here the levels are Python's sorted set of the values, and every other step is pandas' own call or
+builds what it builds (``frames``: the others' frame as pandas' drop, each level matrix as one block of
+its transpose, the parts side by side as pandas' concat_horizontal), so the frame is pandas' own:
+columns, dtypes, blocks and index (tested against pandas). Compiled: a DataFrame (unique ``str`` column names, no attrs or
 flags) whose encoded columns hold Python ``str`` values and missing values (None, NaN) in object or
 ``str`` columns, or numpy ints; ``prefix`` None, a str, a list or a dict; ``prefix_sep`` a str;
 ``dummy_na``, ``drop_first``; ``dtype`` None or a numpy number or bool dtype. Everything else
@@ -129,7 +130,7 @@ def _others(frame: pd.DataFrame, encoded: list, columns) -> pd.DataFrame:
 
 def _dummies(array, index: pd.Index, prefix, prefix_sep: str, dummy_na: bool, drop_first: bool,
              dtype: np.dtype) -> pd.DataFrame:
-    """``_get_dummies_1d`` of one column: its levels and codes found here, then pandas' own steps."""
+    """``_get_dummies_1d`` of one column: its levels and codes found here, then its steps."""
     levels, codes = _levels(array)
     if not dummy_na and not levels or drop_first and len(levels) + dummy_na == 1:
         return pd.DataFrame(index=index)

@@ -139,8 +139,9 @@ def _reads_names(node):
 def leading_operand(node: ast.expr):
     """(parent, field, operand): the operand evaluated first in a chain of compiled methods (and
     operations on their left), when it is something else (``s.map(d)`` in ``s.map(d).fillna(0) > 1``);
-    else None. Not in a ufunc's argument: Python looks the ufunc up before evaluating it. The expression of a name standing for it may then be compiled: the operand is still
-    evaluated first, and only names are read after it before the expression runs."""
+    else None. The expression of a name standing for it may then be compiled: the operand is still
+    evaluated first, and only names are read after it before the expression runs. (Not inside a ufunc's
+    argument: Python looks the ufunc up before evaluating its argument.)"""
     parent = field = None
     methods = False
     current = node
