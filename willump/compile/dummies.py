@@ -151,14 +151,13 @@ def _levels(array) -> tuple:
     """(sorted distinct values, the code of each value: its level's position, -1 when missing), as
     pandas' factorize sorts them: Python str or int values, missing values None or float NaN."""
     if isinstance(array, np.ndarray) and array.dtype.kind in "iu":
-        values = array.tolist()
-        levels = sorted(set(values))
-        position = {level: i for i, level in enumerate(levels)}
-        return levels, np.array([position[v] for v in values], dtype=np.intp)
-    values = array.tolist() if isinstance(array, np.ndarray) else list(array.to_numpy(dtype=object))
-    present = [v for v in values if type(v) is str]
-    if len(present) != len(values) and not all(type(v) is str or v is None or type(v) is float and v != v for v in values):
-        raise Unsupported("values other than str and missing values (None, NaN)")
+        values = present = array.tolist()
+    else:
+        values = array.tolist() if isinstance(array, np.ndarray) else list(array.to_numpy(dtype=object))
+        present = [v for v in values if type(v) is str]
+        if len(present) != len(values) and not all(
+                type(v) is str or v is None or type(v) is float and v != v for v in values):
+            raise Unsupported("values other than str and missing values (None, NaN)")
     levels = sorted(set(present))
     position = {level: i for i, level in enumerate(levels)}
-    return levels, np.array([position[v] if type(v) is str else -1 for v in values], dtype=np.intp)
+    return levels, np.array([position.get(v, -1) for v in values], dtype=np.intp)

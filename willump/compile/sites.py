@@ -417,8 +417,8 @@ class _Rewriter(ast.NodeTransformer):
 
     def _plain_call(self, node: ast.Call, written: str):
         """``obj.method(...)`` -> ``plain(obj).method(...)``, ``callee(...)`` -> ``plain(callee)(...)``
-        (``PlainCall``), outside code that may run many times per call; not Python's builtins, willump's helpers, or a method of a site's result (``site(...).tocsr()``,
-        which whole-call programs read)."""
+        (``PlainCall``), outside code that may run many times per call; not Python's builtins, willump's helpers,
+        or ``site(...).tocsr()``, which whole-call programs read."""
         func = node.func
         if self.repeated or self.plain_calls is None or (
                 isinstance(func, ast.Name) and (func.id in _BUILTINS or func.id.startswith("__willump"))):
