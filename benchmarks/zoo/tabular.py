@@ -7,7 +7,7 @@ on the categories, ``LogisticRegression``), "Categorical Feature Support in Grad
 ``HistGradientBoostingClassifier``), and the Home Credit kernels' pandas features: the
 ``DAYS_EMPLOYED`` anomaly (365243) by ``np.where``, credit/income/annuity ratios, the mean of the
 ``EXT_SOURCE`` columns by ``df[[...]].mean(axis=1)``, document flags by ``.sum(axis=1)``, ``.clip``,
-``.fillna``, ``.astype``, ``pd.concat(axis=1)``, ``pd.get_dummies`` reindexed to the training columns; bureau records summarised per applicant and looked
+``.fillna``, ``.astype`` (``"category"`` in a loop, for LightGBM), ``pd.concat(axis=1)``, ``pd.get_dummies`` reindexed to the training columns; bureau records summarised per applicant and looked
 up with ``.map(series)``.
 
 Data: ``home_credit_sample/application_train_random5000.csv`` (5,000 random applicants, ``TARGET``;
@@ -109,6 +109,25 @@ def kaggle_features_lightgbm(data, fitted) -> Entry:
     model = fitted("credit_kaggle_lightgbm", lambda: LGBMClassifier(**LGBM).fit(predict(data.train_inputs), data.y_train))
     return Entry("credit_kaggle_lightgbm", "credit", "tree-ensemble", "binary",
                  "Kaggle feature cell: X[col] = ratios, np.where anomaly, mean/sum(axis=1), clip; LGBMClassifier",
+                 predict, data)
+
+
+def category_lightgbm(data, fitted) -> Entry:
+    """LightGBM's own categorical support as its docs and Kaggle kernels use it: the text columns cast
+    to pandas' category dtype in a loop, the frame given to ``LGBMClassifier`` (which gives a column's
+    categories their codes in the training categories)."""
+    model = FeatureCapture()  # the function returns its features while the model is trained
+
+    def predict(df):
+        X = df[NUMERIC + CATEGORICAL].copy()
+        for column in CATEGORICAL:
+            X[column] = X[column].astype("category")
+        return model.predict_proba(X)[:, 1]
+
+    model = fitted("credit_category_lightgbm", lambda: LGBMClassifier(**LGBM).fit(
+        predict(data.train_inputs), data.y_train))
+    return Entry("credit_category_lightgbm", "credit", "tree-ensemble", "binary",
+                 "for column in text columns: X[column] = X[column].astype('category'); LGBMClassifier",
                  predict, data)
 
 
@@ -295,6 +314,7 @@ def build(rows: int | None = None, random_state: int = 0) -> list[Entry]:
         mixed_types_logistic(default, fitted),
         categorical_gradient_boosting(default, fitted),
         kaggle_features_lightgbm(default, fitted),
+        category_lightgbm(default, fitted),
         attribute_columns_gradient_boosting(default, fitted),
         booster_assign_lightgbm(default, fitted),
         concat_features_logistic(default, fitted),

@@ -37,6 +37,7 @@ from pandas._libs.lib import maybe_indices_to_slice
 from pandas.core import nanops
 
 from willump.compile import frames
+from willump.compile.categories import ASTYPE, categorical_dtype
 from willump.compile.columns import check_attribute_column, column_read, plain_attribute
 from willump.compile.forms import Deferred, Unsupported, series_of
 from willump.compile.strings import string_method
@@ -202,8 +203,9 @@ def _method_arguments_fit(method: str, arguments: list) -> bool:
         return any(a is not None and not _is_none(a) for a in arguments)
     if method == "fillna":
         return arguments[0] is not None and not _is_none(arguments[0])
-    if method == "astype":
-        return arguments[0] is not None and _is_dtype(arguments[0])
+    if method == "astype":  # (not to "category": a call, compiled by ``categories``)
+        category = isinstance(arguments[0], ast.Constant) and arguments[0].value == "category"
+        return arguments[0] is not None and _is_dtype(arguments[0]) and not category
     if method == "round":
         return _round_decimals(arguments)
     return True  # abs()
@@ -321,6 +323,7 @@ class CompiledExpression:
         self.binary = any(  # operations pandas may give numexpr (clip compares, then np.where)
             step[0] in (_BINARY, _COMPARE) or (step[0] == _METHOD and step[1] == "clip") for step in self.steps
         )
+        self.cast = self._cast()  # (series.astype(name): a categorical cast when the name holds a CategoricalDtype)
 
     def _add(self, node, position: dict) -> int:
         """Append the steps computing ``node`` (``position``: of each name among the parameters); its step's."""
@@ -375,6 +378,17 @@ class CompiledExpression:
         self.steps.append(step)
         return len(self.steps) - 1
 
+    def _cast(self) -> tuple | None:
+        """(receiver's step, the dtype's parameter) of an expression that is only ``name.astype(dtype)`` or
+        ``frame["column"].astype(dtype)``, a name holding the dtype; else None."""
+        kind, method, operands, _ = self.steps[-1]
+        if kind != _METHOD or method != "astype":
+            return None
+        receiver, dtype = (self.steps[i] for i in operands)
+        if receiver[0] not in (_LEAF, _COLUMN) or dtype[1] is not None or type(dtype[3]) is not int:
+            return None
+        return receiver, dtype[3]
+
     def _add_receiver(self, node, position: dict) -> int:
         """The step of a method's receiver: ``frame[names]`` (a DataFrame, or a column when ``names``
         holds a str) is a selection step, anything else as ``_add`` makes it."""
@@ -405,6 +419,16 @@ class CompiledExpression:
             raise Unsupported("fillna of a DataFrame with an expression")
         return frames.fillna(frame, value[1] if value[0] == _NUMBER else arguments[value[3]])
 
+    def _categorical_cast(self, arguments) -> pd.Series:
+        """``series.astype(CategoricalDtype(...))`` by ``categories``' kernel (the column read as pandas reads it)."""
+        (kind, key, _, position), dtype = self.cast[0], arguments[self.cast[1]]
+        series = arguments[position]
+        if kind == _COLUMN:
+            if type(series) is not pd.DataFrame:
+                raise Unsupported("a column of something other than a DataFrame, cast to categories")
+            series = series[key]
+        return ASTYPE(series, dtype)
+
     def _add_dtype(self, node, position: dict) -> int:
         """The step of a dtype argument: a string, a name's value, or numpy's attribute."""
         if isinstance(node, ast.Constant):
@@ -421,6 +445,8 @@ class CompiledExpression:
         return True
 
     def __call__(self, *arguments):
+        if self.cast is not None and categorical_dtype(arguments[self.cast[1]]):
+            return self._categorical_cast(arguments)
         if self.frame_method:
             frame = self._frame_fill(arguments)
             if frame is not None:

@@ -19,6 +19,7 @@ from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, 
 from willump.compile import (
     bayes, composites, encoders, linear, meta, preprocessing, sktrees, sparse, tables, tfidf, trees,
 )
+from willump.compile.categories import ASTYPE, CompiledFrameAstype
 from willump.compile.datetimes import CompiledDatetimeField, CompiledToDatetime, datetime_field
 from willump.compile.dummies import CompiledGetDummies
 from willump.compile.dense import CompiledColumnStack, CompiledConcat, CompiledNumpyHstack
@@ -92,6 +93,8 @@ RECEIVER_KERNELS = {
     (StringMethods, "lower"): CompiledLower(),
     (pd.DataFrame, "merge"): tables.CompiledMerge(),
     (pd.Series, "map"): CompiledMap(),
+    (pd.Series, "astype"): ASTYPE,
+    (pd.DataFrame, "astype"): CompiledFrameAstype(),
     (pd.DataFrame, "reindex"): CompiledReindex(),
     (pd.Series, "reindex"): CompiledReindex(),
     (pd.DataFrame, "assign"): CompiledAssign(),

@@ -1,0 +1,202 @@
+"""``series.astype("category")`` and ``astype(CategoricalDtype(...))`` give pandas' own Series (codes and
+their dtype, categories and their dtype, ordered, index, name), on the first call of a set of values and
+on later ones, which look the codes up: property-tested against pandas, then end to end."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import willump
+from willump.compile.categories import CompiledAstypeCategory, CompiledFrameAstype
+from willump.compile.forms import Unsupported
+
+from test_compile_frames import assert_same_frame
+
+SETTINGS = settings(max_examples=200, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+WORDS = ["a", "b", "B", "ab", "é", "", " ", "10", "9", "\U0001f600", "\ud800"]
+INTS = [0, 1, 5, 9, 10, 100, 255]
+STR_DTYPES = [object, "str", "string", pd.StringDtype("python")]
+INT_DTYPES = [np.int64, np.int32, np.uint8]
+
+
+@st.composite
+def casts(draw):
+    """(Series, dtype): str or int values (missing ones among strs), any index and name, cast to
+    "category", a CategoricalDtype without categories, or with categories of either kind."""
+    kind = draw(st.sampled_from(["str", "int"]))
+    pool = WORDS if kind == "str" else INTS
+    rows = draw(st.integers(0, 8))
+    values = draw(st.lists(st.sampled_from(pool + ([None, np.nan] if kind == "str" else [])), min_size=rows,
+                           max_size=rows))
+    dtype = draw(st.sampled_from(STR_DTYPES if kind == "str" else INT_DTYPES))
+    index = draw(st.sampled_from([None, list(range(10, 10 + rows)), [f"r{i % 3}" for i in range(rows)]]))
+    try:
+        series = pd.Series(values, dtype=dtype, index=index, name=draw(st.sampled_from([None, "city", 3])))
+    except UnicodeEncodeError:  # (pyarrow holds no lone surrogate)
+        series = pd.Series([v for v in values if v != "\ud800"] or [], dtype=object)
+    target = draw(st.sampled_from(["category", "inferred", "given"]))
+    if target == "category":
+        return series, "category"
+    ordered = draw(st.booleans())
+    if target == "inferred":
+        return series, pd.CategoricalDtype(ordered=ordered)
+    categories_kind = draw(st.sampled_from([kind, "str" if kind == "int" else "int"]))
+    categories_pool = WORDS[:-1] if categories_kind == "str" else INTS
+    categories = draw(st.lists(st.sampled_from(categories_pool), min_size=1, max_size=6, unique=True))
+    categories_dtype = draw(st.sampled_from(STR_DTYPES if categories_kind == "str" else INT_DTYPES))
+    return series, pd.CategoricalDtype(pd.Index(categories, dtype=categories_dtype), ordered=ordered)
+
+
+def _pandas(series, dtype):
+    try:
+        return series.astype(dtype), None
+    except Exception as error:  # noqa: BLE001 (whatever pandas raises, the kernel must not answer)
+        return None, error
+
+
+def assert_same_series(ours: pd.Series, theirs: pd.Series):
+    pd.testing.assert_series_equal(ours, theirs, check_exact=True, check_categorical=True)
+    assert ours.dtype == theirs.dtype and ours.cat.ordered == theirs.cat.ordered
+    assert ours.cat.categories.dtype == theirs.cat.categories.dtype
+    assert ours.cat.categories.tolist() == theirs.cat.categories.tolist()
+    assert ours.values.codes.dtype == theirs.values.codes.dtype
+    assert np.array_equal(ours.values.codes, theirs.values.codes)
+    assert ours.index is theirs.index or ours.index.equals(theirs.index) and type(ours.index) is type(theirs.index)
+    assert ours.name == theirs.name and ours.flags.allows_duplicate_labels and not ours.attrs
+
+
+@SETTINGS
+@given(casts(), st.integers(0, 2))
+def test_a_categorical_cast_is_pandas_own_on_first_and_later_calls(cast, repeat):
+    series, dtype = cast
+    kernel = CompiledAstypeCategory()
+    expected, error = _pandas(series, dtype)
+    for _ in range(2 + repeat):  # (the first call of a set of values, then those looking codes up)
+        try:
+            answer = kernel(series, dtype)
+        except Unsupported:
+            answer = None
+        except Exception as raised:  # noqa: BLE001
+            assert error is not None and type(raised) is type(error)
+            continue
+        if answer is None:
+            assert not _compiled_kind(series, dtype), "a str or int cast ran as written"
+            continue
+        assert error is None, f"pandas raises {error!r}"
+        assert_same_series(answer, expected)
+
+
+def _compiled_kind(series: pd.Series, dtype) -> bool:
+    """Whether the cast is one the kernel answers: values of rows, categories of the values' kind."""
+    values = [v for v in series.tolist() if isinstance(v, (str, int))]
+    if not len(series) or not values or (series.dtype == object and "\ud800" in values):
+        return False
+    if isinstance(dtype, pd.CategoricalDtype) and dtype.categories is not None:
+        kinds = dtype.categories.dtype.kind in "iu" if isinstance(values[0], int) else dtype.categories.dtype.kind not in "iu"
+        return kinds and set(values) <= set(dtype.categories.tolist())  # (others: pandas warns)
+    return True
+
+
+def test_other_casts_and_series_run_as_written():
+    kernel = CompiledAstypeCategory()
+    words = pd.Series(["a", "b"])
+    assert kernel(words, "category").tolist() == ["a", "b"]
+    for series, dtype, options in [
+        (pd.Series([1.5, 2.0]), "category", {}),  # floats
+        (pd.Series(["a", 1], dtype=object), "category", {}),  # values of two kinds
+        (pd.Series([None, np.nan], dtype=object), "category", {}),  # only missing values
+        (words, "float64", {}), (words, "category", {"errors": "raise"}),
+        (pd.Series(["a"] * 3000), "category", {}),  # more rows than the dict is faster for
+        (words.set_flags(allows_duplicate_labels=False), "category", {}),
+    ]:
+        with pytest.raises(Unsupported):
+            kernel(series, dtype, **options)
+    with_attrs = words.copy()
+    with_attrs.attrs["source"] = "crm"
+    with pytest.raises(Unsupported):
+        kernel(with_attrs, "category")
+
+
+@st.composite
+def frame_casts(draw):
+    """(frame, dtype): text, int and float columns, cast to "category", a CategoricalDtype or a dict
+    of some columns' dtypes (categorical, numeric or None)."""
+    rows = draw(st.integers(1, 6))
+    columns = {}
+    for name in draw(st.lists(st.sampled_from(["city", "plan", "score", "device"]), min_size=1, max_size=4,
+                              unique=True)):
+        pool = {"city": WORDS[:-1] + [None], "plan": INTS, "score": [0.5, 2.0, np.nan],
+                "device": ["ios", "web"]}[name]
+        columns[name] = draw(st.lists(st.sampled_from(pool), min_size=rows, max_size=rows))
+    frame = pd.DataFrame(columns, index=draw(st.sampled_from([None, list(range(5, 5 + rows))])))
+    if "device" in frame and draw(st.booleans()):
+        frame["device"] = frame["device"].astype(object)
+    kind = draw(st.sampled_from(["category", "dtype", "dict"]))
+    if kind == "category":
+        return frame, "category"
+    if kind == "dtype":
+        return frame, pd.CategoricalDtype(ordered=draw(st.booleans()))
+    casts = {}
+    for name in draw(st.lists(st.sampled_from(list(frame)), min_size=1, unique=True)):
+        casts[name] = draw(st.sampled_from(["category", None, "float64", pd.CategoricalDtype(), "str"]))
+    return frame, casts
+
+
+@SETTINGS
+@given(frame_casts())
+def test_a_frames_categorical_cast_is_pandas_own(cast):
+    frame, dtype = cast
+    expected, error = _pandas(frame, dtype)
+    kernel = CompiledFrameAstype()
+    for _ in range(2):
+        try:
+            answer = kernel(frame, dtype)
+        except Unsupported:
+            continue
+        except Exception as raised:  # noqa: BLE001 (pandas' own cast of a column raising: the call runs as written)
+            assert error is not None and type(raised) is type(error)
+            continue
+        assert error is None, f"pandas raises {error!r}"
+        assert_same_frame(answer, expected)
+        for name in answer:
+            assert answer[name].dtype == expected[name].dtype
+
+
+CITY = pd.CategoricalDtype(["lima", "oslo", "paris", "rome"])
+CATEGORICAL = ["device", "plan"]
+
+
+def cast(frame):
+    X = frame.copy()
+    X[["segment", "tier"]] = X[["segment", "tier"]].astype("category")
+    for column in CATEGORICAL:  # (a loop: each cast a call site)
+        X[column] = X[column].astype("category")
+    X["city"] = X["city"].astype(CITY)
+    return X
+
+
+def test_notebook_casts_in_and_outside_loops_are_compiled_to_pandas_own_frames():
+    rng = np.random.default_rng(2)
+    frame = pd.DataFrame({"device": rng.choice(["ios", "web", None], 50), "plan": rng.choice([3, 5, 8], 50),
+                          "city": rng.choice(["paris", "rome", "oslo"], 50), "segment": rng.choice(["a", "b"], 50),
+                          "tier": rng.choice([1, 2], 50)})
+    optimized = willump.optimize(cast)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", willump.WillumpWarning)
+        for rows in (frame, frame.iloc[[3]], frame.iloc[[4]], frame.iloc[[3]], frame.iloc[10:14]):
+            pd.testing.assert_frame_equal(optimized(rows), cast(rows), check_exact=True, check_categorical=True)
+    table = optimized.explain_compilation()
+    casts = table[table.call.str.contains(r"\.astype\(") & ~table.call.str.contains("=")]
+    assert len(casts) == 3 and (casts.status == "compiled").all() and casts.compiled_calls.tolist() == [5, 10, 5]
+    unseen = frame.iloc[[0]].assign(city="berlin")  # (not a category: pandas warns, and so does the call as written)
+    for function in (optimized, cast):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            answer = function(unseen)
+        assert answer["city"].isna().all()
+        assert [type(w.message) for w in caught if "categories is deprecated" in str(w.message)] == [pd.errors.Pandas4Warning]
