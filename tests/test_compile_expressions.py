@@ -262,6 +262,26 @@ def test_small_int_series_answer_as_pandas(source, a, n, compiled):
     assert compiled_calls == (calls if compiled else 0), status(optimized)
 
 
+NUMPY_NUMBERS = [  # (expression, a, n, compiled): median(), mean() and max() give numpy's float64 and int64
+    ("a.fillna(n).clip(0, 80).round().astype(int)", pd.Series([np.nan, 22.5, 90.0, -3.0]), np.float64(28.0), True),
+    ("a.clip(upper=n)", pd.Series([1.0, 500.0, np.nan]), np.int64(300), True),
+    ("a.clip(lower=n)", pd.Series([1, 500, 7]), np.float64(3.0), True),  # an int Series stays int
+    ("a.clip(lower=n)", pd.Series([1, 500, 7]), np.float64(3.5), False),  # pandas makes it float
+    ("a.fillna(n)", pd.Series([1, 2]), np.float64(0.5), True),  # (no NaN in ints: whatever the number)
+    ("a.fillna(n).round().astype(int)", pd.Series([np.inf, 2.0]), np.float64(1.0), False),  # pandas raises
+    ("a.round().astype(int)", pd.Series([1e15, -2.5, 0.5]), None, True),  # (to 0 decimals: numpy's rint, quiet)
+    ("a.round(2)", pd.Series([1e308, 2.345]), None, True),  # (overflows to inf and warns, as pandas does)
+]
+
+
+@pytest.mark.parametrize("source, a, n, compiled", NUMPY_NUMBERS, ids=[f"{row[0]} {i}" for i, row in enumerate(NUMPY_NUMBERS)])
+def test_numpy_numbers_fill_and_clip_as_python_numbers(source, a, n, compiled):
+    optimized = willump.optimize(pipeline_of(source))
+    assert_same(optimized, (a, None, None, n, None))
+    calls, compiled_calls = expression_calls(optimized)
+    assert compiled_calls == (calls if compiled else 0), status(optimized)
+
+
 class FrameOfOurs(pd.DataFrame):
     pass
 

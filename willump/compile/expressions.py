@@ -651,8 +651,9 @@ def _method(method: str, operands, parameter, values, columns):
         raise Unsupported(f"{method}() of a Series of dtype {dtype}")
     if method == "abs":
         function = _quiet(lambda array: np.abs(array))
-    elif method == "round":
-        function = _loud(lambda array, decimals=parameter[1]: _copied(array.round(decimals), array))
+    elif method == "round":  # (to 0 decimals numpy's rint, which never warns; otherwise a product may overflow)
+        function = (_quiet if parameter[1] == 0 else _loud)(
+            lambda array, decimals=parameter[1]: _copied(array.round(decimals), array))
     elif method == "fillna" and columns[operands[1]] is not None:
         function = _fillna_series(columns[operands[1]], receiver, dtype)
     elif method == "fillna":
@@ -709,8 +710,8 @@ def _missing(negated: bool, dtype: np.dtype):
 
 
 def _fillna(value, dtype):
-    """Block.fillna with a number: NaNs set to it; an int Series has none."""
-    number = _threshold(value, dtype, "fillna")
+    """Block.fillna with a number: NaNs set to it; an int Series has none (whatever the number)."""
+    number = _threshold(value, np.dtype(np.float64), "fillna")  # (a number, as a float64)
     if dtype.kind != "f":
         return _quiet(lambda array: array.copy())
     return _quiet(lambda array: _put(array, np.isnan(array), number))
@@ -768,7 +769,10 @@ def _clip(lower, upper, dtype):
 
 def _threshold(number, dtype: np.dtype, method: str):
     """The number as pandas' np_can_hold_element casts it to the Series' dtype; Unsupported where
-    pandas would change the dtype."""
+    pandas would change the dtype. numpy's float64 and int64 (what ``median()``, ``mean()`` and ``max()``
+    give) are read as the Python float and int they hold, as pandas reads them."""
+    if type(number) in _NUMPY_SCALARS:
+        number = _NUMPY_SCALARS[type(number)](number)
     if type(number) not in (int, float):
         raise Unsupported(f"{method} with a {type(number).__name__}")
     if dtype.kind == "f":
@@ -781,6 +785,7 @@ def _threshold(number, dtype: np.dtype, method: str):
 
 
 _EXACT_FLOAT = 2**53
+_NUMPY_SCALARS = {np.float64: float, np.int64: int}
 
 
 def _selected_blocks(frame, key) -> tuple:
