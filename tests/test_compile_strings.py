@@ -111,6 +111,9 @@ STRING_CALLS = [
     'frame["text"] != ""',
     'frame["text"] == "ΣΑΣ σας"',
     '(frame["text"] == "ab").astype(int)',
+    's.isin(["a", "", "ΣΑΣ σας"])',  # (numpy bools for every storage, a missing value never in)
+    'frame["text"].isin(("ab",))',
+    'frame.text.isin({"a", "b"}).astype(int)',
     'np.where(frame["text"] != "a", 1.5, 0)',
     'frame["text"].str.count("!") / (frame["text"].str.len() + 1)',
     'np.log1p(s.str.count("a")) * 2',

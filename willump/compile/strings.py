@@ -235,6 +235,8 @@ def string_method(node: ast.expr) -> tuple | None:
     else None."""
     if isinstance(node, ast.Compare):
         return _string_comparison(node)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "isin":
+        return _string_isin(node)
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) or node.func.attr not in _METHODS:
         return None
     accessor = node.func.value
@@ -259,6 +261,21 @@ def _string_comparison(node: ast.Compare) -> tuple | None:
     return name, StringComparison(type(node.ops[0]) is ast.NotEq, right.value, column, attribute)
 
 
+def _string_isin(node: ast.Call) -> tuple | None:
+    """``name.isin(["a", "b"])`` or ``name["column"].isin(...)`` (a list, tuple or set of str literals):
+    (the name, its StringIsin), else None."""
+    values = node.args[0] if len(node.args) == 1 and not node.keywords else None
+    if not isinstance(values, (ast.List, ast.Tuple, ast.Set)) or not values.elts or not all(
+            isinstance(e, ast.Constant) and type(e.value) is str for e in values.elts):
+        return None
+    receiver = node.func.value
+    read = column_read(receiver)
+    if read is None and not isinstance(receiver, ast.Name):
+        return None
+    name, column, attribute = read or (receiver.id, None, False)
+    return name, StringIsin(tuple(e.value for e in values.elts), column, attribute)
+
+
 class StringComparison(StringMethod):
     """``column == "literal"`` (``!=`` when ``negated``) of strings: bools as pandas compares them, a
     missing value never equal (for object arrays, Python-backed and pyarrow ``str``; refused for the
@@ -277,6 +294,21 @@ class StringComparison(StringMethod):
         if missing is not None:
             equal[missing] = False
         return ~equal if self.negated else equal
+
+
+class StringIsin(StringMethod):
+    """``values.isin(literals)`` of strings: bools, True where a value is one of the literals, a missing
+    value never (object arrays, Python-backed and pyarrow ``str`` and ``string``: numpy bools in each)."""
+
+    def __init__(self, literals: tuple, column, attribute: bool):
+        super().__init__("equals", literals, column, attribute)
+
+    def _values(self, values):
+        documents, missing = _documents_and_missing(values)
+        found = _method_counts(documents.codes, documents.offsets, *self.pattern_codes, _METHODS["equals"]).astype(bool)
+        if missing is not None:
+            found[missing] = False
+        return found
 
 
 def _patterns(method: str, call: ast.Call) -> tuple | None:
@@ -380,8 +412,8 @@ def _check_metadata(obj, name) -> None:
 @njit
 def _method_counts(codes, offsets, pattern_codes, pattern_offsets, method):
     """Per document: its length (method 0), the non-overlapping occurrences of the pattern, from the
-    left (1), whether it holds the pattern (2), starts with one of the patterns (3), or is the
-    pattern (4)."""
+    left (1), whether it holds the pattern (2), starts with one of the patterns (3), or is one of
+    the patterns (4)."""
     n = len(offsets) - 1
     out = np.zeros(n, np.int64)
     for d in range(n):
@@ -389,13 +421,16 @@ def _method_counts(codes, offsets, pattern_codes, pattern_offsets, method):
         if method == 0:
             out[d] = end - start
             continue
-        if method == 4:
-            size = pattern_offsets[1] - pattern_offsets[0]
-            if end - start == size:
-                k = 0
-                while k < size and codes[start + k] == pattern_codes[pattern_offsets[0] + k]:
-                    k += 1
-                out[d] = k == size
+        if method == 4:  # (one of the patterns)
+            for p in range(len(pattern_offsets) - 1):
+                p_start, size = pattern_offsets[p], pattern_offsets[p + 1] - pattern_offsets[p]
+                if end - start == size:
+                    k = 0
+                    while k < size and codes[start + k] == pattern_codes[p_start + k]:
+                        k += 1
+                    if k == size:
+                        out[d] = 1
+                        break
             continue
         for p in range(len(pattern_offsets) - 1):
             p_start, size = pattern_offsets[p], pattern_offsets[p + 1] - pattern_offsets[p]
