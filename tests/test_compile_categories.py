@@ -2,6 +2,7 @@
 their dtype, categories and their dtype, ordered, index, name), on the first call of a set of values and
 on later ones, which look the codes up: property-tested against pandas, then end to end."""
 
+import ast
 import warnings
 
 import numpy as np
@@ -11,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import willump
-from willump.compile.categories import CompiledAstypeCategory, CompiledFrameAstype
+from willump.compile.categories import CompiledAstypeCategory, CompiledCut, CompiledFrameAstype, may_cast_to_categories
 from willump.compile.forms import Unsupported
 
 from test_compile_frames import assert_same_frame
@@ -66,8 +67,15 @@ def assert_same_series(ours: pd.Series, theirs: pd.Series):
     assert ours.cat.categories.tolist() == theirs.cat.categories.tolist()
     assert ours.values.codes.dtype == theirs.values.codes.dtype
     assert np.array_equal(ours.values.codes, theirs.values.codes)
-    assert ours.index is theirs.index or ours.index.equals(theirs.index) and type(ours.index) is type(theirs.index)
+    assert ours.index.equals(theirs.index) and type(ours.index) is type(theirs.index)
     assert ours.name == theirs.name and ours.flags.allows_duplicate_labels and not ours.attrs
+
+
+def assert_same_index_object(ours: pd.Series, theirs: pd.Series, given: pd.Series):
+    """The given Series' index itself where pandas gives it (cut), a view of it where pandas does (astype)."""
+    assert (ours.index is given.index) == (theirs.index is given.index)
+    assert np.shares_memory(np.asarray(ours.index), np.asarray(given.index)) == np.shares_memory(
+        np.asarray(theirs.index), np.asarray(given.index))
 
 
 @SETTINGS
@@ -89,6 +97,7 @@ def test_a_categorical_cast_is_pandas_own_on_first_and_later_calls(cast, repeat)
             continue
         assert error is None, f"pandas raises {error!r}"
         assert_same_series(answer, expected)
+        assert_same_index_object(answer, expected, series)
 
 
 def _compiled_kind(series: pd.Series, dtype) -> bool:
@@ -167,6 +176,115 @@ def test_a_frames_categorical_cast_is_pandas_own(cast):
             assert answer[name].dtype == expected[name].dtype
 
 
+EDGES = [[0, 16, 32, 64, 200], [0.0, 16.5, 80.0], [-0.0, 1, 2.5], [0, 0, 10, 20], [-np.inf, 0, np.inf], [5, 1],
+         (0, 10), [2**53, 2**53 + 1, 2**60]]
+
+
+@st.composite
+def cuts(draw):
+    """(Series, pd.cut's keyword arguments): float64 or int64 values at, between and beyond the edges."""
+    edges = draw(st.sampled_from(EDGES))
+    if draw(st.booleans()):
+        edges = np.array(edges, dtype=draw(st.sampled_from([np.float64, np.int64] if all(
+            type(e) is int for e in edges) else [np.float64])))
+    pool = [-1.0, 0.0, 0.5, 16.0, 16.5, 31.9, 64.0, 200.0, 1e9, 2.0**53 + 1, np.inf]
+    kind = draw(st.sampled_from([np.float64, np.int64]))
+    values = draw(st.lists(st.sampled_from(pool + ([np.nan] if kind is np.float64 else [])), min_size=1, max_size=8))
+    if kind is np.int64:
+        values = [int(v) for v in values if np.isfinite(v)] or [0]
+    series = pd.Series(values, dtype=kind, name=draw(st.sampled_from([None, "Age"])),
+                       index=draw(st.sampled_from([None, "shifted"])) and pd.RangeIndex(len(values)) * 2 + 3)
+    intervals = max(len(edges) - 1, 1)
+    labels = draw(st.sampled_from([None, False, "str", "int", "float", "repeated"]))
+    labels = {"str": [f"band{i}" for i in range(intervals)], "int": list(range(intervals)),
+              "float": [i + 0.5 for i in range(intervals)], "repeated": ["a"] * intervals}.get(labels, labels)
+    options = dict(bins=edges, labels=labels, right=draw(st.booleans()), include_lowest=draw(st.booleans()),
+                   duplicates=draw(st.sampled_from(["raise", "drop"])), precision=draw(st.sampled_from([3, 1])))
+    if labels not in (None, False):
+        options["ordered"] = draw(st.booleans())
+    return series, options
+
+
+@SETTINGS
+@given(cuts())
+def test_a_cut_is_pandas_own_on_first_and_later_calls(cut):
+    series, options = cut
+    kernel = CompiledCut()
+    try:
+        expected, error = pd.cut(series, **options), None
+    except Exception as raised:  # noqa: BLE001
+        expected, error = None, raised
+    answered = 0
+    for _ in range(2):
+        try:
+            answer = kernel(series, **options)
+        except Unsupported:
+            continue
+        except Exception as raised:  # noqa: BLE001 (pandas' own first call raising: the call runs as written)
+            assert error is not None and type(raised) is type(error)
+            continue
+        assert error is None
+        answered += 1
+        assert_same_index_object(answer, expected, series)
+        if isinstance(expected.dtype, pd.CategoricalDtype):
+            assert_same_series(answer, expected)
+        else:
+            pd.testing.assert_series_equal(answer, expected, check_exact=True, check_index_type=True)
+            assert answer.to_numpy().tobytes() == expected.to_numpy().tobytes()
+    assert answered == 2 or error is not None or options["labels"] == ["a"] * (len(options["bins"]) - 1)
+
+
+def test_cuts_the_kernel_does_not_take_run_as_written():
+    kernel, ages = CompiledCut(), pd.Series([1.0, 20.0])
+    for args, options in [((ages, 3), {}), ((ages, [0, 10, 30]), {"retbins": True}), ((ages.astype("Float64"), [0, 30]), {}),
+                          ((ages.to_numpy(), [0, 30]), {}), ((ages, [0, np.float32(30)]), {}),
+                          ((ages, pd.IntervalIndex.from_breaks([0, 30])), {}), ((ages,), {})]:
+        with pytest.raises(Unsupported):
+            kernel(*args, **options)
+
+
+def test_each_answer_has_categories_of_its_own():
+    """pandas builds a dtype per call: naming one answer's categories leaves the next answers' alone."""
+    kernel, cut = CompiledAstypeCategory(), CompiledCut()
+    words, ages = pd.Series(["b", "a"]), pd.Series([3.0, 40.0])
+    for make in (lambda: kernel(words, "category"), lambda: cut(ages, [0, 18, 99], labels=["young", "old"])):
+        first = make()
+        first.cat.categories.name = "mine"
+        assert make().cat.categories.name is None and make().cat.categories.name is None
+
+
+def test_pandas_text_options_are_part_of_what_is_kept():
+    kernel, words = CompiledAstypeCategory(), pd.Series(["b", "a"], dtype=object)
+    kernel(words, "category")
+    for _ in range(2):
+        with pd.option_context("future.infer_string", False):
+            assert_same_series(kernel(words, "category"), words.astype("category"))
+    assert kernel(words, "category").cat.categories.dtype == words.astype("category").cat.categories.dtype
+
+
+def test_what_is_kept_stays_small():
+    """Only sets of a few distinct values keep their dtype; a given dtype is never kept (its Index keeps
+    its own hash table): a function building one per call, or of id-like values, keeps nothing."""
+    kernel = CompiledAstypeCategory()
+    ids = pd.Series([f"id{i}" for i in range(200)])
+    assert_same_series(kernel(ids, "category"), ids.astype("category"))
+    zips = pd.CategoricalDtype([f"{i:05d}" for i in range(50_000)])
+    one = pd.Series(["00042"])
+    assert_same_series(kernel(one, zips), one.astype(zips))
+    assert kernel.__dict__ == {"_inferred": {}}
+
+
+def test_a_frames_missing_dtypes_leave_columns_as_they_are():
+    frame = pd.DataFrame({"a": ["x", "y"], "b": [1, 2], "c": [0.5, 1.5]})
+    for missing in (np.float64("nan"), np.float32("nan"), None, float("nan")):
+        casts = {"a": "category", "b": missing, "c": missing}
+        assert_same_frame(CompiledFrameAstype()(frame, casts), frame.astype(casts))
+    for casts in ({"a": "category", "c": "float32"}, {"a": "category", "c": "category"}):  # (floats: refused first)
+        kernel = CompiledFrameAstype()
+        with pytest.raises(Unsupported):
+            kernel(frame, casts)
+
+
 CITY = pd.CategoricalDtype(["lima", "oslo", "paris", "rome"])
 CATEGORICAL = ["device", "plan"]
 
@@ -177,6 +295,7 @@ def cast(frame):
     for column in CATEGORICAL:  # (a loop: each cast a call site)
         X[column] = X[column].astype("category")
     X["city"] = X["city"].astype(CITY)
+    X["age_band"] = pd.cut(X["age"], [0, 18, 35, 60, 120], labels=["child", "young", "adult", "senior"])
     return X
 
 
@@ -184,7 +303,7 @@ def test_notebook_casts_in_and_outside_loops_are_compiled_to_pandas_own_frames()
     rng = np.random.default_rng(2)
     frame = pd.DataFrame({"device": rng.choice(["ios", "web", None], 50), "plan": rng.choice([3, 5, 8], 50),
                           "city": rng.choice(["paris", "rome", "oslo"], 50), "segment": rng.choice(["a", "b"], 50),
-                          "tier": rng.choice([1, 2], 50)})
+                          "tier": rng.choice([1, 2], 50), "age": rng.uniform(0, 100, 50)})
     optimized = willump.optimize(cast)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", willump.WillumpWarning)
@@ -200,3 +319,14 @@ def test_notebook_casts_in_and_outside_loops_are_compiled_to_pandas_own_frames()
             answer = function(unseen)
         assert answer["city"].isna().all()
         assert [type(w.message) for w in caught if "categories is deprecated" in str(w.message)] == [pd.errors.Pandas4Warning]
+
+
+@pytest.mark.parametrize("call, may", [
+    ('s.astype("category")', True), ("s.astype(CITY)", True), ("s.astype(cfg.city)", True),
+    ("s.astype(pd.CategoricalDtype(['a']))", True), ('s.astype({"a": "category", "b": float})', True),
+    ("s.astype(dtype=CITY)", True), ('s.astype("float32")', False), ("s.astype(int)", False),
+    ("s.astype(np.float32)", False), ('s.astype({"a": float, "b": "int8"})', False), ("s.astype()", False),
+])
+def test_only_casts_that_may_be_to_categories_are_call_sites(call, may):
+    """Other casts stay plain calls: a call site's cost is not paid for casts no kernel here answers."""
+    assert may_cast_to_categories(ast.parse(call, mode="eval").body) is may

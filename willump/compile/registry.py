@@ -19,7 +19,7 @@ from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, 
 from willump.compile import (
     bayes, composites, encoders, linear, meta, preprocessing, sktrees, sparse, tables, tfidf, trees,
 )
-from willump.compile.categories import ASTYPE, CompiledFrameAstype
+from willump.compile.categories import ASTYPE, CompiledCut, CompiledFrameAstype
 from willump.compile.datetimes import CompiledDatetimeField, CompiledToDatetime, datetime_field
 from willump.compile.dummies import CompiledGetDummies
 from willump.compile.dense import CompiledColumnStack, CompiledConcat, CompiledNumpyHstack
@@ -108,6 +108,7 @@ FUNCTION_KERNELS = {
     pd.DataFrame: CompiledFrameConstructor(),
     pd.to_datetime: CompiledToDatetime(),
     pd.get_dummies: CompiledGetDummies(),
+    pd.cut: CompiledCut(),
     datetime_field: CompiledDatetimeField(),
     operator.getitem: tables.CompiledSelection(),
     column_str_method: CompiledColumnLower(),
@@ -121,7 +122,7 @@ FUNCTION_KERNELS = {
     composites.columns: composites.CompiledColumnHelper(composites.columns),
 }
 FUNCTION_NAMES = {
-    "hstack", "column_stack", "concat", "DataFrame", "to_datetime", "get_dummies", composites.UNION_STACK,
+    "hstack", "column_stack", "concat", "DataFrame", "to_datetime", "get_dummies", "cut", composites.UNION_STACK,
     composites.COLUMN_STACK,
     composites.COLUMN_INPUT, composites.COLUMNS,
 }

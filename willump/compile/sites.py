@@ -25,6 +25,7 @@ from willump.compile import registry
 from willump.compile.parallel import SERIAL, WORTH_A_THREAD
 from willump.compile.datetimes import FIELDS as DATETIME_FIELDS
 from willump.compile.datetimes import datetime_field
+from willump.compile.categories import may_cast_to_categories
 from willump.compile.columns import column_read
 from willump.compile.expressions import OPERAND, PLAIN, expression_function, is_element_wise, leading_operand
 from willump.compile.forms import Columns, Deferred, DeferredMethod, Unsupported
@@ -408,7 +409,7 @@ class _Rewriter(ast.NodeTransformer):
             return self._helper_site(node, written, column_str_method, COLUMN_STR, arguments, [])
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-        if name not in registry.NAMES or name.startswith(SITE_PREFIX):
+        if name not in registry.NAMES or name.startswith(SITE_PREFIX) or (name == "astype" and not may_cast_to_categories(node)):
             return self._plain_call(node, written)
         site = self.make_site(node, written)
         self.sites.append(site)
