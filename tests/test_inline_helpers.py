@@ -109,6 +109,30 @@ def imported_blocks(df):
 imported_model = None
 
 
+def shouting(df):
+    return df["tweet"].str.count("!") / (df["tweet"].str.len() + 1)
+
+
+class Weighted:
+    """A model of a frame's columns (willump builds a graph on its call)."""
+
+    def predict(self, X):
+        return X.to_numpy() @ np.arange(1.0, X.shape[1] + 1)
+
+
+weighted_model = Weighted()
+
+
+def helper_in_a_frame(df):
+    X = pd.DataFrame({"shouting": shouting(df), "marks": df["tweet"].str.count("#")})
+    return weighted_model.predict(X)
+
+
+def helper_after_a_spread(df):
+    X = pd.DataFrame({**{"marks": df["tweet"].str.count("#")}, "shouting": shouting(df)})
+    return weighted_model.predict(X)
+
+
 def make_closure_predict(vectorizer):
     """A decorated closure calling a closure helper; the helper's 'vectorizer' is no name of predict's."""
 
@@ -193,6 +217,20 @@ def test_a_helper_per_block_of_the_concatenation():
     assert [ifv.name for ifv in f.graph.ifvs] == ["text_features", "meta_features"]
     assert [ifv.columns for ifv in f.graph.ifvs] == [("tweet",), ("tweet",)]
     assert set(f.explain_compilation()["status"]) == {"compiled"}
+
+
+def test_a_helper_in_a_dict_display_is_read_in():
+    """``pd.DataFrame({"a": helper(df), ...})``: only constants run before the helper's call, so it is read in."""
+    f = optimized(helper_in_a_frame)
+    assert_exact(f, tweets_of(200))
+    table = f.explain_compilation()
+    read_in = table[table["line"] == shouting.__code__.co_firstlineno + 1]
+    assert len(read_in) and set(read_in["status"]) == {"compiled"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WillumpWarning)
+        spread = willump.optimize(helper_after_a_spread)  # (after a ``**``: code may have run, one call)
+    assert_exact(spread, tweets_of(200))
+    assert shouting.__code__.co_firstlineno + 1 not in set(spread.explain_compilation()["line"])
 
 
 def test_helpers_calling_helpers_with_defaults_and_keywords():

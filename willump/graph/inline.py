@@ -363,7 +363,8 @@ def _value_of(statement: ast.stmt) -> ast.expr | None:
 def _calls_in_order(value: ast.expr, statement: ast.stmt) -> list:
     """(call, hoistable) for the calls ``value`` always evaluates, in the order they run.
 
-    Hoistable: only names, constants, attribute reads and displays run before it in the statement
+    Hoistable: only names, constants, attribute reads and displays (lists, tuples, dicts without ``**``)
+    run before it in the statement
     (its own callee and arguments run before its body anyway), so running it first changes nothing.
     A call read in leaves a name, and the statement is searched again.
     """
@@ -379,6 +380,11 @@ def _calls_in_order(value: ast.expr, statement: ast.stmt) -> list:
                 pure = visit(keyword.value, pure)
             found.append((node, pure_before))
             return False
+        if isinstance(node, ast.Dict):  # keys and values in order (hashed once all are built, but for ``**``)
+            pure = pure_before
+            for key, item in zip(node.keys, node.values):
+                pure = visit(item, visit(key, pure) if key is not None else pure) and key is not None
+            return pure
         if isinstance(node, (ast.Attribute, ast.Subscript, ast.BinOp, ast.UnaryOp, ast.List, ast.Tuple)):
             pure = pure_before
             for child in ast.iter_child_nodes(node):
