@@ -191,7 +191,7 @@ def _not_compiled(kind: type, name: str) -> str:
             "reason is named by a WillumpWarning at decoration"
         )
     package = kind.__module__.partition(".")[0]
-    owner = kind.__name__ if package == "sklearn" else f"{package}'s {kind.__name__}"  # (xgboost's Booster, not LightGBM's)
+    owner = kind.__name__ if package in ("sklearn", "pandas", "numpy") else f"{package}'s {kind.__name__}"  # (xgboost's Booster)
     return f"{owner}.{name} is not an operator willump compiles"
 
 
