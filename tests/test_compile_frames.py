@@ -138,6 +138,31 @@ def test_reindexing_columns_gives_pandas_frame(frame, data):
     assert compiled or not frame.columns.is_unique or fill == "x"
 
 
+@hypothesis_settings(200)
+@given(frames_of(), st.data())
+def test_reindexing_columns_to_an_index_gives_pandas_frame(frame, data):
+    """``X.reindex(columns=train.columns, ...)``: pandas keeps the given Index itself (and gives a shallow
+    copy when it is identical to the frame's)."""
+    names = data.draw(st.sampled_from([list(frame.columns), None]))
+    if names is None:
+        names = data.draw(st.lists(st.sampled_from(list(frame.columns) + ["new", "q r"]), max_size=6, unique=True))
+    columns = pd.Index(names, dtype=data.draw(st.sampled_from([object, "str", None])),
+                       name=data.draw(st.sampled_from([None, None, "features"])))
+    fill = data.draw(st.sampled_from([0, 1.5, None]))
+    result = [None]
+
+    def kernel():
+        result[0] = frames.reindex_columns(frame, columns, fill)
+        return result[0]
+
+    expected = frame.reindex(columns=columns, fill_value=fill)
+    compiled = pandas_or_refusal(kernel, lambda: frame.reindex(columns=columns, fill_value=fill), [frame])
+    assert compiled or not frame.columns.is_unique
+    if compiled:
+        assert (result[0].columns is columns) == (expected.columns is columns)
+        assert (result[0].columns is frame.columns) == (expected.columns is frame.columns)
+
+
 TEXT_KINDS = {  # columns of other blocks than numbers: pandas' own take of each
     "object": lambda words: np.array(words, dtype=object), "str": lambda words: pd.array(words, dtype="str"),
     "string": lambda words: pd.array(words, dtype="string"), "category": lambda words: pd.Categorical(words),

@@ -162,24 +162,32 @@ _reindexed = {}  # (the frame's names and their Index's name, the names asked fo
 
 
 def reindex_columns(frame, columns, fill_value=None) -> pd.DataFrame:
-    """``frame.reindex(columns=names, fill_value=number)`` for a list of str (``pd.get_dummies``' columns
-    made the training ones): pandas' own steps, ``Index.reindex`` of the columns (over half of a one-row
+    """``frame.reindex(columns=names, fill_value=number)`` for a list or an Index of str (``pd.get_dummies``'
+    columns made the training ones): pandas' own steps (an Index identical to the frame's: a shallow copy), ``Index.reindex`` of the columns (over half of a one-row
     call: an Index of the names, their positions) done once per pair of name lists, a view of its Index
     given to each frame; then ``_reindex_with_indexers``, which fills the missing columns."""
     frame = plain_frame(frame, numbers=False)
-    if type(columns) is not list or not all(type(c) is str for c in columns):
-        raise Unsupported("columns other than a list of str")
     if fill_value is not None and type(fill_value) not in (int, float, bool):
         raise Unsupported("a fill_value other than a number")
     own = frame.columns
-    key = (_str_names_in(own), *_name_key(own.name), tuple(columns))
+    given = type(columns) is pd.Index  # (the training frame's ``.columns``: pandas keeps that Index itself)
+    if given:
+        if own.identical(columns):  # (pandas' shortcut)
+            return frame.copy(deep=False)
+        names = _str_names_in(columns)
+    elif type(columns) is list and all(type(c) is str for c in columns):
+        names = tuple(columns)
+    else:
+        raise Unsupported("columns other than a list or an Index of str")
+    key = (_str_names_in(own), *_name_key(own.name), names, given and _name_key(columns.name), given and columns.dtype)
     found = _reindexed.get(key)
     if found is None:
         if len(_reindexed) > 1000:
             _reindexed.clear()
         found = _reindexed[key] = own.reindex(columns)
     target, indexer = found
-    result = frame._reindex_with_indexers({1: [target._view(), indexer]}, fill_value=fill_value, allow_dups=False)
+    target = columns if given else target._view()  # (a list: pandas builds an Index of it each call)
+    result = frame._reindex_with_indexers({1: [target, indexer]}, fill_value=fill_value, allow_dups=False)
     return result.__finalize__(frame, method="reindex")
 
 
