@@ -177,7 +177,7 @@ def test_a_frames_categorical_cast_is_pandas_own(cast):
 
 
 EDGES = [[0, 16, 32, 64, 200], [0.0, 16.5, 80.0], [-0.0, 1, 2.5], [0, 0, 10, 20], [-np.inf, 0, np.inf], [5, 1],
-         (0, 10), [2**53, 2**53 + 1, 2**60]]
+         (0, 10), [2**53, 2**53 + 1, 2**60], [0, 2**62 + 1, 2**64 - 1]]  # (the last: uint64 edges)
 
 
 @st.composite
@@ -185,13 +185,16 @@ def cuts(draw):
     """(Series, pd.cut's keyword arguments): float64 or int64 values at, between and beyond the edges."""
     edges = draw(st.sampled_from(EDGES))
     if draw(st.booleans()):
-        edges = np.array(edges, dtype=draw(st.sampled_from([np.float64, np.int64] if all(
+        whole = np.uint64 if max(edges) >= 2**63 else np.int64
+        edges = np.array(edges, dtype=draw(st.sampled_from([np.float64, whole] if all(
             type(e) is int for e in edges) else [np.float64])))
-    pool = [-1.0, 0.0, 0.5, 16.0, 16.5, 31.9, 64.0, 200.0, 1e9, 2.0**53 + 1, np.inf]
+    pool = [-1.0, 0.0, 0.5, 16.0, 16.5, 31.9, 64.0, 200.0, 1e9, 2.0**53 + 1, np.inf, 2**62 + 2, 2**62 + 1]
     kind = draw(st.sampled_from([np.float64, np.int64]))
     values = draw(st.lists(st.sampled_from(pool + ([np.nan] if kind is np.float64 else [])), min_size=1, max_size=8))
     if kind is np.int64:
         values = [int(v) for v in values if np.isfinite(v)] or [0]
+    else:
+        values = [float(v) for v in values]
     series = pd.Series(values, dtype=kind, name=draw(st.sampled_from([None, "Age"])),
                        index=draw(st.sampled_from([None, "shifted"])) and pd.RangeIndex(len(values)) * 2 + 3)
     intervals = max(len(edges) - 1, 1)

@@ -262,9 +262,13 @@ class CompiledCut:
 def _interval_codes(x: pd.Series, edges: np.ndarray, right: bool, include_lowest: bool) -> tuple:
     """(each value's interval, from 0, as int64; where it is missing or outside the edges), as
     ``_bins_to_cuts`` finds them: the numpy ``searchsorted`` pandas' ``Index.searchsorted`` makes
-    for numbers (ints cast to the edges' int dtype, which for int64 values changes nothing)."""
-    values = x._values
-    ids = np.searchsorted(edges, values, side="left" if right else "right").astype(np.intp, copy=False)
+    for numbers (int values cast to the edges' int dtype when they all fit in it, as pandas casts them)."""
+    values = searched = x._values
+    if edges.dtype.kind in "iu" and values.dtype.kind in "iu":  # (algorithms.searchsorted: ints searched as the edges')
+        bounds = np.iinfo(edges.dtype)
+        if (values >= bounds.min).all() and (values <= bounds.max).all():
+            searched = values.astype(edges.dtype)
+    ids = np.searchsorted(edges, searched, side="left" if right else "right").astype(np.intp, copy=False)
     if include_lowest:
         ids[values == edges[0]] = 1
     missing = (ids == len(edges)) | (ids == 0)
