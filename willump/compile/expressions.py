@@ -39,7 +39,7 @@ from pandas.core import nanops
 from willump.compile import frames
 from willump.compile.categories import ASTYPE, categorical_dtype
 from willump.compile.columns import check_attribute_column, column_read, plain_attribute
-from willump.compile.forms import Deferred, Unsupported, series_of
+from willump.compile.forms import Deferred, Unsupported, python_number, series_of
 from willump.compile.strings import string_method
 
 BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
@@ -771,8 +771,7 @@ def _threshold(number, dtype: np.dtype, method: str):
     """The number as pandas' np_can_hold_element casts it to the Series' dtype; Unsupported where
     pandas would change the dtype. numpy's float64 and int64 (what ``median()``, ``mean()`` and ``max()``
     give) are read as the Python float and int they hold, as pandas reads them."""
-    if type(number) in _NUMPY_SCALARS:
-        number = _NUMPY_SCALARS[type(number)](number)
+    number = python_number(number)
     if type(number) not in (int, float):
         raise Unsupported(f"{method} with a {type(number).__name__}")
     if dtype.kind == "f":
@@ -785,7 +784,6 @@ def _threshold(number, dtype: np.dtype, method: str):
 
 
 _EXACT_FLOAT = 2**53
-_NUMPY_SCALARS = {np.float64: float, np.int64: int}
 
 
 def _selected_blocks(frame, key) -> tuple:

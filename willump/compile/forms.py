@@ -79,6 +79,13 @@ class Deferred:
         """Stop sharing the caller's objects, before code that may change them in place runs."""
 
 
+def python_number(value):
+    """numpy's float64 and int64 (what ``median()``, ``mean()`` and ``max()`` give) as the Python float and
+    int they hold, as pandas reads them; any other value as it is."""
+    kind = type(value)
+    return float(value) if kind is np.float64 else int(value) if kind is np.int64 else value
+
+
 def series_of(values: np.ndarray, index: pd.Index, name) -> pd.Series:
     """``pd.Series(values, index=index, name=name, copy=False)`` of a numpy array, without the constructor's checks."""
     manager = SingleBlockManager.from_array(values, index)

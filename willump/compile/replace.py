@@ -20,13 +20,12 @@ dtype run as written.
 import numpy as np
 import pandas as pd
 
-from willump.compile.forms import ReceiverKernel, Unsupported, series_of
+from willump.compile.forms import ReceiverKernel, Unsupported, python_number, series_of
 from willump.compile.maps import ARROW_STR, STR, strings
 
 _MANY_ROWS = 256  # text: beyond, pandas' vectorized comparisons are faster than a dict, value by value
 _EXACT = 2**53  # ints beyond are not all exact float64s
 _INT64 = 2**63
-_NUMPY_NUMBERS = {np.float64: float, np.int64: int}
 
 
 class CompiledReplace(ReceiverKernel):
@@ -65,7 +64,7 @@ def _pairs(to_replace, value) -> list:
 
 def _number(value):
     """A Python int or float (numpy's float64 and int64 as the numbers they hold), else None."""
-    value = _NUMPY_NUMBERS.get(type(value), lambda v: v)(value)
+    value = python_number(value)
     return value if type(value) in (int, float) else None
 
 
