@@ -271,6 +271,8 @@ NUMPY_NUMBERS = [  # (expression, a, n, compiled): median(), mean() and max() gi
     ("a.fillna(n).round().astype(int)", pd.Series([np.inf, 2.0]), np.float64(1.0), False),  # pandas raises
     ("a.round().astype(int)", pd.Series([1e15, -2.5, 0.5]), None, True),  # (to 0 decimals: numpy's rint, quiet)
     ("a.round(2)", pd.Series([1e308, 2.345]), None, True),  # (overflows to inf and warns, as pandas does)
+    ("a.clip(0, n)", pd.Series([-1.0, 5.0, np.nan, 50.0]), np.float64("nan"), True),  # (a NaN bound is ignored)
+    ("a.clip(upper=n)", pd.Series([-1.0, 5.0]), np.float64("nan"), False),  # (no bound: pandas gives the Series)
 ]
 
 

@@ -362,3 +362,12 @@ def test_invalid_utf8_in_pyarrow_runs_as_written():
             assert_same_series(result, expected)
         else:
             np.testing.assert_array_equal(result, expected, strict=True)
+
+
+def test_numpy_str_values_in_python_backed_strings_run_as_written():
+    """pandas keeps numpy's str_ objects in a Python-backed string array (a frame built from numpy's strings):
+    they compare equal to literals, so they are not missing values; the call runs as written."""
+    frame = pd.DataFrame({"text": pd.array(list(np.array(["a", "b", "a"])), dtype=pd.StringDtype("python"))})
+    for call in ('frame["text"] == "a"', 's.isin(["a", "b"])'):
+        both = answers(STRING_PIPELINES.get(call) or _string_pipeline(call), frame["text"], frame)
+        assert_same_series(*both)

@@ -236,10 +236,13 @@ class CompiledCut:
         x = options.pop("x")
         if type(x) is not pd.Series or x.dtype not in (np.float64, np.int64) or options.pop("retbins") is not False:
             raise Unsupported("a cut of other than a float64 or int64 Series, or retbins")
-        key = (x.dtype, _edges_key(options["bins"]), _labels_key(options["labels"]), *_options_key(options))
+        text = (using_string_dtype(), pd.get_option("mode.string_storage"))  # (str labels' categories)
+        key = (x.dtype, text, _edges_key(options["bins"]), _labels_key(options["labels"]), *_options_key(options))
         kept = self._edges.get(key)
-        if kept is None:  # (pandas' answer; its edges and dtype kept for the next calls)
+        if kept is None:  # (pandas' answer; its edges and dtype kept for the next calls, when few and moderate)
             answer, edges = pd.cut(x, retbins=True, **options)
+            if not _keepable(edges, answer.dtype, options["labels"]):
+                return answer
             if len(self._edges) >= _KEPT:
                 self._edges.clear()
             self._edges[key] = edges, _copied(answer.dtype) if isinstance(answer.dtype, pd.CategoricalDtype) else None
@@ -257,6 +260,19 @@ class CompiledCut:
     @staticmethod
     def still_valid() -> bool:
         return True
+
+
+def _keepable(edges: np.ndarray, dtype, labels) -> bool:
+    """Whether pandas' answer for these edges is the same each call without building its labels: a few
+    edges (a new array of thousands each call would be kept for nothing), and intervals pandas labels
+    without overflowing (huge edges warn, or collapse into fewer categories, on every call)."""
+    if len(edges) > _FEW_CATEGORIES + 1:
+        return False
+    if labels is None:
+        finite = edges[np.isfinite(edges)] if edges.dtype.kind == "f" else edges
+        moderate = not len(finite) or float(np.abs(finite.astype(np.float64)).max()) < 1e200
+        return moderate and len(dtype.categories) == len(edges) - 1
+    return True
 
 
 def _interval_codes(x: pd.Series, edges: np.ndarray, right: bool, include_lowest: bool) -> tuple:

@@ -743,7 +743,8 @@ def _put(array, mask, number):
 def _clip(lower, upper, dtype):
     """NDFrame.clip with numbers: NaN bounds ignored, bounds swapped into order, then for each
     ``where(isna | self >= lower, lower)`` and ``where(isna | self <= upper, upper)``."""
-    bounds = [None if b is None or (type(b) is float and b != b) else b for b in (lower, upper)]
+    bounds = [python_number(b) for b in (lower, upper)]  # (np.float64("nan") is a NaN bound too)
+    bounds = [None if b is None or (type(b) is float and b != b) else b for b in bounds]
     lower, upper = bounds
     if lower is None and upper is None:
         raise Unsupported("clip with no bound but NaN (pandas gives the Series itself)")

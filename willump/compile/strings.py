@@ -296,6 +296,9 @@ class StringComparison(StringMethod):
         return ~equal if self.negated else equal
 
 
+_ISIN_ROWS = 256  # (from ~1,000 rows pandas' hash table of the literals is faster than comparing each)
+
+
 class StringIsin(StringMethod):
     """``values.isin(literals)`` of strings: bools, True where a value is one of the literals, a missing
     value never (object arrays, Python-backed and pyarrow ``str`` and ``string``: numpy bools in each)."""
@@ -304,6 +307,8 @@ class StringIsin(StringMethod):
         super().__init__("equals", literals, column, attribute)
 
     def _values(self, values):
+        if len(values) > _ISIN_ROWS:
+            raise Unsupported(f"more than {_ISIN_ROWS} rows (pandas' hash table is faster)")
         documents, missing = _documents_and_missing(values)
         found = _method_counts(documents.codes, documents.offsets, *self.pattern_codes, _METHODS["equals"]).astype(bool)
         if missing is not None:
@@ -393,8 +398,8 @@ def _read_documents_and_missing(values) -> tuple:
         raise Unsupported(f".str of values stored as {values.dtype!r}")
     missing = [type(v) is not str for v in items]
     if any(missing):
-        if type(values) is np.ndarray and not all(v is None or (type(v) is float and v != v) for v in items if type(v) is not str):
-            raise Unsupported("a value that is neither a str nor None or NaN (pandas gives NaN for it)")
+        if not all(v is None or v is pd.NA or (type(v) is float and v != v) for v in items if type(v) is not str):
+            raise Unsupported("a value that is neither a str nor missing (numpy's str_, numbers...)")
         items = ["" if m else v for v, m in zip(items, missing)]
         return CodePoints(*encode(items)), np.array(missing)
     return CodePoints(*encode(items)), None
