@@ -5,13 +5,15 @@ pandas' cast to ``"category"`` (``Categorical(values, dtype=CategoricalDtype())`
 sorts the distinct ones into the categories and builds a new ``CategoricalDtype`` and its Index: ~170 µs
 for a column of one row, most of a LightGBM notebook's one-row call that casts its text columns in a
 ``for column in CATEGORICAL:`` loop. Here the dtype pandas built for a set of distinct values (of a
-Series' dtype) is kept, and a value's code is looked up in a dict: the answer is pandas' own dtype, and
-codes of pandas' dtype (``coerce_indexer_dtype``) in a Series of the Series' index and name. A given
-``CategoricalDtype`` with categories is the result's dtype itself, as pandas gives it back; the codes of
-its categories are kept by dtype (a value among none of them runs as written: pandas warns). Compiled: a Series of at most 2,048 rows, without attrs, of Python
-``str`` values (object or pandas' string dtypes; None, NaN and NA missing) or of numpy ints, cast to
-categories of the same kind (str or int); others (floats, categories of other kinds, more rows, where
-pandas' hash tables factorize faster) run as written.
+Series' dtype and pandas' text options) is kept for a set of up to 64 values, each answer a copy of its
+own, and a value's code is looked up in a dict: the answer is pandas' own dtype, and codes of pandas'
+dtype (``coerce_indexer_dtype``) in a Series of a view of the Series' index and its name. A given
+``CategoricalDtype`` with categories is the result's dtype itself, as pandas gives it back; codes are
+pandas' ``get_indexer_for`` of its categories (a value among none of them runs as written: pandas
+warns). Compiled: a Series of at most 256 rows, without attrs, of Python ``str`` values (object or
+pandas' string dtypes; None, NaN and NA missing) or of numpy ints, cast to categories of the same kind
+(str or int); others (floats, categories of other kinds, more rows, where pandas' hash tables factorize
+faster) run as written.
 
 ``pd.cut`` of a float64 or int64 Series by edges written as a list or tuple of numbers or given as an
 array (not a number of bins, which depends on the values): pandas' first answer for those edges and
@@ -60,7 +62,7 @@ class CompiledAstypeCategory(ReceiverKernel):
             raise Unsupported("no values, only missing ones")
         if len(distinct) > _FEW_CATEGORIES:
             return series.astype(dtype)
-        text = (using_string_dtype(), pd.get_option("mode.string_storage")) if series.dtype == object else None
+        text = _text_options() if series.dtype == object else None
         key = (series.dtype, text, type(dtype) is not str and dtype.ordered is True, distinct)
         kept = self._inferred.get(key)
         if kept is None:  # (pandas' categories and their dtype for this set kept, once it took them)
@@ -73,6 +75,11 @@ class CompiledAstypeCategory(ReceiverKernel):
         categories, lookup = kept
         return _categorical_series(series, [lookup.get(v, -1) for v in values], _copied(categories),
                                    series.index.view())
+
+
+def _text_options() -> tuple:
+    """The pandas options the dtype it infers for text depends on (object values' categories, str labels')."""
+    return using_string_dtype(), pd.get_option("mode.string_storage")
 
 
 def _copied(dtype: pd.CategoricalDtype) -> pd.CategoricalDtype:
@@ -236,8 +243,8 @@ class CompiledCut:
         x = options.pop("x")
         if type(x) is not pd.Series or x.dtype not in (np.float64, np.int64) or options.pop("retbins") is not False:
             raise Unsupported("a cut of other than a float64 or int64 Series, or retbins")
-        text = (using_string_dtype(), pd.get_option("mode.string_storage"))  # (str labels' categories)
-        key = (x.dtype, text, _edges_key(options["bins"]), _labels_key(options["labels"]), *_options_key(options))
+        key = (x.dtype, _text_options(), _edges_key(options["bins"]), _labels_key(options["labels"]),
+               *_options_key(options))
         kept = self._edges.get(key)
         if kept is None:  # (pandas' answer; its edges and dtype kept for the next calls, when few and moderate)
             answer, edges = pd.cut(x, retbins=True, **options)
@@ -289,7 +296,7 @@ def _interval_codes(x: pd.Series, edges: np.ndarray, right: bool, include_lowest
         ids[values == edges[0]] = 1
     missing = (ids == len(edges)) | (ids == 0)
     if x.dtype.kind == "f":
-        missing |= np.isnan(x._values)
+        missing |= np.isnan(values)
     return ids - 1, missing
 
 
