@@ -33,6 +33,7 @@ from willump.compile import forest, registry
 from willump.compile.forms import Unsupported
 from willump.compile.parallel import SERIAL, Workers
 from willump.compile.sktrees import METHODS, CompiledTrees
+from willump.compile.tables import CompiledSelection
 
 ROWS, GRID = 80, 6  # training rows; values on a grid of this many steps, so that trees split on them
 # (scikit-learn < 1.6 boosts with SAMME.R by default, which is not compiled; >= 1.8 has SAMME only, no parameter)
@@ -294,6 +295,60 @@ def test_dataframes_are_read_as_validate_data_reads_them(kind):
             kernel(frame.to_numpy())
         with pytest.raises(Unsupported):
             kernel(frame.astype({"count": "Int64"}))  # (an extension dtype: converted by scikit-learn)
+
+
+DUMMY_DTYPES = ["bool", "bool", "int64", "float64", "float32", "int8", "uint8"]
+BIG = {"int64": [2 ** 24 + 1, 2 ** 53 + 1, 2 ** 62 + 3, -(2 ** 63)], "float64": [np.nan, 1e39, 2.0 ** 24 + 1, 0.1],
+       "float32": [np.nan, 0.1]}
+
+
+def column_of(dtype: str, values: list) -> np.ndarray:
+    return np.array(values).astype(dtype) if dtype != "bool" else np.array(values) % 2 == 1
+
+
+@hypothesis_settings(max_examples=40)
+@given(st.data())
+def test_frames_with_bool_columns_are_cast_as_scikit_learn_casts_them(data):
+    """``pd.get_dummies``' bool columns alone or beside numbers: scikit-learn casts the frame first, to the
+    dtype its check is given (float32 for trees, float64 for histogram boosting, the frame's common dtype
+    for Bagging and AdaBoost), block by block (an int64 straight to float32); the kernels read the same
+    matrix, from a frame or from selected columns."""
+    family = data.draw(st.sampled_from(sorted(CLASSIFIERS) + ["isolation"]))
+    dtypes = data.draw(st.lists(st.sampled_from(DUMMY_DTYPES), min_size=1, max_size=4).filter(lambda d: "bool" in d))
+    seed = data.draw(st.integers(0, 2 ** 16))
+    rng = np.random.default_rng(seed)
+    names = [f"c{i}" for i in range(len(dtypes))]
+    train = pd.DataFrame({n: column_of(d, rng.integers(0, GRID, ROWS)) for n, d in zip(names, dtypes)})
+    y = np.where(rng.random(ROWS) < 0.5, "no", "yes")
+    model = isolation_forest(data.draw, seed) if family == "isolation" else CLASSIFIERS[family](data.draw, seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(train, y)
+    rows = data.draw(st.integers(1, 12))
+    values = {d: st.sampled_from(list(range(GRID)) + BIG.get(d, [])) for d in set(dtypes)}
+    frame = pd.DataFrame({n: column_of(d, data.draw(st.lists(values[d], min_size=rows, max_size=rows)))
+                          for n, d in zip(names, dtypes)})
+    note(f"{model!r}\n{frame.dtypes.tolist()}\n{frame!r}")
+    check_answers(model, frame, (SERIAL,))
+    wide = frame.assign(other=np.arange(rows))  # (another block beside the selected columns)
+    for method in METHODS[type(model)]:
+        expected = library_answer(model, method, wide[names])
+        got = CompiledTrees(model, method)(CompiledSelection.defer(wide, names)) if expected is not None else None
+        if expected is not None:
+            assert_same(got, expected, method)
+
+
+def test_a_bool_frames_cast_that_overflows_runs_as_written():
+    """An isolation forest takes infinity, but numpy warns when scikit-learn's cast of the frame to
+    float32 makes one of a finite value: the kernel refuses, the call as written warns."""
+    model = IsolationForest(random_state=0).fit(pd.DataFrame({"a": np.arange(50.0) % 7, "b": np.arange(50) % 3 == 1}))
+    frame = pd.DataFrame({"a": [1e39, 2.0], "b": [True, False]})
+    with pytest.warns(RuntimeWarning, match="overflow"):
+        model.score_samples(frame)
+    for given_frame in (frame, CompiledSelection.defer(frame.assign(other=1), ["a", "b"])):
+        with pytest.raises(Unsupported, match="cannot hold"):
+            CompiledTrees(model, "score_samples")(given_frame)
+    assert_same(CompiledTrees(model, "score_samples")(frame.iloc[[1]]), model.score_samples(frame.iloc[[1]]))
 
 
 THREADED = pd.DataFrame({"a": np.sin(np.arange(400)), "b": np.cos(np.arange(400) * 0.7), "c": np.arange(400) % 9})

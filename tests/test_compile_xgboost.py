@@ -28,7 +28,10 @@ except ImportError:  # an optional dependency: pip install willump[xgboost]
         raise
     pytest.skip("xgboost is not installed (pip install willump[xgboost])", allow_module_level=True)
 from willump.compile.forms import Unsupported  # noqa: E402
+from willump.compile.tables import CompiledSelection  # noqa: E402
 from willump.compile.xgbtrees import CompiledXGBoost, CompiledXGBoostBooster, DMatrixOf  # noqa: E402
+
+compiled_selection = CompiledSelection.defer
 
 from answers import assert_compiled_as_written, assert_same_outcome, outcome  # noqa: E402
 
@@ -229,6 +232,28 @@ def test_arrays_and_frames_whatever_the_names_seen_in_fit_are_compiled():
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             assert_same(CompiledXGBoost(model, "predict_proba")(X), model.predict_proba(X))
+
+
+WIDE_INTS = np.array([0, 2**54, 2**54 + 2**31, 2**55, 2**54 + 2**30 + 1, -(2**63), 2**62 + 3], dtype=np.int64)
+
+
+@pytest.mark.parametrize("rows", [slice(None), [4], [0, 4]])
+def test_frame_columns_are_read_as_floats_as_xgboost_reads_them(rows):
+    """Each column cast straight to float32 (2**54 + 2**30 + 1 is 2**54 + 2**31 so, 2**54 through a
+    double, as pandas' interleaving of int64 beside float64 would make it), bools as 0 and 1,
+    1e39 infinity: from a frame and from its selected columns."""
+    rng = np.random.default_rng(0)
+    train = pd.DataFrame({"a": WIDE_INTS[:4].repeat(20), "b": rng.normal(size=80), "c": rng.random(80) < 0.5,
+                          "d": rng.integers(0, 9, 80).astype(np.uint8)})
+    model = xgboost.XGBClassifier(n_estimators=4, max_depth=3).fit(train, (train.a >= 2**54 + 2**31) ^ train.c)
+    frame = pd.DataFrame({"a": WIDE_INTS, "b": [0.1, 1e39, -1e39, np.nan, 0.0, 2.5, -0.3], "c": [True, False] * 3 + [True],
+                          "d": np.arange(7, dtype=np.uint8)}).iloc[rows]
+    kernel = CompiledXGBoost(model, "predict_proba")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        expected = model.predict_proba(frame)
+        assert_same(kernel(frame), expected)
+        assert_same(kernel(compiled_selection(frame.assign(other="x"), ["a", "b", "c", "d"])), expected)
 
 
 def test_half_precision_rows_are_read_as_xgboost_reads_them():

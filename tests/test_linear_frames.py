@@ -158,7 +158,7 @@ def test_a_frame_gets_scikit_learns_answer_or_runs_scikit_learn(frame, which):
     elif got is not REFUSED:
         assert_same(got, expected)
     kinds = {frame[c].dtype.kind if isinstance(frame[c].dtype, np.dtype) else "extension" for c in frame}
-    plain = kinds <= set("if") or kinds <= set("bif") and kinds != {"b"}  # (bools among numbers: get_dummies')
+    plain = kinds <= set("bif")  # (bools alone or among numbers: get_dummies')
     if list(frame.columns) == COLUMNS and plain and np.isfinite(frame.to_numpy(dtype=float)).all():
         assert got is not REFUSED  # every frame of numbers with the names seen in fit is compiled
 

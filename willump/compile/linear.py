@@ -201,14 +201,14 @@ class CompiledLinearModel:
         self._named = named_columns(frame.columns, self.names, self._named)
         if not len(frame):
             raise Unsupported("no rows (scikit-learn raises)")
-        values = _checked_values(frame)
+        values = checked_values(frame)
         check_finite(values, finite=True)
         return values
 
     def _selected_array(self, selection: Columns) -> np.ndarray:
         """``_frame_array`` of the frame the selection stands for: the columns side by side in their
         common dtype, column-major as pandas gives the frame's values (BLAS sums in that order)."""
-        values = selection.named(self.names).numbers()
+        values = columns_values(selection.named(self.names))
         check_finite(values, finite=True)
         return values
 
@@ -321,14 +321,30 @@ def frame_values(frame: pd.DataFrame) -> np.ndarray:
     return interleaved(frame, np.result_type(*dtypes))
 
 
-def _checked_values(frame: pd.DataFrame) -> np.ndarray:
-    """The array ``check_array`` makes of ``frame``: ``frame_values`` of numbers; with bools among numbers
-    (``pd.get_dummies``' columns), of the dtype numpy's ``result_type`` gives them all, as pandas
-    interleaves them into objects and ``check_array`` casts those to that dtype, column-major."""
+def checked_values(frame: pd.DataFrame, dtype=None) -> np.ndarray:
+    """The array ``check_array(frame, dtype)`` makes of ``frame``: ``frame_values`` of numbers; with bools
+    among them (``pd.get_dummies``' columns), scikit-learn first casts the frame to ``dtype`` (None: numpy's
+    ``result_type`` of its dtypes), each block to it, and pandas interleaves the cast blocks."""
     dtypes = {block.dtype for block in frame._mgr.blocks}
-    if np.dtype(bool) in dtypes and len(dtypes) > 1 and all(isinstance(d, np.dtype) and d.kind in "biuf" for d in dtypes):
-        return interleaved(frame, np.result_type(*dtypes))
+    if np.dtype(bool) in dtypes and all(isinstance(d, np.dtype) and d.kind in "biuf" for d in dtypes):
+        return _cast(interleaved, frame, dtype or np.result_type(*dtypes))
     return frame_values(frame)
+
+
+def columns_values(columns: Columns, dtype=None) -> np.ndarray:
+    """``checked_values`` of the frame the columns stand for."""
+    if any(type(a) is np.ndarray and a.dtype == bool for a in columns.arrays()):
+        return _cast(columns.numbers, "biuf", dtype)
+    return columns.numbers()
+
+
+def _cast(build, *args) -> np.ndarray:
+    """``build(*args)``; Unsupported where a cast it makes overflows (numpy warns, at the call as written)."""
+    with np.errstate(over="raise"):
+        try:
+            return build(*args)
+        except FloatingPointError:
+            raise Unsupported("values the cast cannot hold (numpy warns of them)") from None
 
 
 def interleaved(frame: pd.DataFrame, dtype) -> np.ndarray:

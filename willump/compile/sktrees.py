@@ -64,7 +64,7 @@ from willump.compile.forest import (
 from willump.compile.forms import (
     Columns, Deferred, Unsupported, answering, held_attributes, kind_of, same_attributes, stand_in,
 )
-from willump.compile.linear import frame_values, named_columns
+from willump.compile.linear import checked_values, columns_values, named_columns
 from willump.compile.preprocessing import frame_columns
 from willump.compile.parallel import SERIAL
 
@@ -89,6 +89,13 @@ METHODS = {
     AdaBoostClassifier: _CLASSIFY + ("decision_function",),
     AdaBoostRegressor: ("predict",),
 }
+_ITS_OWN = (BaggingClassifier, BaggingRegressor, AdaBoostClassifier, AdaBoostRegressor)  # (check_array(dtype=None))
+
+
+def checked_dtype(kind: type):
+    """The dtype the model's ``check_array`` is given, which a frame with bool columns is cast to
+    first (None: the frame's common dtype; HistGradientBoosting's ``[float64]`` casts any numbers to it)."""
+    return np.dtype(np.float64) if kind in HISTOGRAM else None if kind in _ITS_OWN else np.dtype(np.float32)
 
 
 def tree_forest(trees: list, columns: list, values: list | None = None, sources: list | None = None) -> Forest:
@@ -193,10 +200,12 @@ class CompiledTrees:
             X = X.materialize()  # (the call as written builds it too)
         if type(X) is pd.DataFrame:
             self._named = named_columns(X.columns, self.names, self._named)
-            matrix = labelled_values(frame_columns(X), self._labels, self._tables) if self._labels else frame_values(X)
+            matrix = (labelled_values(frame_columns(X), self._labels, self._tables) if self._labels
+                      else checked_values(X, checked_dtype(self.kind)))
         elif isinstance(X, Columns):  # (frame[columns], a set_output frame: the columns where they are)
             X = X.named(self.names)
-            matrix = labelled_values(X.arrays(), self._labels, self._tables) if self._labels else X.numbers()
+            matrix = (labelled_values(X.arrays(), self._labels, self._tables) if self._labels
+                      else columns_values(X, checked_dtype(self.kind)))
         elif type(X) is np.ndarray:
             if self.names is not None:
                 raise Unsupported("an array given to a model fitted on named features (scikit-learn warns)")
@@ -205,6 +214,8 @@ class CompiledTrees:
             raise Unsupported(f"input of type {kind_of(X)}")
         if matrix.ndim != 2 or matrix.shape[0] == 0 or matrix.shape[1] != self.width:
             raise Unsupported("no rows, or not the model's number of features (scikit-learn raises)")
+        if matrix.dtype == bool:
+            matrix = matrix.view(np.uint8)  # (its 0 and 1, as scikit-learn's conversion gives them)
         if matrix.dtype not in _NUMBERS:
             raise Unsupported(f"{matrix.dtype} values (converted by scikit-learn, not here)")
         return matrix

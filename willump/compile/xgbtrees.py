@@ -32,7 +32,7 @@ from willump.compile.forest import (
 )
 from willump.compile.forms import Columns, Deferred, Unsupported, held_attributes, kind_of, materialized, same_attributes
 from willump.compile.jit import njit
-from willump.compile.linear import frame_values, named_columns
+from willump.compile.linear import interleaved, named_columns
 from willump.compile.parallel import SERIAL
 
 METHODS = {xgboost.XGBClassifier: ("predict_proba", "predict"), xgboost.XGBRegressor: ("predict",),
@@ -126,9 +126,10 @@ def _matrix(X, names: list | None, width: int, named) -> tuple:
     if type(X) is pd.DataFrame:
         if names is not None:  # (fitted without names, XGBoost reads any frame's columns in order)
             named = named_columns(X.columns, names, named)
-        matrix = frame_values(X)
+        matrix = _read_as_floats(interleaved, X, {block.dtype for block in X._mgr.blocks})
     elif isinstance(X, Columns):  # (frame[columns], a set_output frame: the columns where they are)
-        matrix = (X if names is None else X.named(names, "XGBoost")).numbers()
+        X = X if names is None else X.named(names, "XGBoost")
+        matrix = _read_as_floats(lambda columns, dtype: columns.numbers("biuf", dtype), X, {a.dtype for a in X.arrays()})
     elif type(X) is np.ndarray and X.ndim == 2 and X.dtype.kind in "iuf":
         matrix = X
     else:
@@ -136,6 +137,16 @@ def _matrix(X, names: list | None, width: int, named) -> tuple:
     if matrix.shape[0] == 0 or matrix.shape[1] != width:
         raise Unsupported("no rows, or not the model's number of features (XGBoost raises)")
     return matrix, named
+
+
+def _read_as_floats(side_by_side, columns, dtypes: set) -> np.ndarray:
+    """The float32 matrix XGBoost reads of a frame's columns of numpy numbers or bools: each value cast
+    straight to float (a large int64 not rounded to a double first, as pandas' interleaving would;
+    too large a double to infinity, silently)."""
+    if not dtypes or not all(isinstance(d, np.dtype) and d.kind in "biuf" for d in dtypes):
+        raise Unsupported("columns other than numpy numbers and bools")
+    with np.errstate(over="ignore"):
+        return side_by_side(columns, np.float32)
 
 
 class DMatrixOf(Deferred):
