@@ -313,6 +313,25 @@ def test_a_join_fallback_does_not_repeat_preprocessing():
     pd.testing.assert_frame_equal(result, expected)
 
 
+def day_and_month(df):
+    when = pd.to_datetime(df["when"])  # (compiled: its kernel leaves day-first dates to pandas, which warns)
+    return model.predict(np.column_stack([when.dt.day.to_numpy() * 1.0, when.dt.month.to_numpy() * 1.0]))
+
+
+def test_a_call_running_as_written_warns_at_the_users_line():
+    """pandas names the first frame outside it: the call as written runs in one at the user's line."""
+    frame = pd.DataFrame({"when": ["13/01/2020", "14/02/2020"]})
+    optimized = willump.optimize(day_and_month)
+    line = day_and_month.__code__.co_firstlineno + 1
+    for function in (day_and_month, optimized, optimized):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            np.testing.assert_array_equal(function(frame), [14.0, 16.0])
+        [warning] = [w for w in caught if "dayfirst" in str(w.message)]
+        assert (warning.filename, warning.lineno) == (__file__, line)
+    assert optimized.explain_compilation().loc[0, "operator"] == "pandas.to_datetime"
+
+
 def test_warnings_point_at_the_decorated_function():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

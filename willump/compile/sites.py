@@ -64,6 +64,7 @@ class CallSite:
         self._cache = None  # (owner, function, kernel or None, fingerprint)
         self._shared = None  # the kernel, when it is one of registry.RECEIVER_KERNELS
         self._lock = threading.Lock()
+        self.as_written = _as_written  # (rewrite_calls gives one that runs at the user's line: written_at)
 
     def __call__(self, callee, /, *args, **kwargs):
         waiting = getattr(_outstanding, "pending", None)  # results workers are still computing
@@ -80,7 +81,7 @@ class CallSite:
             if deferring and self.overlaps and self.cost >= WORTH_A_THREAD:
                 pending = self.workers.try_submit(self._measured, kernel.defer, inputs, kwargs)
                 if pending is not None:  # computed by a worker while this thread goes on
-                    result = Pending(pending, callee, args, kwargs)
+                    result = Pending(pending, self.as_written, callee, args, kwargs)
                     if getattr(_outstanding, "pending", None) is None:
                         _outstanding.pending = []
                     _outstanding.pending.append(result)
@@ -102,7 +103,7 @@ class CallSite:
         _settle()  # an earlier call computed by a worker may have to raise first, as in the original order
         for value in getattr(_outstanding, "kept", None) or ():  # the callee may change its arguments in place
             value.protect()
-        return _as_written(callee, args, kwargs)
+        return self.as_written(callee, args, kwargs)
 
     def _keeps(self, kernel) -> bool:
         """Whether its result may stay in the kernel's form: not once most of the values it kept were
@@ -312,8 +313,8 @@ def _library_operator(value, method: str | None) -> str | None:
 class Pending:
     """A deferred result a worker thread is computing; only call sites ever see it."""
 
-    def __init__(self, future, callee, args, kwargs):
-        self.future, self.callee, self.args, self.kwargs = future, callee, args, kwargs
+    def __init__(self, future, as_written, callee, args, kwargs):
+        self.future, self.as_written, self.callee, self.args, self.kwargs = future, as_written, callee, args, kwargs
 
     _done = False
 
@@ -321,7 +322,7 @@ class Pending:
         if not self._done:
             value = self.future.result()
             if value is _REFUSED:  # the kernel refused this input: the call runs as written
-                value = _as_written(self.callee, self.args, self.kwargs)
+                value = self.as_written(self.callee, self.args, self.kwargs)
             self._value, self._done = value, True
         return self._value
 
@@ -375,6 +376,22 @@ def _converted(value, kind: type, convert):
 def _as_written(callee, args, kwargs):
     """The original call, given real objects."""
     return callee(*[_real(a) for a in args], **{k: _real(v) for k, v in kwargs.items()})
+
+
+def written_at(filename: str, line: int, where: str):
+    """``_as_written`` in a function whose code is at ``filename``'s ``line`` and named ``where``: the
+    warnings pandas and numpy give name the first frame outside them, and tracebacks list it, so that
+    both point at the user's line (``site.as_written``), not at willump. ``where``: "function (file)"."""
+    tree = ast.parse("def as_written(callee, args, kwargs): "
+                     "return callee(*[real(a) for a in args], **{k: real(v) for k, v in kwargs.items()})")
+    ast.increment_lineno(tree, line - 1)
+    namespace = {"real": _real}
+    exec(compile(ast.fix_missing_locations(tree), filename, "exec"), namespace)
+    function = namespace["as_written"]
+    name = where.partition(" (")[0].rpartition(".")[2]  # (where: "qualname (file)", as warnings name it)
+    if name.isidentifier():
+        function.__code__ = function.__code__.replace(co_name=name)
+    return function
 
 
 def _fingerprint(owner) -> int:
@@ -599,12 +616,18 @@ def rewrite_calls(nodes: list, sites: list, workers=SERIAL, filename: str = "<un
     def make_site(call, written, kind=CallSite):
         site = kind(f"{SITE_PREFIX}{len(sites)}", call, workers)
         site.source = written
+        site.as_written = written_at(filename, _line_of(call), where)
         return site
 
     rewriter = _Rewriter(sites, make_site, filename, column_lists or (lambda key: False), plain_calls, where)
     return [ast.fix_missing_locations(rewriter.visit(copy.deepcopy(node))) for node in nodes]
 
 
+
+
+def _line_of(node: ast.expr) -> int:
+    """The line Python gives a call: a method call's is its attribute's last line."""
+    return node.func.end_lineno if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else node.lineno
 
 
 def prepare_kernel(site: CallSite, resolver) -> None:
