@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import willump
 from willump.compile.forms import Unsupported
-from willump.compile.replace import CompiledReplace
+from willump.compile.replace import CompiledFrameReplace, CompiledReplace
 
 SETTINGS = settings(max_examples=300, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -50,11 +50,11 @@ def number_replaces(draw):
     rows = draw(st.integers(1, 8))
     if draw(st.booleans()):
         series = pd.Series(draw(st.lists(st.sampled_from(NUMBERS), min_size=rows, max_size=rows)), dtype=np.float64)
-        keys, replacements = NUMBERS + [np.float64(2.5)], NUMBERS + [np.int64(3), 2**60, "big", True, None]
+        keys, replacements = NUMBERS + [np.float64(2.5), "x", True, 2**60 + 1], NUMBERS + [np.int64(3), 2**60, "big", True, None]
     else:
         series = pd.Series(draw(st.lists(st.sampled_from([0, 1, 7, -3, 2**62]), min_size=rows, max_size=rows)),
                            dtype=np.int64)
-        keys, replacements = [0, 1, 7, np.int64(-3), 1.0, 2**62], [5, -1, np.int64(9), 2**63, 2.5, np.nan, "x"]
+        keys, replacements = [0, 1, 7, np.int64(-3), 1.0, 2**62, np.inf, 0.5, "x"], [5, -1, np.int64(9), 2**63, 2.5, np.nan, "x"]
     return series, draw(spellings(keys, replacements))
 
 
@@ -140,3 +140,95 @@ def test_a_notebooks_title_cell_is_compiled_to_pandas_answer():
 def test_other_replaces_run_as_written(series, args, options):
     with pytest.raises(Unsupported):
         CompiledReplace()(series, *args, **options)
+
+
+COLUMN_KINDS = {
+    "float64": lambda rows, d: np.array(d(st.lists(st.sampled_from(NUMBERS + [-999.0]), min_size=rows, max_size=rows)), float),
+    "int64": lambda rows, d: np.array(d(st.lists(st.sampled_from([0, 1, 7, -999, 2**62]), min_size=rows, max_size=rows))),
+    "bool": lambda rows, d: np.array(d(st.lists(st.booleans(), min_size=rows, max_size=rows))),
+    "float32": lambda rows, d: np.array(d(st.lists(st.sampled_from([0.0, 2.5, np.inf, np.nan]), min_size=rows, max_size=rows)),
+                                        np.float32),
+    "str": lambda rows, d: pd.array(d(st.lists(st.sampled_from(WORDS + ["?", None]), min_size=rows, max_size=rows)), "str"),
+    "object": lambda rows, d: np.array(d(st.lists(st.sampled_from(WORDS + ["?", None, np.nan]), min_size=rows, max_size=rows)),
+                                       object),
+    "datetime": lambda rows, d: pd.date_range("2020-01-01", periods=rows).to_numpy(),
+    "Int64": lambda rows, d: pd.array(d(st.lists(st.sampled_from([0, 1, None]), min_size=rows, max_size=rows)), "Int64"),
+}
+FRAME_KEYS = NUMBERS + [-999, "?", "Dr", "", "Mr", 1, -999.0] * 2 + [True, None, 2**62]
+FRAME_REPLACEMENTS = NUMBERS + ["Rare", "", 0, -1, None, True, 2**63]
+
+
+@st.composite
+def frame_replaces(draw):
+    """(frame, args of replace): columns of several dtypes, in one block per dtype (pandas' constructor) or a
+    block per column (set one by one), maybe a slice of a longer frame."""
+    rows = draw(st.integers(1, 6))
+    common = ["float64", "float64", "int64", "str", "object", "bool"]  # (the others rarer: mostly left as they are)
+    kinds = draw(st.lists(st.sampled_from(common * 3 + sorted(COLUMN_KINDS)), min_size=1, max_size=6))
+    columns = {f"c{i}": COLUMN_KINDS[kind](rows, draw) for i, kind in enumerate(kinds)}
+    if draw(st.booleans()):
+        frame = pd.DataFrame(columns, index=draw(st.sampled_from([None, [f"r{i}" for i in range(rows)]])))
+    else:
+        frame = pd.DataFrame(index=range(rows))
+        for name, values in columns.items():
+            frame[name] = values
+    if draw(st.booleans()):
+        frame = pd.concat([frame, frame]).iloc[::2]
+    return frame, draw(spellings(FRAME_KEYS, FRAME_REPLACEMENTS))
+
+
+def layout(frame: pd.DataFrame) -> list:
+    return [(str(b.dtype), b.mgr_locs.as_array.tolist()) for b in frame._mgr.blocks]
+
+
+def column_memory(frame: pd.DataFrame) -> list:
+    return [np.asarray(frame._get_column_array(i)) for i in range(frame.shape[1])]
+
+
+@settings(SETTINGS, max_examples=600)
+@given(frame_replaces())
+def test_frames_replaced_as_pandas(case):
+    """Values, dtypes, storage, the blocks pandas makes (consolidated after a list's replace), and which
+    columns share the frame's memory (a block holding none of the keys, or matching none)."""
+    frame, args = case
+    expected, error, warned = _pandas(frame, args)
+    try:
+        answer = CompiledFrameReplace()(frame, *args)
+    except Unsupported:
+        return
+    assert error is None and not warned, (error, warned)
+    pd.testing.assert_frame_equal(answer, expected, check_exact=True, check_index_type=True, check_column_type=True)
+    assert layout(answer) == layout(expected)
+    assert [type(answer[c].array) for c in answer] == [type(expected[c].array) for c in expected]
+    for mine, theirs, original in zip(column_memory(answer), column_memory(expected), column_memory(frame)):
+        assert np.shares_memory(mine, original) == np.shares_memory(theirs, original)
+        if theirs.dtype == object:
+            assert [type(v) for v in mine] == [type(v) for v in theirs]
+        elif theirs.dtype.kind == "f":
+            assert mine.tobytes() == theirs.tobytes()
+
+
+def test_the_frame_spellings_notebooks_use_are_compiled():
+    """``X.replace([np.inf, -np.inf], np.nan)`` over ratios beside ints, bools and text; ``replace("?", np.nan)``
+    where no text holds it; a dict of titles."""
+    frame = pd.DataFrame({"ratio": [1.0, np.inf, -np.inf], "count": [1, 2, 3], "flag": [True, False, True],
+                          "title": ["Mr", "Dr", "Mrs"]})
+    frame["late"] = [0.5, np.inf, 2.0]
+    for args in [([np.inf, -np.inf], np.nan), ("?", np.nan), ({"Dr": "Rare"},), (np.inf, 0.0), (-999, np.nan)]:
+        answer = CompiledFrameReplace()(frame, *args)
+        pd.testing.assert_frame_equal(answer, frame.replace(*args), check_exact=True)
+        assert layout(answer) == layout(frame.replace(*args)), args
+
+
+@pytest.mark.parametrize("args, options", [
+    (({"title": {"Dr": "Rare"}},), {}),  # (nested: column by column)
+    (({"ratio": np.inf}, 0.0), {}),  # (a dict of columns and a value)
+    ((np.inf, {"ratio": 0.0}), {}),
+    ((-999, np.nan), {"inplace": True}),
+    ((1, np.nan), {}),  # (an int matched and NaN put: pandas splits the block and makes the column float64)
+    (("Dr", None), {}),
+])
+def test_other_frame_replaces_run_as_written(args, options):
+    frame = pd.DataFrame({"ratio": [1.0, np.inf], "count": [1, 2], "title": ["Mr", "Dr"]})
+    with pytest.raises(Unsupported):
+        CompiledFrameReplace()(frame, *args, **options)

@@ -77,7 +77,7 @@ def plain_series(series) -> pd.Series:
     return series
 
 
-def _frame(manager: BlockManager) -> pd.DataFrame:
+def frame_of_manager(manager: BlockManager) -> pd.DataFrame:
     return pd.DataFrame._from_mgr(manager, manager.axes)
 
 
@@ -85,7 +85,7 @@ def matrix_frame(matrix: np.ndarray, columns: pd.Index, index: pd.Index) -> pd.D
     """``DataFrame(matrix, index=index, columns=columns)`` of a new 2-D numpy array of one of its own dtypes:
     one block of its transpose (pandas' copy of a column-major matrix transposed has the same layout)."""
     block = new_block_2d(matrix.T, placement=BlockPlacement(slice(0, matrix.shape[1])))
-    return _frame(BlockManager((block,), [columns, index], verify_integrity=False))
+    return frame_of_manager(BlockManager((block,), [columns, index], verify_integrity=False))
 
 
 # frame[names], frame.drop(columns=names)
@@ -120,7 +120,7 @@ def _taken(frame: pd.DataFrame, positions: np.ndarray, names: tuple) -> pd.DataF
     manager = frame._mgr
     blocks = tuple(manager._slice_take_blocks_ax0(positions, only_slice=False))  # (pandas' own, for any block)
     labels = _labels(frame.columns, positions, names)
-    return _frame(BlockManager(blocks, [labels, frame.index.view()], verify_integrity=False))
+    return frame_of_manager(BlockManager(blocks, [labels, frame.index.view()], verify_integrity=False))
 
 
 def _labels(columns: pd.Index, positions, names: tuple) -> pd.Index:
@@ -155,7 +155,7 @@ def drop_columns(frame, labels, errors: str = "raise") -> pd.DataFrame:
     _check_blocks(manager.blocks[number] for number in np.unique(manager.blknos[list(positions)]))
     labels = _labels(columns, positions, names)
     manager = manager.reindex_indexer(labels, np.array(positions, dtype=np.intp), axis=0, allow_dups=True, only_slice=True)
-    return _frame(manager)
+    return frame_of_manager(manager)
 
 
 _reindexed = {}  # (the frame's names and their Index's name, the names asked for) -> (Index, indexer)
@@ -279,7 +279,7 @@ def fillna(frame, value) -> pd.DataFrame:
     if not len(frame.columns):
         raise Unsupported("no columns")
     manager = frame._mgr.fillna(value=number, limit=None, inplace=False)
-    return _frame(manager)
+    return frame_of_manager(manager)
 
 
 def _number(value):
@@ -328,7 +328,7 @@ def _fill_columns(frame: pd.DataFrame, items: list) -> pd.DataFrame:
             block = manager.blocks[number]
             locations = block.mgr_locs.as_array[start:stop]
             blocks.append(block.getitem_block_columns(slice(start, stop), BlockPlacement(locations)))
-    return _frame(BlockManager(tuple(blocks), [columns.view(), frame.index.view()], verify_integrity=False))
+    return frame_of_manager(BlockManager(tuple(blocks), [columns.view(), frame.index.view()], verify_integrity=False))
 
 
 def _filled(values: np.ndarray, number) -> np.ndarray:
@@ -405,7 +405,7 @@ def concat_columns(objs, keys=None) -> pd.DataFrame:
     if not columns.is_unique:
         raise Unsupported("repeated column names")
     manager = BlockManager.concat_horizontal([f._mgr for f in frames], [columns, index])
-    return _frame(manager)
+    return frame_of_manager(manager)
 
 
 def _as_frame(obj) -> pd.DataFrame:
@@ -503,7 +503,7 @@ def _columns_frame(series: list, columns: pd.Index, index: pd.Index) -> pd.DataF
     if any(r is None for r in references):  # pandas reindexes those: a copy
         arrays = [a if r is not None else a.copy() for a, r in zip(arrays, references)]
     manager = create_block_manager_from_column_arrays(arrays, [columns, index], False, references)
-    return _frame(manager)
+    return frame_of_manager(manager)
 
 
 def column_names(names: tuple) -> pd.Index:
@@ -561,7 +561,7 @@ def frame_from_dict(data) -> pd.DataFrame:
         raise Unsupported("an index pandas would change")
     columns = column_names(tuple(data))
     manager = create_block_manager_from_column_arrays([s._values for s in series], [columns, index], True, [None] * len(series))
-    return _frame(manager)
+    return frame_of_manager(manager)
 
 
 # frame.assign(...)
@@ -581,7 +581,7 @@ def assign(frame, columns: dict) -> pd.DataFrame:
     manager = frame._mgr.copy(deep=False)
     for name, s in columns.items():
         manager.insert(len(manager.items), name, s._values, refs=s._references)
-    return _frame(manager)
+    return frame_of_manager(manager)
 
 
 class CompiledFrameConstructor:

@@ -32,7 +32,7 @@ from willump.compile.parallel import SERIAL
 from willump.compile.forms import DeferredMethod, Unsupported
 from willump.compile.lookups import CompiledLoc, CompiledReindex, loc_lookup
 from willump.compile.maps import CompiledMap
-from willump.compile.replace import CompiledReplace
+from willump.compile.replace import CompiledFrameReplace, CompiledReplace
 from willump.compile.strings import CompiledColumnLower, CompiledLower, StringMethods, column_str_method
 from willump.compile.text import CompiledVectorizer
 
@@ -96,6 +96,7 @@ RECEIVER_KERNELS = {
     (pd.Series, "map"): CompiledMap(),
     (pd.Series, "astype"): ASTYPE,
     (pd.Series, "replace"): CompiledReplace(),
+    (pd.DataFrame, "replace"): CompiledFrameReplace(),
     (pd.DataFrame, "astype"): CompiledFrameAstype(),
     (pd.DataFrame, "reindex"): CompiledReindex(),
     (pd.Series, "reindex"): CompiledReindex(),

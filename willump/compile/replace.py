@@ -1,31 +1,44 @@
-"""``series.replace(...)``: pandas' Series, without its block machinery (~130-550 µs a call on a few rows).
+"""``series.replace(...)`` and ``frame.replace(...)``: pandas' answers without its block machinery (a Series
+~130-550 µs a call on a few rows; a frame ~80-200 µs).
 
-pandas' ``replace`` (``Block.replace_list``) finds each pair's matches in the original values first, then
-puts the replacements in order (a later pair wins where both match; nothing chains), and changes the
-dtype only where a replacement that matched cannot be held: a ``str`` Series becomes object, an int64
-one float64. Compiled, as pandas computes them:
+pandas' ``replace`` (``Block.replace_list``) first leaves out the keys a block's dtype cannot hold
+(``can_hold_element``: a str in a float column, infinity in an int one), finds each remaining pair's
+matches in the original values, then puts the replacements in order (a later pair wins where both match;
+nothing chains), and changes the dtype only where a replacement that matched cannot be held: a ``str``
+column becomes object, an int64 one float64. Compiled, as pandas computes them:
 
-- text: a Series of Python ``str`` (object, or pandas' ``str`` dtype of either storage; None and NaN
-  missing, left as they are) with ``str`` keys and ``str`` or number replacements: a dict of the pairs,
-  the ``str`` dtype kept where every replacement that matched is a ``str`` (object otherwise, with
-  pandas' missing values), up to 256 rows;
-- numbers: a float64 Series with int or float keys (NaN matches NaN, 0.0 matches -0.0) and number
-  replacements, or an int64 one with int keys and int replacements: numpy's comparisons and puts.
+- text: ``str`` values (object, or pandas' ``str`` dtype of either storage; None and NaN missing, left
+  as they are) with ``str`` keys (numbers match none) and ``str``, number or NaN replacements: a dict of
+  the pairs, the ``str`` dtype kept where every replacement that matched is a ``str`` or NaN (object
+  otherwise, with pandas' missing values), up to 256 rows;
+- numbers: float64 values with int or float keys (NaN matches NaN, 0.0 matches -0.0) and number
+  replacements, or int64 ones with int keys and int replacements: numpy's comparisons and puts;
+- a frame, block by block: a block holding none of the keys, or matching none, is shared as pandas
+  shares it (``copy(deep=False)``), the others replaced in a new block of their dtype and place; the
+  spellings pandas sends to ``replace_list`` (lists, a dict) consolidate the blocks after, as pandas
+  does, so that a model reading the frame sees pandas' layout.
 
 Spellings: ``replace(dict)``, ``replace(key, value)``, ``replace([keys], value)``, ``replace([keys],
-[values])``. Other values (bools, None, NA), ``regex``, ``inplace``, attrs, and the NA-valued ``string``
-dtype run as written.
+[values])``. Other values (bools, None, NA), ``regex``, ``inplace``, attrs, dicts of columns, a dtype
+pandas would change for a frame's block (it splits the block), and the NA-valued ``string`` dtype run
+as written.
 """
 
 import numpy as np
 import pandas as pd
+from pandas._libs.lib import is_scalar
+from pandas.core.dtypes.cast import can_hold_element
+from pandas.core.internals.blocks import new_block_2d
+from pandas.core.internals.managers import BlockManager
 
 from willump.compile.forms import ReceiverKernel, Unsupported, python_number, series_of
+from willump.compile.frames import frame_of_manager, plain_frame
 from willump.compile.maps import ARROW_STR, STR, strings
 
 _MANY_ROWS = 256  # text: beyond, pandas' vectorized comparisons are faster than a dict, value by value
 _EXACT = 2**53  # ints beyond are not all exact float64s
 _INT64 = 2**63
+_NUMBERS = (np.dtype(np.float64), np.dtype(np.int64))
 
 
 class CompiledReplace(ReceiverKernel):
@@ -36,30 +49,93 @@ class CompiledReplace(ReceiverKernel):
             raise Unsupported("options (inplace, regex)")
         if type(series) is not pd.Series or series.attrs or not series.flags.allows_duplicate_labels:
             raise Unsupported("a Series subclass, attrs or flags")
+        values = series._values
+        replaced = _replaced(values, _pairs(to_replace, value))
+        return series_of(values.copy() if replaced is None else replaced, series.index.view(), series.name)
+
+
+class CompiledFrameReplace(ReceiverKernel):
+    """``frame.replace(to_replace, value)``: each block as pandas' ``Block.replace`` (a key and a value)
+    or ``Block.replace_list`` (the other spellings, the blocks consolidated after) makes it: a block
+    holding none of the keys, or matching none, shared as pandas shares it (``copy(deep=False)``),
+    the others replaced in a new block of their dtype and place (Unsupported where pandas would
+    change a dtype and split the block)."""
+
+    def __call__(self, frame, /, to_replace=None, value=pd.api.extensions.no_default, **options):
+        if options:
+            raise Unsupported("options (inplace, regex)")
+        frame = plain_frame(frame, numbers=False)
+        if not frame.size:
+            raise Unsupported("an empty frame")
         pairs = _pairs(to_replace, value)
-        dtype = series.dtype
-        if dtype == np.float64 or dtype == np.int64:
-            values = _replaced_numbers(series._values, pairs)
-        else:
-            values = _replaced_text(series, pairs)
-        return series_of(values, series.index.view(), series.name)
+        manager = frame._mgr
+        blocks = tuple(_replaced_block(block, pairs) for block in manager.blocks)
+        result = BlockManager(blocks, manager.axes, verify_integrity=False)
+        if value is pd.api.extensions.no_default or type(to_replace) is list:  # (replace_list's spellings)
+            result._consolidate_inplace()
+        return frame_of_manager(result)
+
+
+def _replaced_block(block, pairs: list):
+    values = block.values
+    replaced = _replaced(values, pairs)
+    if replaced is None:
+        return block.copy(deep=False)
+    if replaced.dtype == values.dtype:
+        return block.make_block_same_class(replaced)
+    return new_block_2d(replaced.reshape(1, -1), block.mgr_locs)  # (a str column an object one: a number put)
 
 
 def _pairs(to_replace, value) -> list:
-    """[(key, replacement)] in pandas' order, of the spellings compiled."""
+    """[(key, replacement)] in pandas' order, of the spellings compiled: scalars only."""
     if value is pd.api.extensions.no_default:
         if type(to_replace) is not dict:
             raise Unsupported("to_replace without a value, other than a dict")
-        return list(to_replace.items())
-    if type(to_replace) is list:
+        pairs = list(to_replace.items())
+    elif type(to_replace) is list:
         if type(value) is list:
             if len(value) != len(to_replace):
                 raise Unsupported("lists of other lengths (pandas raises)")
-            return list(zip(to_replace, value))
-        return [(key, value) for key in to_replace]
-    if type(to_replace) in (list, dict, tuple, set) or type(value) in (list, dict, tuple, set):
-        raise Unsupported("a spelling of replace not compiled")
-    return [(to_replace, value)]
+            pairs = list(zip(to_replace, value))
+        else:
+            pairs = [(key, value) for key in to_replace]
+    else:
+        pairs = [(to_replace, value)]
+    if not pairs or not all(is_scalar(key) and key is not None and is_scalar(new) for key, new in pairs):
+        raise Unsupported("a spelling of replace not compiled (other than keys and values, None a key, or none)")
+    return pairs
+
+
+def _replaced(values, pairs: list):
+    """A new array of ``values`` (a Series' or a block's) with the pairs put as pandas puts them, or None
+    where none matches: pairs whose key the dtype cannot hold are left out first (``Block.replace_list``)."""
+    pairs = [(key, new) for key, new in pairs if _held(values, key)]
+    if not pairs:
+        return None
+    if values.dtype in _NUMBERS:
+        return _replaced_numbers(values, pairs)
+    if values.ndim == 2:  # an object block of several columns: each replaced alike
+        rows = [_replaced_text(row, pairs) for row in values]
+        if all(row is None for row in rows):
+            return None
+        return np.vstack([row if row is not None else np.array(original) for row, original in zip(rows, values)])
+    return _replaced_text(values, pairs)
+
+
+def _held(values, key) -> bool:
+    """pandas' ``can_hold_element(values, key)``, which depends on the dtype: kept for numpy's dtypes."""
+    if not isinstance(values.dtype, np.dtype):
+        return can_hold_element(values, key)
+    cache_key = (values.dtype, type(key), repr(key))
+    held = _HELD.get(cache_key)
+    if held is None:
+        if len(_HELD) >= _KEPT:
+            _HELD.clear()
+        held = _HELD[cache_key] = can_hold_element(values, key)
+    return held
+
+
+_HELD, _KEPT = {}, 1024
 
 
 def _number(value):
@@ -68,43 +144,58 @@ def _number(value):
     return value if type(value) in (int, float) else None
 
 
-def _replaced_numbers(array: np.ndarray, pairs: list) -> np.ndarray:
-    """A float64 or int64 array's values replaced, its dtype kept (Unsupported where pandas would change it)."""
+def _replaced_numbers(array: np.ndarray, pairs: list):
+    """A float64 or int64 array's values replaced, its dtype kept, or None where no key matches
+    (Unsupported where pandas would change the dtype)."""
     floats = array.dtype == np.float64
-    numbers = [(_number(key), _number(new)) for key, new in pairs]
-    for key, new in numbers:
-        if key is None or new is None:
-            raise Unsupported("keys or replacements other than numbers")
-        if floats and any(type(n) is int and not -_EXACT <= n <= _EXACT for n in (key, new)):
-            raise Unsupported("an int beyond float64's exact ints")
-        if not floats and (type(key) is not int or type(new) is not int or not -_INT64 <= new < _INT64):
-            raise Unsupported("an int64 Series with other than int64 keys and replacements (pandas may change the dtype)")
+    numbers = [(_number(key), new) for key, new in pairs]
+    for key, _ in numbers:
+        if key is None or (floats and type(key) is int and not -_EXACT <= key <= _EXACT):
+            raise Unsupported("keys other than numbers, or ints beyond float64's exact ints")
+        if not floats and type(key) is not int:
+            raise Unsupported("an int64 column with keys other than ints")
     masks = [np.isnan(array) if key != key else array == key for key, _ in numbers]
+    matched = [(new, mask) for (_, new), mask in zip(numbers, masks) if mask.any()]
+    if not matched:
+        return None
     result = array.copy()
-    for (_, new), mask in zip(numbers, masks):
-        result[mask] = new
+    for new, mask in matched:
+        number = _number(new)
+        if number is None or (floats and type(number) is int and not -_EXACT <= number <= _EXACT):
+            raise Unsupported("a replacement other than a number, or an int beyond float64's exact ints")
+        if not floats and (type(number) is not int or not -_INT64 <= number < _INT64):
+            raise Unsupported("a replacement an int64 column cannot hold (pandas makes it float64 or object)")
+        result[mask] = number
     return result
 
 
-def _replaced_text(series: pd.Series, pairs: list):
-    """The text's values replaced: pandas' ``str`` array of them where every replacement that matched
-    is a ``str`` (and for an object Series), else an object array with pandas' missing values."""
-    dtype = series.dtype
+def _replaced_text(values, pairs: list):
+    """The text's values replaced (None where none matches): pandas' ``str`` array of them where every
+    replacement that matched is a ``str`` (and for an object array), else an object array with pandas'
+    missing values. Keys that are numbers (not NaN) match no text: left out."""
+    dtype = values.dtype
     target = STR if dtype == STR else ARROW_STR if ARROW_STR is not None and dtype == ARROW_STR else None
     if target is None and dtype != object:
-        raise Unsupported(f"a Series of dtype {dtype}")
-    if len(series) > _MANY_ROWS:
+        raise Unsupported(f"a column of dtype {dtype}")
+    if len(values) > _MANY_ROWS:
         raise Unsupported(f"more than {_MANY_ROWS} rows of text (pandas compares them faster)")
-    if not all(type(key) is str and (type(new) is str or _number(new) is not None and new == new) for key, new in pairs):
-        raise Unsupported("keys other than str, or replacements other than str and numbers")
-    replacements = dict(pairs)
-    values = series.tolist()
+    pairs = [(key, new) for key, new in pairs if not (_number(key) is not None and key == key)]
+    if not all(type(key) is str for key, _ in pairs):
+        raise Unsupported("keys other than str and numbers")
+    values = values.tolist()
     for v in values:
         if type(v) is not str and not (v is None or (type(v) is float and v != v)):
             raise Unsupported("values that are neither str nor missing")
+    present = set(values)
+    pairs = [(key, new) for key, new in pairs if key in present]
+    if not pairs:
+        return None
+    if not all(type(new) is str or _number(new) is not None for _, new in pairs):
+        raise Unsupported("replacements other than str and numbers")
+    replacements = dict(pairs)
     replaced = [replacements.get(v, v) if type(v) is str else v for v in values]
-    present = set(values)  # (a pair that matched and put a number makes it object, even if a later one puts a str)
-    if target is not None and all(type(new) is str or key not in present for key, new in pairs):
+    # (a pair that matched and put a number makes it object, even if a later one puts a str)
+    if target is not None and all(type(new) is str or new != new for _, new in pairs):
         return strings(replaced, target)
     result = np.empty(len(replaced), object)  # (an object Series, or a str one a number was put in)
     result[:] = replaced
