@@ -338,6 +338,40 @@ def test_frames_with_bool_columns_are_cast_as_scikit_learn_casts_them(data):
             assert_same(got, expected, method)
 
 
+OBJECT_VALUES = [0, 1, 2, 3, 2.5, -1.0, np.nan, None, 2**53 + 1, 2**62 + 3, 1e39, np.float64(3.0), "2.5"]
+
+
+@hypothesis_settings(max_examples=40)
+@given(st.data())
+def test_object_columns_of_numbers_are_converted_as_numpy_converts_them(data):
+    """Numbers ``replace`` put in a text column (an object column) beside numbers: scikit-learn's check hands
+    numpy pandas' interleaved objects to convert (float32 for trees, float64 for histogram boosting):
+    Python ints beyond float64, None as NaN, numbers float32 cannot hold, a number written as text."""
+    family = data.draw(st.sampled_from(["tree", "forest", "extra", "histogram", "bagging", "isolation"]))
+    seed = data.draw(st.integers(0, 2 ** 16))
+    rng = np.random.default_rng(seed)
+    kinds = data.draw(st.lists(st.sampled_from(["object", "int64", "float64"]), min_size=1, max_size=4).filter(
+        lambda k: "object" in k))
+    names = [f"c{i}" for i in range(len(kinds))]
+
+    def column(kind, values):
+        return np.array(values, dtype=object) if kind == "object" else np.array(values).astype(kind)
+
+    train = pd.DataFrame({n: column(k, rng.integers(0, GRID, ROWS).tolist()) for n, k in zip(names, kinds)})
+    y = np.where(rng.random(ROWS) < 0.5, "no", "yes")
+    model = isolation_forest(data.draw, seed) if family == "isolation" else CLASSIFIERS[family](data.draw, seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(train, y)
+    rows = data.draw(st.integers(1, 8))
+    values = {"object": st.sampled_from(list(range(GRID)) + OBJECT_VALUES), "int64": st.sampled_from([0, 2, 5, 2**62 + 3]),
+              "float64": st.sampled_from([0.0, 2.5, np.nan, np.inf])}
+    frame = pd.DataFrame({n: column(k, data.draw(st.lists(values[k], min_size=rows, max_size=rows)))
+                          for n, k in zip(names, kinds)})
+    note(f"{model!r}\n{frame!r}")
+    check_answers(model, frame, (SERIAL,))
+
+
 def test_a_bool_frames_cast_that_overflows_runs_as_written():
     """An isolation forest takes infinity (scikit-learn >= 1.6), but numpy warns when scikit-learn's cast
     of the frame to float32 makes one of a finite value: the kernel refuses, the call as written warns

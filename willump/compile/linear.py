@@ -201,7 +201,7 @@ class CompiledLinearModel:
         self._named = named_columns(frame.columns, self.names, self._named)
         if not len(frame):
             raise Unsupported("no rows (scikit-learn raises)")
-        values = checked_values(frame)
+        values = checked_values(frame, objects=np.dtype(np.float64))
         check_finite(values, finite=True)
         return values
 
@@ -321,14 +321,29 @@ def frame_values(frame: pd.DataFrame) -> np.ndarray:
     return interleaved(frame, np.result_type(*dtypes))
 
 
-def checked_values(frame: pd.DataFrame, dtype=None) -> np.ndarray:
+def checked_values(frame: pd.DataFrame, dtype=None, objects=None) -> np.ndarray:
     """The array ``check_array(frame, dtype)`` makes of ``frame``: ``frame_values`` of numbers; with bools
     among them (``pd.get_dummies``' columns), scikit-learn first casts the frame to ``dtype`` (None: numpy's
-    ``result_type`` of its dtypes), each block to it, and pandas interleaves the cast blocks."""
+    ``result_type`` of its dtypes), each block to it, and pandas interleaves the cast blocks; with object
+    columns among numbers (numbers ``replace`` put in text), numpy converts pandas' interleaved objects to
+    ``objects``, the dtype the model's check converts them to (None: not compiled)."""
     dtypes = {block.dtype for block in frame._mgr.blocks}
-    if np.dtype(bool) in dtypes and all(isinstance(d, np.dtype) and d.kind in "biuf" for d in dtypes):
+    if not all(isinstance(d, np.dtype) for d in dtypes):
+        return frame_values(frame)  # (extension dtypes: refused)
+    kinds = {d.kind for d in dtypes}
+    if "b" in kinds and kinds <= set("biuf"):
         return _cast(interleaved, frame, dtype or np.result_type(*dtypes))
+    if "O" in kinds and kinds <= set("iufO") and objects is not None:
+        return _cast(_converted_objects, frame, objects)
     return frame_values(frame)
+
+
+def _converted_objects(frame: pd.DataFrame, dtype) -> np.ndarray:
+    """``np.asarray(frame, dtype)`` as pandas gives it for object columns: its interleaved objects converted."""
+    try:
+        return np.asarray(frame._mgr.as_array(), dtype=dtype)
+    except (TypeError, ValueError):
+        raise Unsupported("objects numpy cannot convert to numbers (scikit-learn raises)") from None
 
 
 def columns_values(columns: Columns, dtype=None) -> np.ndarray:

@@ -92,6 +92,12 @@ METHODS = {
 _ITS_OWN = (BaggingClassifier, BaggingRegressor, AdaBoostClassifier, AdaBoostRegressor)  # (check_array(dtype=None))
 
 
+def objects_dtype(kind: type):
+    """The dtype object columns are converted to: HistGradientBoosting's check's, float32 for trees (Bagging's
+    and AdaBoost's checks leave objects to their trees' checks)."""
+    return np.dtype(np.float64) if kind in HISTOGRAM else np.dtype(np.float32)
+
+
 def checked_dtype(kind: type):
     """The dtype the model's ``check_array`` is given, which a frame with bool columns is cast to
     first (None: the frame's common dtype; HistGradientBoosting's ``[float64]`` casts any numbers to it)."""
@@ -201,7 +207,7 @@ class CompiledTrees:
         if type(X) is pd.DataFrame:
             self._named = named_columns(X.columns, self.names, self._named)
             matrix = (labelled_values(frame_columns(X), self._labels, self._tables) if self._labels
-                      else checked_values(X, checked_dtype(self.kind)))
+                      else checked_values(X, checked_dtype(self.kind), objects_dtype(self.kind)))
         elif isinstance(X, Columns):  # (frame[columns], a set_output frame: the columns where they are)
             X = X.named(self.names)
             matrix = (labelled_values(X.arrays(), self._labels, self._tables) if self._labels
