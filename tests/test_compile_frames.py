@@ -193,7 +193,11 @@ DROPS = {  # how people spell dropping columns: (positional, keyword) arguments 
 @hypothesis_settings(200)
 @given(frames_of(), st.data())
 def test_dropping_columns_gives_pandas_frame(frame, data):
-    names = data.draw(st.lists(st.sampled_from(NAMES + ["absent"]), min_size=1, max_size=3))
+    if data.draw(st.booleans()):  # (text and extension columns among them: pandas' own reindexing of the blocks)
+        words = data.draw(st.lists(st.sampled_from(["male", "S", ""]), min_size=len(frame), max_size=len(frame)))
+        for name in data.draw(st.lists(st.sampled_from(sorted(TEXT_KINDS)), min_size=1, max_size=3, unique=True)):
+            frame[f"t_{name}"] = TEXT_KINDS[name](words)
+    names = data.draw(st.lists(st.sampled_from(NAMES + ["absent", "t_str", "t_category"]), min_size=1, max_size=3))
     names = data.draw(st.sampled_from([names, tuple(names), names[0]]))
     args, kwargs = DROPS[data.draw(st.sampled_from(list(DROPS)))](names)
     note(f"drop(*{args!r}, **{kwargs!r})")
@@ -212,15 +216,19 @@ FILLS = st.sampled_from([0, 0.5, -3, 2**60, np.nan, np.float64(1.5), np.int64(2)
 @hypothesis_settings(200)
 @given(frames_of(), st.data())
 def test_filling_a_frame_gives_pandas_frame(frame, data):
+    if data.draw(st.booleans()):  # (an object column: numbers replace put in text, missing values)
+        frame["t"] = np.array(data.draw(st.lists(st.sampled_from([0, 1, 2.5, None, np.nan, "S"]), min_size=len(frame),
+                                                 max_size=len(frame))), dtype=object)
     spelling = data.draw(st.sampled_from(["number", "series", "dict"]))
     if spelling == "number":
         value = data.draw(FILLS)
     else:
-        names = data.draw(st.lists(st.sampled_from(NAMES + ["absent"]), max_size=5))
+        names = data.draw(st.lists(st.sampled_from(NAMES + ["absent", "t"]), max_size=5))
         numbers = [data.draw(FILLS.filter(lambda v: v is not None)) for _ in names]
         value = dict(zip(names, numbers)) if spelling == "dict" else pd.Series(numbers, index=names)
     note(f"fillna({value!r})")
-    pandas_or_refusal(lambda: frames.fillna(frame, value), lambda: frame.fillna(value), [frame])
+    if pandas_or_refusal(lambda: frames.fillna(frame, value), lambda: frame.fillna(value), [frame]) and "t" in frame:
+        assert list(map(type, frames.fillna(frame, value)["t"])) == list(map(type, frame.fillna(value)["t"]))
     original = frame.copy(deep=True)
     try:
         result = frames.fillna(frame, value)

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import willump
+from sklearn.ensemble import RandomForestClassifier
 from willump.compile.forms import Unsupported
 from willump.compile.replace import CompiledFrameReplace, CompiledReplace
 
@@ -174,6 +175,17 @@ def frame_replaces(draw):
             frame[name] = values
     if draw(st.booleans()):
         frame = pd.concat([frame, frame]).iloc[::2]
+    if draw(st.integers(0, 2)) == 0:  # (a dict by column: each column's own Series.replace, set in turn)
+        names = draw(st.lists(st.sampled_from(list(frame.columns) + ["absent"]), min_size=1, max_size=3, unique=True))
+        spelling = draw(st.sampled_from(["nested", "keys", "values", "both"]))
+        keys, news = st.sampled_from(FRAME_KEYS), st.sampled_from(FRAME_REPLACEMENTS)
+        if spelling == "nested":
+            return frame, ({n: draw(st.dictionaries(keys, news, min_size=1, max_size=3)) for n in names},)
+        if spelling == "keys":
+            return frame, ({n: draw(keys) for n in names}, draw(news))
+        if spelling == "values":
+            return frame, (draw(keys), {n: draw(news) for n in names})
+        return frame, ({n: draw(keys) for n in names}, {n: draw(news) for n in names})
     return frame, draw(spellings(FRAME_KEYS, FRAME_REPLACEMENTS))
 
 
@@ -214,16 +226,17 @@ def test_the_frame_spellings_notebooks_use_are_compiled():
     frame = pd.DataFrame({"ratio": [1.0, np.inf, -np.inf], "count": [1, 2, 3], "flag": [True, False, True],
                           "title": ["Mr", "Dr", "Mrs"]})
     frame["late"] = [0.5, np.inf, 2.0]
-    for args in [([np.inf, -np.inf], np.nan), ("?", np.nan), ({"Dr": "Rare"},), (np.inf, 0.0), (-999, np.nan)]:
+    for args in [([np.inf, -np.inf], np.nan), ("?", np.nan), ({"Dr": "Rare"},), (np.inf, 0.0), (-999, np.nan),
+                 ({"title": {"Mr": 0, "Mrs": 1, "Dr": 2}, "count": {1: 10}},), ({"ratio": np.inf}, 0.0),
+                 (np.inf, {"ratio": 0.0, "late": -1.0})]:
         answer = CompiledFrameReplace()(frame, *args)
         pd.testing.assert_frame_equal(answer, frame.replace(*args), check_exact=True)
         assert layout(answer) == layout(frame.replace(*args)), args
 
 
 @pytest.mark.parametrize("args, options", [
-    (({"title": {"Dr": "Rare"}},), {}),  # (nested: column by column)
-    (({"ratio": np.inf}, 0.0), {}),  # (a dict of columns and a value)
-    ((np.inf, {"ratio": 0.0}), {}),
+    (({"title": {"Dr": "Rare"}, "count": 3},), {}),  # (nested and flat mixed: pandas raises)
+    (({"ratio": {np.inf: 0.0}},), {"inplace": True}),
     ((-999, np.nan), {"inplace": True}),
     ((1, np.nan), {}),  # (an int matched and NaN put: pandas splits the block and makes the column float64)
     (("Dr", None), {}),
@@ -232,3 +245,41 @@ def test_other_frame_replaces_run_as_written(args, options):
     frame = pd.DataFrame({"ratio": [1.0, np.inf], "count": [1, 2], "title": ["Mr", "Dr"]})
     with pytest.raises(Unsupported):
         CompiledFrameReplace()(frame, *args, **options)
+
+
+PASSENGERS = pd.DataFrame({
+    "PassengerId": range(8), "Name": ["a"] * 8, "Ticket": ["t"] * 8, "Cabin": [None, "C85"] * 4,
+    "Pclass": [3, 1, 3, 1, 3, 3, 1, 2], "Sex": ["male", "female", "female", "female", "male", "male", "male", "female"],
+    "Age": [22.0, 38.0, np.nan, 35.0, 35.0, np.nan, 54.0, 2.0], "Fare": [7.25, 71.28, 7.92, 53.1, 8.05, 8.46, 51.86, 21.08],
+    "Embarked": ["S", "C", "S", None, "S", "Q", "S", "S"],
+})
+DROPPED = ["PassengerId", "Name", "Ticket", "Cabin"]
+SEXES, PORTS = {"male": 0, "female": 1}, {"S": 0, "C": 1, "Q": 2}
+FOREST = RandomForestClassifier(n_estimators=10, random_state=0).fit(
+    PASSENGERS.drop(columns=DROPPED).replace({"Sex": SEXES, "Embarked": PORTS}).fillna({"Age": 30.0, "Embarked": 0}),
+    [0, 1, 1, 1, 0, 0, 0, 1])
+
+
+def guarded_forest(df):
+    if len(df) == 0:
+        return np.array([], dtype=np.int64)
+    X = df.drop(columns=DROPPED)
+    X = X.replace({"Sex": {"male": 0, "female": 1}, "Embarked": {"S": 0, "C": 1, "Q": 2}})
+    X = X.fillna({"Age": 30.0, "Embarked": 0})
+    return FOREST.predict(X)
+
+
+def test_a_titanic_cell_replacing_text_by_numbers_is_compiled_to_the_forest():
+    """Numbers put in text columns by a dict of columns (object columns), filled by a dict, read by the
+    forest as scikit-learn converts them: every call compiled, the answers the cell's."""
+    optimized = willump.optimize(guarded_forest)
+    for rows in [PASSENGERS] + [PASSENGERS.iloc[[i]] for i in range(len(PASSENGERS)) if i != 3]:
+        np.testing.assert_array_equal(optimized(rows), guarded_forest(rows), strict=True)
+    table = optimized.explain_compilation()
+    assert (table.status == "compiled").all(), table[["call", "status"]].to_string()
+    assert set(table.operator) >= {"DataFrame.drop", "DataFrame.replace", "DataFrame.fillna",
+                                   "RandomForestClassifier.predict"}
+    for function in (guarded_forest, optimized):  # (a row whose only port is missing keeps a str column: pandas warns)
+        with pytest.warns(Warning, match="not supported as a fill value") as caught:
+            function(PASSENGERS.iloc[[3]])
+        assert caught[0].filename == __file__

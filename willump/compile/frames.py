@@ -20,8 +20,9 @@ from pandas._libs.lib import maybe_indices_to_slice
 from pandas.core.array_algos.take import take_nd
 from pandas.core.construction import sanitize_array
 from pandas.core.dtypes.cast import find_common_type
+from pandas.core.dtypes.missing import isna
 from pandas.core.indexes.api import get_objs_combined_axis
-from pandas.core.internals.blocks import new_block_2d
+from pandas.core.internals.blocks import ensure_block_shape, new_block_2d
 from pandas.core.internals.construction import _extract_index
 from pandas.core.internals.managers import BlockManager, create_block_manager_from_column_arrays
 
@@ -50,9 +51,9 @@ def plain_frame(frame, numbers: bool = True) -> pd.DataFrame:
     return frame
 
 
-def _check_blocks(blocks) -> None:
+def _check_blocks(blocks, kinds: str = _KINDS) -> None:
     for block in blocks:
-        if not isinstance(block.values, np.ndarray) or block.values.dtype.kind not in _KINDS:
+        if not isinstance(block.values, np.ndarray) or block.values.dtype.kind not in kinds:
             raise Unsupported(f"a column of dtype {block.values.dtype}")
 
 
@@ -152,7 +153,6 @@ def drop_columns(frame, labels, errors: str = "raise") -> pd.DataFrame:
         raise Unsupported("no columns left")
     positions, names = zip(*kept)
     manager = frame._mgr
-    _check_blocks(manager.blocks[number] for number in np.unique(manager.blknos[list(positions)]))
     labels = _labels(columns, positions, names)
     manager = manager.reindex_indexer(labels, np.array(positions, dtype=np.intp), axis=0, allow_dups=True, only_slice=True)
     return frame_of_manager(manager)
@@ -271,8 +271,10 @@ class SelectedColumns(Columns):
 def fillna(frame, value) -> pd.DataFrame:
     """``frame.fillna(value)``: a number fills each block (``BlockManager.fillna``); a Series or dict
     of numbers fills column by column, each filled column set as ``result[name] = ...`` sets it
-    (its own block at the end, the block it left split), as pandas does."""
-    frame = plain_frame(frame)
+    (its own block at the end, the block it left split), as pandas does. Columns of numbers, bools and
+    objects (numbers ``replace`` put in text)."""
+    frame = plain_frame(frame, numbers=False)
+    _check_blocks(frame._mgr.blocks, _KINDS + "O")
     if isinstance(value, (pd.Series, dict)):
         return _fill_columns(frame, _fill_items(value))
     number = _number(value)
@@ -280,6 +282,16 @@ def fillna(frame, value) -> pd.DataFrame:
         raise Unsupported("no columns")
     manager = frame._mgr.fillna(value=number, limit=None, inplace=False)
     return frame_of_manager(manager)
+
+
+class CompiledFrameFillna(ReceiverKernel):
+    """``frame.fillna(value)`` whose value is not an expression of names (a dict display, a call):
+    ``fillna``; other arguments run as written."""
+
+    def __call__(self, frame, /, value=None, **options):
+        if options or value is None:
+            raise Unsupported("options (method, axis, inplace, limit)")
+        return fillna(frame, value)
 
 
 def _number(value):
@@ -317,34 +329,53 @@ def _fill_columns(frame: pd.DataFrame, items: list) -> pd.DataFrame:
         if position in filled:
             raise Unsupported("a column filled twice")
         filled[position] = _filled(manager.iget_values(position), _number(number))
-    layout = _layout_after_setting(manager, tuple(filled))
+    return with_columns_set(frame, filled)
+
+
+def with_columns_set(frame: pd.DataFrame, arrays: dict) -> pd.DataFrame:
+    """A new frame of ``frame``'s columns, each position of ``arrays`` (in its order) set to its new array
+    as ``result.iloc[:, position] = ...`` (``BlockManager.iset``) sets it on a shallow copy; a position
+    mapped to ``UNCHANGED`` is set to the column's own values, shared with copy-on-write's references as a
+    Series pandas left unchanged (a ``copy(deep=False)``) shares them."""
+    manager = frame._mgr
+    layout = _layout_after_setting(manager, tuple(arrays))
     blocks = []
     for piece in layout:
         if piece[0] == "new":
-            position = piece[1]
-            blocks.append(new_block_2d(filled[position].reshape(1, -1), BlockPlacement(piece[2])))
+            position, values, refs = piece[1], arrays[piece[1]], None
+            if values is UNCHANGED:
+                values, refs = manager.iget_values(position), manager.blocks[manager.blknos[position]].refs
+            blocks.append(new_block_2d(ensure_block_shape(values, ndim=2), BlockPlacement(piece[2]), refs=refs))
         else:
             _, number, start, stop = piece
             block = manager.blocks[number]
             locations = block.mgr_locs.as_array[start:stop]
             blocks.append(block.getitem_block_columns(slice(start, stop), BlockPlacement(locations)))
-    return frame_of_manager(BlockManager(tuple(blocks), [columns.view(), frame.index.view()], verify_integrity=False))
+    return frame_of_manager(BlockManager(tuple(blocks), [frame.columns.view(), frame.index.view()],
+                                         verify_integrity=False))
 
 
-def _filled(values: np.ndarray, number) -> np.ndarray:
-    """A new array of ``Series.fillna(number)`` of one column; Unsupported where pandas would change
-    the dtype."""
+UNCHANGED = object()  # (with_columns_set: the column's own values, shared)
+
+
+def _filled(values: np.ndarray, number):
+    """A new array of ``Series.fillna(number)`` of one column, or ``UNCHANGED`` where nothing is missing
+    (pandas' Series then shares the column's values); Unsupported where pandas would change the dtype."""
     kind = values.dtype.kind
-    if kind in "biu":  # no missing values: unchanged
-        return values.copy()
+    if kind in "biu":  # (no missing values)
+        return UNCHANGED
+    if kind == "O":  # (Block.where: numpy's where of the values and the number)
+        missing = isna(values)
+        return np.where(~missing, values, number) if missing.any() else UNCHANGED
     if values.dtype != _FLOAT64:
         raise Unsupported(f"fillna of a column of dtype {values.dtype}")
     if isinstance(number, (int, np.integer)) and not -_EXACT_FLOAT <= number <= _EXACT_FLOAT:
         raise Unsupported("fillna with an int beyond float64's exact ints")
-    result = values.copy()
     mask = np.isnan(values)
-    if mask.any():
-        np.putmask(result, mask, np.float64(number))
+    if not mask.any():
+        return UNCHANGED
+    result = values.copy()
+    np.putmask(result, mask, np.float64(number))
     return result
 
 

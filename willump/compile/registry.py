@@ -25,8 +25,8 @@ from willump.compile.dummies import CompiledGetDummies
 from willump.compile.dense import CompiledColumnStack, CompiledConcat, CompiledNumpyHstack
 from willump.compile.expressions import CompiledExpression
 from willump.compile.frames import (
-    CompiledAssign, CompiledDrop, CompiledFrameConstructor, CompiledSetColumn, CompiledValues, frame_to_numpy,
-    frame_values, set_column,
+    CompiledAssign, CompiledDrop, CompiledFrameConstructor, CompiledFrameFillna, CompiledSetColumn, CompiledValues,
+    frame_to_numpy, frame_values, set_column,
 )
 from willump.compile.parallel import SERIAL
 from willump.compile.forms import DeferredMethod, Unsupported
@@ -97,6 +97,7 @@ RECEIVER_KERNELS = {
     (pd.Series, "astype"): ASTYPE,
     (pd.Series, "replace"): CompiledReplace(),
     (pd.DataFrame, "replace"): CompiledFrameReplace(),
+    (pd.DataFrame, "fillna"): CompiledFrameFillna(),
     (pd.DataFrame, "astype"): CompiledFrameAstype(),
     (pd.DataFrame, "reindex"): CompiledReindex(),
     (pd.Series, "reindex"): CompiledReindex(),

@@ -32,7 +32,7 @@ from pandas.core.internals.blocks import new_block_2d
 from pandas.core.internals.managers import BlockManager
 
 from willump.compile.forms import ReceiverKernel, Unsupported, python_number, series_of
-from willump.compile.frames import frame_of_manager, plain_frame
+from willump.compile.frames import UNCHANGED, frame_of_manager, plain_frame, with_columns_set
 from willump.compile.maps import ARROW_STR, STR, strings
 
 _MANY_ROWS = 256  # text: beyond, pandas' vectorized comparisons are faster than a dict, value by value
@@ -67,6 +67,13 @@ class CompiledFrameReplace(ReceiverKernel):
         frame = plain_frame(frame, numbers=False)
         if not frame.size:
             raise Unsupported("an empty frame")
+        columnwise = _columnwise(frame.columns, to_replace, value)
+        if columnwise is not None:  # (DataFrame._replace_columnwise: each column's Series.replace, set in turn)
+            arrays = {}
+            for position, pairs in columnwise:
+                replaced = _replaced(frame._mgr.iget_values(position), pairs)
+                arrays[position] = UNCHANGED if replaced is None else replaced
+            return with_columns_set(frame, arrays)
         pairs = _pairs(to_replace, value)
         manager = frame._mgr
         blocks = tuple(_replaced_block(block, pairs) for block in manager.blocks)
@@ -74,6 +81,27 @@ class CompiledFrameReplace(ReceiverKernel):
         if value is pd.api.extensions.no_default or type(to_replace) is list:  # (replace_list's spellings)
             result._consolidate_inplace()
         return frame_of_manager(result)
+
+
+def _columnwise(columns: pd.Index, to_replace, value) -> list | None:
+    """[(position, pairs)] of the columns a spelling of dicts by column names (``{"col": {key: new}}``,
+    ``({"col": key}, new)``, ``(key, {"col": new})``, ``({"col": key}, {"col": new})``) replaces, in their
+    order; None for the other spellings."""
+    if value is pd.api.extensions.no_default:
+        if type(to_replace) is not dict or not any(type(v) is dict for v in to_replace.values()):
+            return None
+        if not all(type(v) is dict for v in to_replace.values()):
+            raise Unsupported("nested and flat replacements mixed (pandas raises)")
+        mapping = {name: (list(keys), list(keys.values())) for name, keys in to_replace.items()}
+    elif type(to_replace) is dict and type(value) is dict:
+        mapping = {name: (to_replace[name], value[name]) for name in to_replace if name in value}
+    elif type(to_replace) is dict:
+        mapping = {name: (key, value) for name, key in to_replace.items()}
+    elif type(value) is dict:
+        mapping = {name: (to_replace, new) for name, new in value.items()}
+    else:
+        return None
+    return [(position, _pairs(*mapping[name])) for position, name in enumerate(columns) if name in mapping]
 
 
 def _replaced_block(block, pairs: list):
