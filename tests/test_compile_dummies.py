@@ -157,9 +157,8 @@ def test_a_titanic_cell_is_compiled_call_by_call():
         np.testing.assert_array_equal(optimized(PASSENGERS.iloc[[i]]), titanic(PASSENGERS.iloc[[i]]), strict=True)
     np.testing.assert_array_equal(optimized(PASSENGERS), titanic(PASSENGERS), strict=True)
     table = optimized.explain_compilation()
-    plain = table["status"].str.contains("no kernel stands for")
-    assert table.loc[plain, "operator"].tolist() == ["DataFrame.copy"], table.to_string()  # (said, not compiled)
-    assert (table.loc[~plain, "status"] == "compiled").all(), table[["call", "status"]].to_string()
+    assert (table["status"] == "compiled").all(), table[["call", "status"]].to_string()
+    assert "DataFrame.copy" in table["operator"].tolist()
 
 
 def no_such_column(df):

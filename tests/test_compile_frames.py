@@ -210,6 +210,26 @@ def test_dropping_columns_gives_pandas_frame(frame, data):
         assert_columns_of(kept, frame.drop(*args, **kwargs))
 
 
+@hypothesis_settings(200)
+@given(frames_of(), st.data())
+def test_copying_a_frame_gives_pandas_frame(frame, data):
+    """A deep copy: pandas' blocks (consolidated, in its order), each in new memory, whatever the input's blocks."""
+    if data.draw(st.booleans()):
+        words = data.draw(st.lists(st.sampled_from(["male", "S", ""]), min_size=len(frame), max_size=len(frame)))
+        for name in data.draw(st.lists(st.sampled_from(sorted(TEXT_KINDS)), min_size=1, max_size=3, unique=True)):
+            frame[f"t_{name}"] = TEXT_KINDS[name](words)
+    if data.draw(st.booleans()):
+        frame = frame.iloc[::-1]
+    assert pandas_or_refusal(lambda: frames.CompiledFrameCopy()(frame), frame.copy, [frame]) or not frame.columns.is_unique
+    if not frame.columns.is_unique:
+        return
+    copied = frames.CompiledFrameCopy()(frame)
+    for position in range(frame.shape[1]):
+        mine, theirs = copied._mgr.iget_values(position), frame._mgr.iget_values(position)
+        if isinstance(theirs, np.ndarray):
+            assert not np.shares_memory(mine, theirs)
+
+
 FILLS = st.sampled_from([0, 0.5, -3, 2**60, np.nan, np.float64(1.5), np.int64(2), True, "text", None])
 
 

@@ -241,15 +241,13 @@ def dropped_and_copied(df):
 
 @pytest.mark.parametrize("function", [selection_copied, dropped_and_copied])
 def test_frames_made_for_python_are_pandas_own(function):
-    """A selection or drop read by Python (a method willump does not compile) is built as pandas
-    builds it, without pandas' ~250 us of checks on one row; the answers are the ones as written."""
+    """A selection or drop read as a frame (its copy) is built as pandas builds it, without pandas' ~250 us
+    of checks on one row; the answers are the ones as written."""
     optimized = willump.optimize(function)
     others = [FRAME.rename(columns={"a": "A"}), FRAME.drop(columns=["e"]), FRAME.iloc[:0]]
     assert_answers_as_written(optimized, function, ROWS + others)
     table = optimized.explain_compilation()
-    plain = table["status"].str.contains("no kernel stands for")
-    assert table.loc[plain, "operator"].tolist() == ["DataFrame.copy"], table.to_string()  # (said, not compiled)
-    table = table[~plain]
+    assert "DataFrame.copy" in table["operator"].tolist(), table.to_string()
     assert (table["status"].str.startswith("compiled") & (table["compiled_calls"] >= len(ROWS))).all(), table.to_string()
     made = table["call"].str.fullmatch(r"df\[(FEATURES|\[[^\]]*\])\]|df\.drop\(.*\)")  # (the frame made for Python)
     assert made.any(), table.to_string()

@@ -12,6 +12,8 @@ options, misaligned indexes, repeated or non-``str`` column names, extension dty
 flags), and the call then runs as written.
 """
 
+import itertools
+
 import numpy as np
 import pandas as pd
 from pandas._config import using_string_dtype
@@ -22,9 +24,9 @@ from pandas.core.construction import sanitize_array
 from pandas.core.dtypes.cast import find_common_type
 from pandas.core.dtypes.missing import isna
 from pandas.core.indexes.api import get_objs_combined_axis
-from pandas.core.internals.blocks import ensure_block_shape, new_block_2d
+from pandas.core.internals.blocks import ensure_block_shape, extend_blocks, new_block_2d
 from pandas.core.internals.construction import _extract_index
-from pandas.core.internals.managers import BlockManager, create_block_manager_from_column_arrays
+from pandas.core.internals.managers import BlockManager, _merge_blocks, create_block_manager_from_column_arrays
 
 from willump.compile.forms import (
     Columns, Deferred, FrameColumns, ReceiverKernel, Unsupported, kind_of, materialized, side_by_side,
@@ -76,6 +78,43 @@ def plain_series(series) -> pd.Series:
     if series.name is not None and type(series.name) is not str:
         raise Unsupported(f"a Series named by a {type(series.name).__name__}")
     return series
+
+
+def consolidate(manager: BlockManager) -> None:
+    """``manager._consolidate_inplace()``: ``merged`` blocks where they are not consolidated."""
+    if manager.is_consolidated():
+        return
+    manager.blocks = merged(manager.blocks)
+    manager._is_consolidated = manager._known_consolidated = True
+    manager._rebuild_blknos_and_blklocs()
+
+
+def merged(blocks, copied: bool = False) -> tuple:
+    """pandas' ``_consolidate`` of the blocks: its own merge of each dtype's blocks (``_merge_blocks``), in
+    its order, the blocks grouped by ``_consolidate_key`` kept per numpy dtype (its ``dtype.name`` costs
+    ~1 us a block: most of consolidating a frame read_csv left a block a column). ``copied``: as the
+    blocks' deep copies would be (a merged block is new memory: only the others are copied)."""
+    result = []
+    for (can_consolidate, dtype), group in itertools.groupby(sorted(blocks, key=_consolidate_key), _consolidate_key):
+        group = list(group)
+        if copied and not (can_consolidate and len(group) > 1):
+            group = [block.copy(deep=True) for block in group]
+        blocks_of_dtype, _ = _merge_blocks(group, dtype=dtype, can_consolidate=can_consolidate)
+        result = extend_blocks(blocks_of_dtype, result)
+    return tuple(result)
+
+
+def _consolidate_key(block) -> tuple:
+    dtype = block.dtype
+    if not isinstance(dtype, np.dtype):
+        return block._consolidate_key
+    name = _dtype_names.get(dtype)
+    if name is None:
+        name = _dtype_names[dtype] = dtype.name
+    return block._can_consolidate, name
+
+
+_dtype_names = {}
 
 
 def frame_of_manager(manager: BlockManager) -> pd.DataFrame:
@@ -282,6 +321,22 @@ def fillna(frame, value) -> pd.DataFrame:
         raise Unsupported("no columns")
     manager = frame._mgr.fillna(value=number, limit=None, inplace=False)
     return frame_of_manager(manager)
+
+
+class CompiledFrameCopy(ReceiverKernel):
+    """``frame.copy()``: pandas' ``BlockManager.copy(deep=True)``, each block's values copied, views of the
+    axes, the blocks consolidated (``consolidate``); ``copy(deep=False)`` runs as written."""
+
+    def __call__(self, frame, /, deep=True):
+        if deep is not True:
+            raise Unsupported("a copy other than deep=True")
+        frame = plain_frame(frame, numbers=False)
+        manager = frame._mgr
+        if manager.is_consolidated():
+            blocks = tuple(block.copy(deep=True) for block in manager.blocks)
+        else:
+            blocks = merged(manager.blocks, copied=True)
+        return frame_of_manager(BlockManager(blocks, [axis.view() for axis in manager.axes], verify_integrity=False))
 
 
 class CompiledFrameFillna(ReceiverKernel):

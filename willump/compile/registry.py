@@ -25,7 +25,7 @@ from willump.compile.dummies import CompiledGetDummies
 from willump.compile.dense import CompiledColumnStack, CompiledConcat, CompiledNumpyHstack
 from willump.compile.expressions import CompiledExpression
 from willump.compile.frames import (
-    CompiledAssign, CompiledDrop, CompiledFrameConstructor, CompiledFrameFillna, CompiledSetColumn, CompiledValues,
+    CompiledAssign, CompiledDrop, CompiledFrameConstructor, CompiledFrameCopy, CompiledFrameFillna, CompiledSetColumn, CompiledValues,
     frame_to_numpy, frame_values, set_column,
 )
 from willump.compile.parallel import SERIAL
@@ -98,6 +98,7 @@ RECEIVER_KERNELS = {
     (pd.Series, "replace"): CompiledReplace(),
     (pd.DataFrame, "replace"): CompiledFrameReplace(),
     (pd.DataFrame, "fillna"): CompiledFrameFillna(),
+    (pd.DataFrame, "copy"): CompiledFrameCopy(),
     (pd.DataFrame, "astype"): CompiledFrameAstype(),
     (pd.DataFrame, "reindex"): CompiledReindex(),
     (pd.Series, "reindex"): CompiledReindex(),

@@ -32,7 +32,7 @@ from pandas.core.internals.blocks import new_block_2d
 from pandas.core.internals.managers import BlockManager
 
 from willump.compile.forms import ReceiverKernel, Unsupported, python_number, series_of
-from willump.compile.frames import UNCHANGED, frame_of_manager, plain_frame, with_columns_set
+from willump.compile.frames import UNCHANGED, consolidate, frame_of_manager, plain_frame, with_columns_set
 from willump.compile.maps import ARROW_STR, STR, strings
 
 _MANY_ROWS = 256  # text: beyond, pandas' vectorized comparisons are faster than a dict, value by value
@@ -79,7 +79,7 @@ class CompiledFrameReplace(ReceiverKernel):
         blocks = tuple(_replaced_block(block, pairs) for block in manager.blocks)
         result = BlockManager(blocks, manager.axes, verify_integrity=False)
         if value is pd.api.extensions.no_default or type(to_replace) is list:  # (replace_list's spellings)
-            result._consolidate_inplace()
+            consolidate(result)
         return frame_of_manager(result)
 
 
