@@ -251,6 +251,7 @@ SMALL_INTS = [  # (expression, a, n, compiled)
     ("a + n", HOURS, 2**40, False),  # numpy raises OverflowError: out of int32
     ("a - n", HOURS.astype("uint16"), -1, False),
     ("a + n", HOURS.astype("int8"), 127, True),  # wraps, as numpy adds int8
+    ("a.astype('uint8')", HOURS.iloc[:0].astype("int64"), None, True),  # (no rows: nothing out of range)
 ]
 
 

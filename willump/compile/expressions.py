@@ -692,7 +692,8 @@ def _cast(target: np.dtype, source: np.dtype):
     lowest, beyond = (bounds.min, bounds.max + 1) if source.kind == "f" else (bounds.min, None)
 
     def cast(array):
-        inside = (array >= lowest).all() and ((array < beyond).all() if beyond is not None else array.max() <= bounds.max)
+        inside = (array >= lowest).all() and (
+            (array < beyond).all() if beyond is not None else not len(array) or array.max() <= bounds.max)
         if not inside or source.kind == "f" and not np.isfinite(array).all():
             raise Unsupported("a cast to int of non-finite or out-of-range values")
         return array.astype(target)
