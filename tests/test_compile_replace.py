@@ -104,6 +104,17 @@ def test_numbers_replaced_as_pandas(case):
     assert_replaced_as_pandas(*case)
 
 
+def test_an_int_column_a_float_is_put_in_becomes_float64_as_in_pandas():
+    """Home Credit's anomaly: ``df["DAYS_EMPLOYED"].replace({365243: np.nan})`` makes the int64 column float64."""
+    days = pd.Series([-100, 365243, -3000, 2**60 + 1], name="DAYS_EMPLOYED")
+    for args in [({365243: np.nan},), (365243, np.nan), ([365243, -100], [np.nan, 7]), ({-3000: 0, 365243: 0.5},)]:
+        assert assert_replaced_as_pandas(days, args), args
+    frame = pd.DataFrame({"DAYS_EMPLOYED": days, "ratio": [0.5, 1.0, 2.0, 3.0]})
+    answer = CompiledFrameReplace()(frame, {365243: np.nan})
+    pd.testing.assert_frame_equal(answer, frame.replace({365243: np.nan}), check_exact=True)
+    assert layout(answer) == layout(frame.replace({365243: np.nan}))
+
+
 def test_the_float_spellings_notebooks_use_are_compiled():
     ratios = pd.Series([1.0, np.inf, -np.inf, np.nan, -0.0], index=[3, 1, 4, 1, 5], name="ratio")
     for args in [([np.inf, -np.inf], np.nan), ([np.inf, -np.inf], 0), ({np.inf: 1e9}, ), (np.nan, 0.0), (0, 1)]:
@@ -242,7 +253,7 @@ def test_the_frame_spellings_notebooks_use_are_compiled():
     (("Dr", None), {}),
 ])
 def test_other_frame_replaces_run_as_written(args, options):
-    frame = pd.DataFrame({"ratio": [1.0, np.inf], "count": [1, 2], "title": ["Mr", "Dr"]})
+    frame = pd.DataFrame({"ratio": [1.0, np.inf], "count": [1, 2], "other": [3, 4], "title": ["Mr", "Dr"]})
     with pytest.raises(Unsupported):
         CompiledFrameReplace()(frame, *args, **options)
 

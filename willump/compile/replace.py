@@ -173,8 +173,10 @@ def _number(value):
 
 
 def _replaced_numbers(array: np.ndarray, pairs: list):
-    """A float64 or int64 array's values replaced, its dtype kept, or None where no key matches
-    (Unsupported where pandas would change the dtype)."""
+    """A float64 or int64 array's values replaced, or None where no key matches. An int64 column (one: a
+    Series', or a block of one column) a float replacement matched becomes float64 there, as pandas'
+    ``coerce_to_target_dtype`` makes it, the later pairs put in that (pairs whose key float64 cannot hold
+    skipped); Unsupported where pandas would make it another dtype or split the block."""
     floats = array.dtype == np.float64
     numbers = [(_number(key), new) for key, new in pairs]
     for key, _ in numbers:
@@ -183,16 +185,23 @@ def _replaced_numbers(array: np.ndarray, pairs: list):
         if not floats and type(key) is not int:
             raise Unsupported("an int64 column with keys other than ints")
     masks = [np.isnan(array) if key != key else array == key for key, _ in numbers]
-    matched = [(new, mask) for (_, new), mask in zip(numbers, masks) if mask.any()]
+    matched = [(key, new, mask) for (key, new), mask in zip(numbers, masks) if mask.any()]
     if not matched:
         return None
     result = array.copy()
-    for new, mask in matched:
+    for key, new, mask in matched:
         number = _number(new)
+        if result.dtype == np.int64 and type(number) is float and not (number.is_integer() and -_INT64 <= number < _INT64):
+            if array.ndim == 2 and len(array) > 1:
+                raise Unsupported("a float put in an int64 block of several columns (pandas splits the block)")
+            result = result.astype(np.float64)
+        floats = result.dtype == np.float64
+        if floats and type(key) is int and not -_EXACT <= key <= _EXACT:
+            continue  # (made float64 by an earlier pair: a key it cannot hold is skipped)
         if number is None or (floats and type(number) is int and not -_EXACT <= number <= _EXACT):
             raise Unsupported("a replacement other than a number, or an int beyond float64's exact ints")
-        if not floats and (type(number) is not int or not -_INT64 <= number < _INT64):
-            raise Unsupported("a replacement an int64 column cannot hold (pandas makes it float64 or object)")
+        if not floats and type(number) is int and not -_INT64 <= number < _INT64:
+            raise Unsupported("an int an int64 column cannot hold (pandas makes it object)")
         result[mask] = number
     return result
 
