@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 import willump
+from willump.compile.sites import AS_WRITTEN
 from willump import WillumpWarning
 
 
@@ -152,4 +153,4 @@ def test_function_defined_in_a_notebook_cell():
     import traceback
 
     cell_frames = [f for f in traceback.extract_tb(error.value.__traceback__) if f.filename == filename]
-    assert [(f.lineno, f.name) for f in cell_frames] == [(3, "cell_pipeline")]
+    assert [(f.lineno, f.name) for f in cell_frames] == [(3, "cell_pipeline"), (3, AS_WRITTEN)]  # (the call as written)

@@ -378,20 +378,21 @@ def _as_written(callee, args, kwargs):
     return callee(*[_real(a) for a in args], **{k: _real(v) for k, v in kwargs.items()})
 
 
-def written_at(filename: str, line: int, where: str):
-    """``_as_written`` in a function whose code is at ``filename``'s ``line`` and named ``where``: the
-    warnings pandas and numpy give name the first frame outside them, and tracebacks list it, so that
-    both point at the user's line (``site.as_written``), not at willump. ``where``: "function (file)"."""
+def written_at(filename: str, line: int):
+    """``_as_written`` in a function whose code is at ``filename``'s ``line``: the warnings pandas and numpy
+    give name the first frame outside them, so that they point at the user's line (``site.as_written``),
+    not at willump; tracebacks list it as the call as written."""
     tree = ast.parse("def as_written(callee, args, kwargs): "
                      "return callee(*[real(a) for a in args], **{k: real(v) for k, v in kwargs.items()})")
     ast.increment_lineno(tree, line - 1)
     namespace = {"real": _real}
     exec(compile(ast.fix_missing_locations(tree), filename, "exec"), namespace)
     function = namespace["as_written"]
-    name = where.partition(" (")[0].rpartition(".")[2]  # (where: "qualname (file)", as warnings name it)
-    if name.isidentifier():
-        function.__code__ = function.__code__.replace(co_name=name)
+    function.__code__ = function.__code__.replace(co_name=AS_WRITTEN)
     return function
+
+
+AS_WRITTEN = "<the call as written, run by willump>"  # (how a traceback names the frame)
 
 
 def _fingerprint(owner) -> int:
@@ -616,7 +617,7 @@ def rewrite_calls(nodes: list, sites: list, workers=SERIAL, filename: str = "<un
     def make_site(call, written, kind=CallSite):
         site = kind(f"{SITE_PREFIX}{len(sites)}", call, workers)
         site.source = written
-        site.as_written = written_at(filename, _line_of(call), where)
+        site.as_written = written_at(filename, _line_of(call))
         return site
 
     rewriter = _Rewriter(sites, make_site, filename, column_lists or (lambda key: False), plain_calls, where)
