@@ -263,6 +263,27 @@ def test_small_int_series_answer_as_pandas(source, a, n, compiled):
     assert compiled_calls == (calls if compiled else 0), status(optimized)
 
 
+BETWEENS = [  # (expression, a, n, compiled): Series.between's two comparisons, and-ed
+    ("a.between(13, 19)", pd.Series([12.0, 13.0, np.nan, 19.0, 19.5, -0.0], name="Age"), None, True),
+    ("a.between(n, 5, inclusive='left')", HOURS, 0, True),
+    ("a.between(0, n, inclusive='neither').astype(int)", HOURS, np.int64(6), True),
+    ("frame['y'].between(n, 0.5, inclusive='right')", None, np.float64(-1.0), True),
+    ("a.between(5, 0)", HOURS, None, True),  # (reversed: nothing between)
+    ("a.between(n, 1.0)", pd.Series([0.0, 1.0]), np.nan, True),  # (a NaN bound: nothing between)
+    ("a.between(0, n)", HOURS, 2**40, False),  # (numpy raises: out of int32)
+    ("a.between(0, 5, inclusive='all')", HOURS, None, False),  # (pandas raises)
+    ("a.between(0, 5)", BOOLS, None, False),
+]
+
+
+@pytest.mark.parametrize("source, a, n, compiled", BETWEENS, ids=[f"{row[0]} {i}" for i, row in enumerate(BETWEENS)])
+def test_between_answers_as_pandas(source, a, n, compiled):
+    optimized = willump.optimize(pipeline_of(source))
+    assert_same(optimized, (a, None, FRAME, n, None))
+    calls, compiled_calls = expression_calls(optimized)
+    assert compiled_calls == (calls if compiled else 0), status(optimized)
+
+
 NUMPY_NUMBERS = [  # (expression, a, n, compiled): median(), mean() and max() give numpy's float64 and int64
     ("a.fillna(n).clip(0, 80).round().astype(int)", pd.Series([np.nan, 22.5, 90.0, -3.0]), np.float64(28.0), True),
     ("a.clip(upper=n)", pd.Series([1.0, 500.0, np.nan]), np.int64(300), True),

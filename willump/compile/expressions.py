@@ -74,7 +74,9 @@ COMPARISONS = {ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, a
                ast.Eq: operator.eq, ast.NotEq: operator.ne}
 ROUNDING = {"round", "around"}  # np.round(x, n): Series.round(n)
 METHODS = {"clip": ("lower", "upper"), "fillna": ("value",), "astype": ("dtype",), "abs": (), "round": ("decimals",),
-           "isna": (), "isnull": (), "notna": (), "notnull": ()}
+           "isna": (), "isnull": (), "notna": (), "notnull": (), "between": ("left", "right", "inclusive")}
+BETWEEN = {"both": (operator.ge, operator.le), "neither": (operator.gt, operator.lt), "left": (operator.ge, operator.lt),
+           "right": (operator.gt, operator.le)}  # Series.between's comparisons of each ``inclusive``
 _MISSING = {"isna": False, "isnull": False, "notna": True, "notnull": True}  # method -> whether it is negated
 REDUCTIONS = {"sum", "mean", "min", "max"}  # frame[[...]].sum(axis=1)
 _NUMBER, _LEAF, _COLUMN, _UNARY, _BINARY, _UFUNC = range(6)  # kinds of steps
@@ -134,6 +136,8 @@ def _reads_names(node):
         return _reads_names(receiver)
     if method == "fillna" and _columns_selection(receiver):  # frame[names].fillna(value): a DataFrame
         return True if _reads_names(arguments[0]) is not None else None
+    if method == "between":  # (inclusive: a literal, checked by _method_arguments_fit)
+        arguments = arguments[:2]
     return _all_read(receiver, *[a for a in arguments if a is not None and not _is_none(a)])
 
 
@@ -208,6 +212,9 @@ def _method_arguments_fit(method: str, arguments: list) -> bool:
         return arguments[0] is not None and _is_dtype(arguments[0]) and not category
     if method == "round":
         return _round_decimals(arguments)
+    if method == "between":
+        inclusive = arguments[2]
+        return None not in arguments[:2] and _literal(inclusive) in (_ABSENT, *BETWEEN)
     return True  # abs()
 
 
@@ -321,7 +328,7 @@ class CompiledExpression:
             step[3][0] for step in self.steps if step[0] == _REDUCE})  # where Series or frames may be
         self.frame_method = self.steps[-1][0] == _METHOD and self.steps[-1][1] == "fillna"  # may give a DataFrame
         self.binary = any(  # operations pandas may give numexpr (clip compares, then np.where)
-            step[0] in (_BINARY, _COMPARE) or (step[0] == _METHOD and step[1] == "clip") for step in self.steps
+            step[0] in (_BINARY, _COMPARE) or (step[0] == _METHOD and step[1] in ("clip", "between")) for step in self.steps
         )
         self.cast = self._cast()  # (series.astype(name): a categorical cast when the name holds a CategoricalDtype)
 
@@ -373,6 +380,9 @@ class CompiledExpression:
                 step = (_METHOD, method, (receiver, self._add_dtype(arguments[0], position)), None)
             elif method == "round":
                 step = (_METHOD, method, (receiver,), (None, _decimals(arguments[0])))
+            elif method == "between":
+                inclusive = "both" if arguments[2] is None else _literal(arguments[2])
+                step = (_METHOD, method, (receiver, *[self._add(a, position) for a in arguments[:2]]), (None, inclusive))
             else:
                 step = (_METHOD, method, (receiver, *[self._add(a, position) for a in arguments]), None)
         self.steps.append(step)
@@ -643,6 +653,9 @@ def _method(method: str, operands, parameter, values, columns):
             raise Unsupported(f"astype of a Series of dtype {dtype}")
         function = _cast(target, dtype)
         return function, (index, name, True, target)
+    if method == "between":
+        return _between(values[operands[1]], values[operands[2]], parameter[1], dtype), (index, name, receiver[2],
+                                                                                         np.dtype(bool))
     if method in _MISSING:
         if dtype not in _LEAF_DTYPES:
             raise Unsupported(f"{method}() of a Series of dtype {dtype}")
@@ -767,6 +780,18 @@ def _clip(lower, upper, dtype):
         return result.copy() if result is array else result
 
     return _quiet(clip)
+
+
+def _between(left, right, inclusive: str, dtype: np.dtype):
+    """Series.between: its two comparisons (each a number as ``maybe_prepare_scalar_for_op`` passes it to
+    numpy), and-ed."""
+    if dtype not in _ARITHMETIC_DTYPES:
+        raise Unsupported(f"between() of a Series of dtype {dtype}")
+    left, right = _operand(left), _operand(right)
+    _check_in_range(left, dtype)
+    _check_in_range(right, dtype)
+    above, below = BETWEEN[inclusive]
+    return _quiet(lambda array: above(array, left) & below(array, right))
 
 
 def _threshold(number, dtype: np.dtype, method: str):
