@@ -193,8 +193,11 @@ def cuts(draw):
     values = draw(st.lists(st.sampled_from(pool + ([np.nan] if kind is np.float64 else [])), min_size=1, max_size=8))
     if kind is np.int64:
         values = [int(v) for v in values if np.isfinite(v)] or [0]
+        kind = draw(st.sampled_from([np.int64, np.int64, np.int32, np.uint8, np.int16]))  # (series.dt.hour: int32)
+        values = [v for v in values if np.iinfo(kind).min <= v <= np.iinfo(kind).max] or [0]
     else:
         values = [float(v) for v in values]
+        kind = draw(st.sampled_from([np.float64, np.float64, np.float32]))
     series = pd.Series(values, dtype=kind, name=draw(st.sampled_from([None, "Age"])),
                        index=draw(st.sampled_from([None, "shifted"])) and pd.RangeIndex(len(values)) * 2 + 3)
     intervals = max(len(edges) - 1, 1)

@@ -241,8 +241,8 @@ class CompiledCut:
             raise Unsupported("arguments pd.cut does not take (it raises)")
         options = {**self._defaults, **given, **kwargs}
         x = options.pop("x")
-        if type(x) is not pd.Series or x.dtype not in (np.float64, np.int64) or options.pop("retbins") is not False:
-            raise Unsupported("a cut of other than a float64 or int64 Series, or retbins")
+        if type(x) is not pd.Series or x.dtype not in _CUT_DTYPES or options.pop("retbins") is not False:
+            raise Unsupported("a cut of other than a Series of numpy floats or ints of up to 64 bits, or retbins")
         key = (x.dtype, _text_options(), _edges_key(options["bins"]), _labels_key(options["labels"]),
                *_options_key(options))
         kept = self._edges.get(key)
@@ -267,6 +267,10 @@ class CompiledCut:
     @staticmethod
     def still_valid() -> bool:
         return True
+
+
+_CUT_DTYPES = {np.dtype(t) for t in (np.float64, np.float32, np.int64, np.int32, np.int16, np.int8, np.uint8, np.uint16,
+                                     np.uint32)}
 
 
 def _keepable(edges: np.ndarray, dtype, labels) -> bool:
