@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import willump
-from answers import answers, identity
+from answers import answers, identity, outcome
 from willump.compile import registry
 from willump.compile.forms import Unsupported
 
@@ -185,3 +185,57 @@ def test_other_concatenations_run_as_written(objs, options):
         kernel.defer(objs, **options)
     with pytest.raises(Unsupported):
         kernel(objs, **options)
+
+
+NP_SELECT = registry.FUNCTION_KERNELS[np.select]
+
+
+@st.composite
+def selections(draw):
+    """(condlist, choicelist, default): comparisons of a Series (or not bools: numpy raises), choices of
+    Series, arrays and numbers of several dtypes, a default; sometimes of different lengths."""
+    rows = draw(st.integers(0, 5))
+    values = pd.Series(draw(st.lists(st.sampled_from([0.0, 12.0, 19.5, 60.0, np.nan, -1.0]), min_size=rows, max_size=rows)),
+                       index=draw(st.sampled_from([None, list(range(10, 10 + rows))])))
+    count = draw(st.integers(1, 4))
+    conditions = [values < draw(st.sampled_from([0, 13, 20, 60.0])) for _ in range(count)]
+    if draw(st.integers(0, 9)) == 0:
+        conditions[0] = conditions[0].astype(int)  # (numpy raises TypeError)
+    choice = st.one_of(st.sampled_from([0, 1, 2.5, True, np.int64(3), np.float32(0.5)]),
+                       st.sampled_from(DTYPES).map(lambda d: values.fillna(0).abs().astype(d)),
+                       st.sampled_from(DTYPES).map(lambda d: np.arange(rows).astype(d)))
+    choices = [draw(choice) for _ in range(draw(st.sampled_from([count, count, count + 1])))]
+    return conditions, choices, draw(choice)
+
+
+@SETTINGS
+@given(selections(), st.booleans())
+def test_select_answers_as_numpy(parts, as_tuple):
+    conditions, choices, default = parts
+    if as_tuple:
+        conditions, choices = tuple(conditions), tuple(choices)
+    expected = outcome(np.select, conditions, choices, default)
+    try:
+        got = outcome(NP_SELECT, conditions, choices, default)
+    except Unsupported:
+        return
+    if type(expected) is tuple:  # (numpy raised: the kernel raises it too, and the call runs as written)
+        assert type(got) is tuple and got[0] is expected[0]
+    else:
+        assert type(got) is np.ndarray and got.dtype == expected.dtype and got.shape == expected.shape
+        assert got.tobytes() == expected.tobytes()
+
+
+def age_bands(df):
+    age = df["Age"].fillna(-1)
+    bands = np.select([age < 0, age < 13, age < 20, age < 60], [0, 1, 2, 3], default=4)
+    return identity.predict(bands)
+
+
+def test_a_select_of_comparisons_is_compiled():
+    optimized = willump.optimize(age_bands)
+    people = pd.DataFrame({"Age": [np.nan, 5.0, 19.0, 45.0, 70.0]})
+    for rows in (people, people.iloc[[1]], people.iloc[:0]):
+        np.testing.assert_array_equal(optimized(rows), age_bands(rows), strict=True)
+    table = optimized.explain_compilation()
+    assert table.loc[table.operator == "numpy.select", "status"].tolist() == ["compiled"], table.to_string()

@@ -35,6 +35,30 @@ class CompiledNumpyHstack:
         return True
 
 
+class CompiledSelect:
+    """``np.select(condlist, choicelist, default=0)`` of Series (a comparison's bools, numbers), arrays and
+    numbers: numpy's own select of the Series' arrays (numpy reads a Series of a numpy dtype as that array,
+    ~40 us a Series on one row)."""
+
+    def __call__(self, condlist, choicelist, default=0):
+        if type(condlist) not in (list, tuple) or type(choicelist) not in (list, tuple):
+            raise Unsupported("conditions or choices not written as a list or tuple")
+        return np.select([_values(c) for c in condlist], [_values(c) for c in choicelist], _values(default))
+
+    @staticmethod
+    def still_valid() -> bool:
+        return True
+
+
+def _values(value):
+    """A Series of a numpy dtype as numpy reads it (its array); numpy arrays and Python or numpy numbers as they are."""
+    if type(value) is pd.Series and isinstance(value.dtype, np.dtype) and value.dtype.kind in _KINDS:
+        return value._values
+    if type(value) is np.ndarray or type(value) in (int, float, bool) or isinstance(value, (np.number, np.bool_)):
+        return value
+    raise Unsupported(f"np.select of a {type(value).__name__}")
+
+
 def _array(block) -> np.ndarray:
     """The block as ``np.atleast_1d`` makes it."""
     kind = type(block)

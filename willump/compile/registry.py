@@ -22,7 +22,7 @@ from willump.compile import (
 from willump.compile.categories import ASTYPE, CompiledCut, CompiledFrameAstype
 from willump.compile.datetimes import CompiledDatetimeField, CompiledToDatetime, datetime_field
 from willump.compile.dummies import CompiledGetDummies
-from willump.compile.dense import CompiledColumnStack, CompiledConcat, CompiledNumpyHstack
+from willump.compile.dense import CompiledColumnStack, CompiledConcat, CompiledNumpyHstack, CompiledSelect
 from willump.compile.expressions import CompiledExpression
 from willump.compile.frames import (
     CompiledAssign, CompiledDrop, CompiledFrameConstructor, CompiledFrameCopy, CompiledFrameFillna, CompiledSetColumn, CompiledValues,
@@ -114,6 +114,7 @@ FUNCTION_KERNELS = {
     pd.to_datetime: CompiledToDatetime(),
     pd.get_dummies: CompiledGetDummies(),
     pd.cut: CompiledCut(),
+    np.select: CompiledSelect(),
     datetime_field: CompiledDatetimeField(),
     operator.getitem: tables.CompiledSelection(),
     column_str_method: CompiledColumnLower(),
@@ -127,7 +128,7 @@ FUNCTION_KERNELS = {
     composites.columns: composites.CompiledColumnHelper(composites.columns),
 }
 FUNCTION_NAMES = {
-    "hstack", "column_stack", "concat", "DataFrame", "to_datetime", "get_dummies", "cut", composites.UNION_STACK,
+    "hstack", "column_stack", "concat", "DataFrame", "to_datetime", "get_dummies", "cut", "select", composites.UNION_STACK,
     composites.COLUMN_STACK,
     composites.COLUMN_INPUT, composites.COLUMNS,
 }
