@@ -284,6 +284,23 @@ def test_between_answers_as_pandas(source, a, n, compiled):
     assert compiled_calls == (calls if compiled else 0), status(optimized)
 
 
+UFUNC_OF_CALLS = [  # (expression, a, n): a ufunc of a value another call site computes (not an expression of names)
+    ("np.log1p(a.map(n).fillna(0))", pd.Series(["x", "y", "z"], name="ip"), {"x": 10, "y": 0}),
+    ("np.log(a.map(n))", pd.Series(["x", "y", "z"]), {"x": 10.0, "y": -1.0, "z": 0.0}),  # (numpy warns, as written)
+    ("np.sqrt(a.map(n))", pd.Series(["x", "y"], index=[5, 3]), {"x": 4, "y": 9}),
+    ("np.expm1(a.map(n))", pd.Series(["x", "y"]), {"x": 800.0, "y": 1.0}),  # (overflow: numpy warns)
+]
+
+
+@pytest.mark.parametrize("source, a, n", UFUNC_OF_CALLS, ids=[row[0] for row in UFUNC_OF_CALLS])
+def test_a_ufunc_of_another_call_answers_as_pandas(source, a, n):
+    optimized = willump.optimize(pipeline_of(source))
+    assert_same(optimized, (a, None, None, n, None))
+    table = optimized.explain_compilation()
+    ufunc = table[table.operator == f"numpy.{source[3:source.index('(')]}"]
+    assert ufunc.status.tolist() == ["compiled"], table.to_string()
+
+
 NUMPY_NUMBERS = [  # (expression, a, n, compiled): median(), mean() and max() give numpy's float64 and int64
     ("a.fillna(n).clip(0, 80).round().astype(int)", pd.Series([np.nan, 22.5, 90.0, -3.0]), np.float64(28.0), True),
     ("a.clip(upper=n)", pd.Series([1.0, 500.0, np.nan]), np.int64(300), True),

@@ -313,6 +313,24 @@ def _names(node):
         yield from _names(child)
 
 
+class CompiledUfunc:
+    """``np.log1p(value)`` (any of ``UFUNCS``) of a value another call computes (``np.log1p(s.map(d).fillna(0))``:
+    not an expression of names, so its own call site): the expression kernel of ``np.<ufunc>(value)``."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._expression = CompiledExpression(ast.parse(f"np.{name}(value)", mode="eval").body, ["np", "value"])
+
+    def __call__(self, *args, **kwargs):
+        if len(args) != 1 or kwargs:
+            raise Unsupported(f"numpy.{self.name} options (out, where, dtype...)")
+        return self._expression(np, args[0])
+
+    @staticmethod
+    def still_valid() -> bool:
+        return True
+
+
 class CompiledExpression:
     """The kernel of one expression function: numpy on the columns' arrays, one Series at the end.
 

@@ -23,7 +23,7 @@ from willump.compile.categories import ASTYPE, CompiledCut, CompiledFrameAstype
 from willump.compile.datetimes import CompiledDatetimeField, CompiledToDatetime, datetime_field
 from willump.compile.dummies import CompiledGetDummies
 from willump.compile.dense import CompiledColumnStack, CompiledConcat, CompiledNumpyHstack, CompiledSelect
-from willump.compile.expressions import CompiledExpression
+from willump.compile.expressions import UFUNCS, CompiledExpression, CompiledUfunc
 from willump.compile.frames import (
     CompiledAssign, CompiledDrop, CompiledFrameConstructor, CompiledFrameCopy, CompiledFrameFillna, CompiledSetColumn, CompiledValues,
     frame_to_numpy, frame_values, set_column,
@@ -126,11 +126,12 @@ FUNCTION_KERNELS = {
     composites.column_stack: composites.CompiledColumnStack(),
     composites.column_input: composites.CompiledColumnHelper(composites.column_input),
     composites.columns: composites.CompiledColumnHelper(composites.columns),
+    **{ufunc: CompiledUfunc(name) for name, ufunc in UFUNCS.items()},  # (np.log1p(s.map(d).fillna(0)))
 }
 FUNCTION_NAMES = {
     "hstack", "column_stack", "concat", "DataFrame", "to_datetime", "get_dummies", "cut", "select", composites.UNION_STACK,
     composites.COLUMN_STACK,
-    composites.COLUMN_INPUT, composites.COLUMNS,
+    composites.COLUMN_INPUT, composites.COLUMNS, *UFUNCS,
 }
 OPTIONAL_NAMES = {"inplace_predict", "DMatrix"}  # (of the optional libraries' kernels, registered when first met)
 NAMES = {method for _, method in [*METHOD_KERNELS, *RECEIVER_KERNELS]} | FUNCTION_NAMES | OPTIONAL_NAMES  # callee names worth a call site
