@@ -29,7 +29,7 @@ PEOPLE = pd.DataFrame({
 def titanic_features(df):
     codes = pd.factorize(df["sex"], sort=True)[0]
     band = pd.qcut(df["age"], q=4, labels=False, duplicates="drop")
-    stage = np.select([df["age"] < 12, df["age"] < 60], [0.0, 1.0], default=2.0)
+    stage = np.digitize(df["age"], [12.0, 60.0])
     ratio = df.apply(lambda row: row["fare"] / (row["age"] + 1), axis=1)
     return model.predict(np.column_stack([codes, band, stage, ratio]))
 
@@ -53,7 +53,7 @@ def test_library_calls_without_a_kernel_are_named_once_with_their_lines():
     np.testing.assert_array_equal(result, titanic_features(PEOPLE))
     assert len(first) == 1, first
     for fragment, operator in [("pd.factorize", "pandas.factorize"), ("pd.qcut", "pandas.qcut"),
-                               ("np.select", "numpy.select"), ("df.apply", "DataFrame.apply")]:
+                               ("np.digitize", "numpy.digitize"), ("df.apply", "DataFrame.apply")]:
         assert f"line {line_of(titanic_features, fragment)}: {operator}" in first[0]
     _, second = calls_warning(lambda: optimized(PEOPLE.iloc[:2]))
     assert second == []
@@ -66,7 +66,7 @@ def test_explain_compilation_lists_them_with_their_counts():
         for rows in (PEOPLE, PEOPLE.iloc[:1], PEOPLE.iloc[3:]):
             np.testing.assert_array_equal(optimized(rows), titanic_features(rows))
     table = optimized.explain_compilation().set_index("operator")
-    for operator, fragment in [("pandas.factorize", "pd.factorize"), ("numpy.select", "np.select"),
+    for operator, fragment in [("pandas.factorize", "pd.factorize"), ("numpy.digitize", "np.digitize"),
                                ("DataFrame.apply", "df.apply")]:
         row = table.loc[operator]
         assert row["line"] == line_of(titanic_features, fragment)
@@ -163,7 +163,7 @@ def test_an_exception_of_the_call_is_raised_even_where_warnings_are_errors():
 
 
 def inner_features(df):
-    return model.predict(np.column_stack([np.select([df["age"] < 12], [1.0], default=0.0)]))
+    return model.predict(np.column_stack([np.digitize(df["age"], [12.0])]))
 
 
 inner = willump.optimize(inner_features)
@@ -179,7 +179,7 @@ def test_nested_functions_are_named_each_with_its_own_lines():
     _, messages = calls_warning(lambda: optimized(PEOPLE))
     text = " ".join(messages)
     assert f"in outer_features ({__file__}), line {line_of(outer_features, 'pd.qcut')}: pandas.qcut" in text, text
-    assert f"in inner_features ({__file__}), line {line_of(inner_features, 'np.select')}: numpy.select" in text, text
+    assert f"in inner_features ({__file__}), line {line_of(inner_features, 'np.digitize')}: numpy.digitize" in text, text
 
 
 class Proxy:
