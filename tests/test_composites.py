@@ -586,3 +586,39 @@ def test_the_identity_with_names_one_to_one_keeps_scikit_learns_checks_of_names(
                 assert_same(got, expected)
     table = optimized.explain_compilation().set_index("operator")
     assert table.loc["FunctionTransformer.transform", "compiled_calls"] == 2, table  # (the renamed frame: as written)
+
+
+NUMBERS = make_pipeline(SimpleImputer(), StandardScaler())
+BOOSTED = make_pipeline(make_column_transformer((NUMBERS, NUMERIC), (OneHotEncoder(handle_unknown="ignore"), ["city"])),
+                        HistGradientBoostingRegressor(max_iter=20)).fit(FRAME, FRAME["age"].fillna(0) + Y)
+LINEAR = make_pipeline(make_column_transformer((NUMBERS, NUMERIC)), Ridge()).fit(FRAME, FRAME["age"].fillna(0) + Y)
+
+
+def blended_in_one_statement(frame):
+    return 0.6 * BOOSTED.predict(frame) + 0.4 * LINEAR.predict(frame)
+
+
+def transformed_after_the_model(frame):
+    predicted = LINEAR.predict(frame)
+    predicted = np.expm1(predicted / 100)
+    return predicted
+
+
+def blended_by_name(frame):
+    first = BOOSTED.predict(frame)
+    second = LINEAR.predict(frame)
+    blend = 0.5 * first + 0.5 * second
+    return blend
+
+
+@pytest.mark.parametrize("function", [blended_in_one_statement, transformed_after_the_model, blended_by_name])
+def test_pipelines_blended_or_transformed_after_are_read_as_their_steps(function):
+    """A Kaggle blend of two Pipelines in one statement (the second's steps run after the first's final
+    estimator was bound, which computes the same there), and a prediction transformed in later
+    statements before it is returned: each Pipeline read as its steps, no warning, the answers exact."""
+    optimized = optimize_quietly(function)
+    for rows in (FRAME, FRAME.iloc[[3]], FRAME.iloc[[7]]):
+        assert_same(optimized(rows), function(rows))
+    table = optimized.explain_compilation()
+    assert not table["status"].str.contains("runs as one call").any(), table.to_string()
+    assert {"Ridge.predict"} <= set(table["operator"]), table.to_string()

@@ -527,8 +527,10 @@ def _find_model(statements: list[Statement], flow: _DataFlow) -> ModelNode | Non
     call = model_call(returned.node.value)
     holder = returned
     if call is None:
-        # The prediction assigned first: ``y = model.predict(X)`` then ``return y`` or ``return f(y)``.
-        for index in sorted(flow.definitions(returned.index, names_read(returned.node.value)), reverse=True):
+        # The prediction assigned first: ``y = model.predict(X)`` then ``return y`` or ``return f(y)``, maybe
+        # through other assignments (``y = np.expm1(y)``, a blend): the latest assignment of a model call the
+        # returned value is computed from.
+        for index in sorted(flow.ancestors({returned.index}) - {returned.index}, reverse=True):
             if isinstance(statements[index].node, (ast.Assign, ast.AnnAssign)) and not statements[index].opaque:
                 call = model_call(statements[index].node.value)
                 if call is not None:

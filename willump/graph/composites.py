@@ -477,9 +477,19 @@ def _runs_first(value: ast.expr, call: ast.Call) -> bool:
     end = (call.end_lineno, call.end_col_offset)
     for node in ast.walk(value):
         if isinstance(node, ast.Call) and id(node) not in inside and id(node) not in ancestors:
-            if (node.lineno, node.col_offset) < end:
+            if (node.lineno, node.col_offset) < end and not _written_out(node):
                 return False
     return True
+
+
+def _written_out(call: ast.Call) -> bool:
+    """A call of a fitted object or helper an expansion bound (an earlier composite's final estimator, in
+    ``0.6 * a.predict(X) + 0.4 * b.predict(X)``): it computes what it did where it was, so the next
+    composite's steps may run before it."""
+    func = call.func
+    while isinstance(func, (ast.Attribute, ast.Subscript)):
+        func = func.value
+    return isinstance(func, ast.Name) and func.id.startswith(PREFIX)
 
 
 def _located(statement: ast.stmt, at: ast.stmt) -> ast.stmt:
