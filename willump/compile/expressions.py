@@ -313,6 +313,9 @@ def _names(node):
         yield from _names(child)
 
 
+_FRAME_FILL = frames.CompiledFrameFillna()
+
+
 class CompiledUfunc:
     """``np.log1p(value)`` (any of ``UFUNCS``) of a value another call computes (``np.log1p(s.map(d).fillna(0))``:
     not an expression of names, so its own call site): the expression kernel of ``np.<ufunc>(value)``."""
@@ -471,6 +474,15 @@ class CompiledExpression:
     @staticmethod
     def still_valid() -> bool:
         return True
+
+    def defer(self, *arguments):
+        """The call's answer; ``frame.fillna(name)`` of a dict or Series read only by kernels kept as the
+        frame's columns (``CompiledFrameFillna.defer``)."""
+        if self.frame_method:
+            receiver, value = (self.steps[i] for i in self.steps[-1][2])
+            if receiver[0] == _LEAF and value[0] == _LEAF and _is_frame(arguments[receiver[3]]):
+                return _FRAME_FILL.defer(arguments[receiver[3]], arguments[value[3]])
+        return self(*arguments)
 
     def __call__(self, *arguments):
         if self.cast is not None and categorical_dtype(arguments[self.cast[1]]):
