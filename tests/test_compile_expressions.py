@@ -255,14 +255,6 @@ SMALL_INTS = [  # (expression, a, n, compiled)
 ]
 
 
-@pytest.mark.parametrize("source, a, n, compiled", SMALL_INTS, ids=[f"{row[0]} {i}" for i, row in enumerate(SMALL_INTS)])
-def test_small_int_series_answer_as_pandas(source, a, n, compiled):
-    optimized = willump.optimize(pipeline_of(source))
-    assert_same(optimized, (a, None, None, n, None))
-    calls, compiled_calls = expression_calls(optimized)
-    assert compiled_calls == (calls if compiled else 0), status(optimized)
-
-
 BETWEENS = [  # (expression, a, n, compiled): Series.between's two comparisons, and-ed
     ("a.between(13, 19)", pd.Series([12.0, 13.0, np.nan, 19.0, 19.5, -0.0], name="Age"), None, True),
     ("a.between(n, 5, inclusive='left')", HOURS, 0, True),
@@ -276,8 +268,9 @@ BETWEENS = [  # (expression, a, n, compiled): Series.between's two comparisons, 
 ]
 
 
-@pytest.mark.parametrize("source, a, n, compiled", BETWEENS, ids=[f"{row[0]} {i}" for i, row in enumerate(BETWEENS)])
-def test_between_answers_as_pandas(source, a, n, compiled):
+@pytest.mark.parametrize("source, a, n, compiled", SMALL_INTS + BETWEENS,
+                         ids=[f"{row[0]} {i}" for i, row in enumerate(SMALL_INTS + BETWEENS)])
+def test_small_int_series_and_between_answer_as_pandas(source, a, n, compiled):
     optimized = willump.optimize(pipeline_of(source))
     assert_same(optimized, (a, None, FRAME, n, None))
     calls, compiled_calls = expression_calls(optimized)

@@ -297,6 +297,15 @@ def test_dataframes_are_read_as_validate_data_reads_them(kind):
             kernel(frame.astype({"count": "Int64"}))  # (an extension dtype: converted by scikit-learn)
 
 
+def classifier_fitted_on(train: pd.DataFrame, family: str, draw, seed: int):
+    """A random classifier of ``family`` (or an isolation forest) fitted on the frame, labels at random."""
+    y = np.where(np.random.default_rng(seed).random(len(train)) < 0.5, "no", "yes")
+    model = isolation_forest(draw, seed) if family == "isolation" else CLASSIFIERS[family](draw, seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return model.fit(train, y)
+
+
 DUMMY_DTYPES = ["bool", "bool", "int64", "float64", "float32", "int8", "uint8"]
 BIG = {"int64": [2 ** 24 + 1, 2 ** 53 + 1, 2 ** 62 + 3, -(2 ** 63)], "float64": [np.nan, 1e39, 2.0 ** 24 + 1, 0.1],
        "float32": [np.nan, 0.1]}
@@ -319,11 +328,7 @@ def test_frames_with_bool_columns_are_cast_as_scikit_learn_casts_them(data):
     rng = np.random.default_rng(seed)
     names = [f"c{i}" for i in range(len(dtypes))]
     train = pd.DataFrame({n: column_of(d, rng.integers(0, GRID, ROWS)) for n, d in zip(names, dtypes)})
-    y = np.where(rng.random(ROWS) < 0.5, "no", "yes")
-    model = isolation_forest(data.draw, seed) if family == "isolation" else CLASSIFIERS[family](data.draw, seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model.fit(train, y)
+    model = classifier_fitted_on(train, family, data.draw, seed)
     rows = data.draw(st.integers(1, 12))
     values = {d: st.sampled_from(list(range(GRID)) + BIG.get(d, [])) for d in set(dtypes)}
     frame = pd.DataFrame({n: column_of(d, data.draw(st.lists(values[d], min_size=rows, max_size=rows)))
@@ -358,11 +363,7 @@ def test_object_columns_of_numbers_are_converted_as_numpy_converts_them(data):
         return np.array(values, dtype=object) if kind == "object" else np.array(values).astype(kind)
 
     train = pd.DataFrame({n: column(k, rng.integers(0, GRID, ROWS).tolist()) for n, k in zip(names, kinds)})
-    y = np.where(rng.random(ROWS) < 0.5, "no", "yes")
-    model = isolation_forest(data.draw, seed) if family == "isolation" else CLASSIFIERS[family](data.draw, seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model.fit(train, y)
+    model = classifier_fitted_on(train, family, data.draw, seed)
     rows = data.draw(st.integers(1, 8))
     values = {"object": st.sampled_from(list(range(GRID)) + OBJECT_VALUES), "int64": st.sampled_from([0, 2, 5, 2**62 + 3]),
               "float64": st.sampled_from([0.0, 2.5, np.nan, np.inf])}
