@@ -106,10 +106,13 @@ def test_numbers_replaced_as_pandas(case):
 
 def test_an_int_column_a_float_is_put_in_becomes_float64_as_in_pandas():
     """Home Credit's anomaly: ``df["DAYS_EMPLOYED"].replace({365243: np.nan})`` makes the int64 column float64."""
-    days = pd.Series([-100, 365243, -3000, 2**60 + 1], name="DAYS_EMPLOYED")
-    for args in [({365243: np.nan},), (365243, np.nan), ([365243, -100], [np.nan, 7]), ({-3000: 0, 365243: 0.5},)]:
+    days = pd.Series([-100, 365243, -3000, 2**60 + 1, 2**53 + 2, 2**62], name="DAYS_EMPLOYED")
+    for args in [({365243: np.nan},), (365243, np.nan), ([365243, -100], [np.nan, 7]), ({-3000: 0, 365243: 0.5},),
+                 ([365243, 2**53 + 2], [1.5, 7]), (2**62, 1.5), ([365243, 2**60 + 1], [0.5, 1])]:  # (keys a double holds)
         assert assert_replaced_as_pandas(days, args), args
-    frame = pd.DataFrame({"DAYS_EMPLOYED": days, "ratio": [0.5, 1.0, 2.0, 3.0]})
+    for args in [(365243, 1e19), (365243, -1e19)]:  # (pandas raises, or makes it object)
+        assert not assert_replaced_as_pandas(days, args), args
+    frame = pd.DataFrame({"DAYS_EMPLOYED": days, "ratio": [0.5, 1.0, 2.0, 3.0, 4.0, 5.0]})
     answer = CompiledFrameReplace()(frame, {365243: np.nan})
     pd.testing.assert_frame_equal(answer, frame.replace({365243: np.nan}), check_exact=True)
     assert layout(answer) == layout(frame.replace({365243: np.nan}))
@@ -250,6 +253,7 @@ def test_the_frame_spellings_notebooks_use_are_compiled():
     (({"ratio": {np.inf: 0.0}},), {"inplace": True}),
     ((-999, np.nan), {"inplace": True}),
     ((1, np.nan), {}),  # (an int matched and NaN put: pandas splits the block and makes the column float64)
+    (([1], {"count": 100}), {}),  # (a list and a dict: pandas reads the dict's keys as the values)
     (("Dr", None), {}),
 ])
 def test_other_frame_replaces_run_as_written(args, options):

@@ -373,6 +373,16 @@ def test_object_columns_of_numbers_are_converted_as_numpy_converts_them(data):
     check_answers(model, frame, (SERIAL,))
 
 
+def test_object_columns_of_a_model_with_categorical_features_run_as_written():
+    """scikit-learn's encoder compares a categorical feature's objects as they are ("1.0" is no category
+    1.0): objects are not converted for HistGradientBoosting with categorical features."""
+    train = pd.DataFrame({"a": [0.0, 1.0, 4.0] * 20, "b": np.arange(60.0)})
+    model = HistGradientBoostingRegressor(max_iter=5, categorical_features=[0]).fit(train, np.arange(60.0))
+    frame = pd.DataFrame({"a": np.array(["0.0", "1.0", "4.0"], dtype=object), "b": [1.0, 2.0, 3.0]})
+    with pytest.raises(Unsupported):
+        CompiledTrees(model, "predict")(frame)
+
+
 def test_a_bool_frames_cast_that_overflows_runs_as_written():
     """An isolation forest takes infinity (scikit-learn >= 1.6), but numpy warns when scikit-learn's cast
     of the frame to float32 makes one of a finite value: the kernel refuses, the call as written warns

@@ -329,6 +329,11 @@ def test_a_call_running_as_written_warns_at_the_users_line():
             np.testing.assert_array_equal(function(frame), [14.0, 16.0])
         [warning] = [w for w in caught if "dayfirst" in str(w.message)]
         assert (warning.filename, warning.lineno) == (__file__, line)
+        with warnings.catch_warnings(record=True) as caught:  # (in the user's module: a filter by module applies)
+            warnings.simplefilter("always")
+            warnings.filterwarnings("ignore", module=__name__)
+            function(frame)
+        assert not [w for w in caught if "dayfirst" in str(w.message)]
     assert optimized.explain_compilation().loc[0, "operator"] == "pandas.to_datetime"
 
 
@@ -343,3 +348,24 @@ def test_warnings_point_at_the_decorated_function():
 
     [warning] = [w for w in caught if issubclass(w.category, willump.WillumpWarning)]
     assert warning.filename == __file__
+
+
+def chained_fill(df):
+    df[["x"]].fillna(0, inplace=True)  # (chained: changes a copy; pandas warns)
+    df["x"].replace(np.nan, 0.0, inplace=True)
+    return model.predict(df[["x", "x"]])
+
+
+def test_chained_inplace_calls_warn_as_pandas_warns():
+    """pandas counts a chained call's receiver's references to warn that inplace changes a copy: such a
+    call is not a call site (whose arguments hold more references), it runs as written."""
+    frame = pd.DataFrame({"x": [1.0, np.nan]})
+    optimized = willump.optimize(chained_fill)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = chained_fill(frame.copy())
+    for function in (chained_fill, optimized):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            np.testing.assert_array_equal(function(frame.copy()), expected)
+        assert [w.category.__name__ for w in caught].count("ChainedAssignmentError") == 2

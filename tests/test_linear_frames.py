@@ -123,7 +123,7 @@ def frames(draw):
     for name in COLUMNS:
         kind = draw(st.sampled_from(["float64", "float64", "int64", "int64", "float32", "bool", "Float64", "object"]))
         if kind == "object":  # (numbers replace put in a text column; None, which numpy reads as NaN)
-            columns[name] = np.array(draw(st.lists(st.sampled_from([0, 1, -2.5, 1e6, None, np.float64(0.1), 2**60 + 1]),
+            columns[name] = np.array(draw(st.lists(st.sampled_from([0, 1, -2.5, 1e6, None, np.float64(0.1), 2**60 + 1, 1 + 2j]),
                                                    min_size=rows, max_size=rows)), dtype=object)
         elif kind in ("int64", "bool"):
             values = np.array(draw(st.lists(st.integers(-1000, 1000), min_size=rows, max_size=rows)))

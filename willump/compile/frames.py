@@ -488,11 +488,13 @@ def _layout_after_setting(manager: BlockManager, positions: tuple) -> list:
             pieces[at:at + 1] = parts[:1]
             pieces.extend(parts[1:])
             pieces.append(("new", position, np.array([position], dtype=np.intp)))
+        if len(_layouts) >= _KEPT_LAYOUTS:
+            _layouts.clear()
         layout = _layouts[key] = pieces
     return layout
 
 
-_layouts = {}
+_layouts, _KEPT_LAYOUTS = {}, 256  # (a frame's layout and the positions set, as callers meet them again)
 
 
 # pd.concat([...], axis=1)

@@ -15,6 +15,7 @@ decides the order BLAS sums the product in.
 
 import math
 import time
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -339,11 +340,14 @@ def checked_values(frame: pd.DataFrame, dtype=None, objects=None) -> np.ndarray:
 
 
 def _converted_objects(frame: pd.DataFrame, dtype) -> np.ndarray:
-    """``np.asarray(frame, dtype)`` as pandas gives it for object columns: its interleaved objects converted."""
-    try:
-        return np.asarray(frame._mgr.as_array(), dtype=dtype)
-    except (TypeError, ValueError):
-        raise Unsupported("objects numpy cannot convert to numbers (scikit-learn raises)") from None
+    """``np.asarray(frame, dtype)`` as pandas gives it for object columns: its interleaved objects converted;
+    Unsupported where numpy raises or warns (complex numbers: scikit-learn raises)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            return np.asarray(frame._mgr.as_array(), dtype=dtype)
+        except (TypeError, ValueError, Warning):
+            raise Unsupported("objects numpy cannot convert to numbers, or warns of (scikit-learn raises)") from None
 
 
 def columns_values(columns: Columns, dtype=None) -> np.ndarray:

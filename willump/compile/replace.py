@@ -97,7 +97,7 @@ def _columnwise(columns: pd.Index, to_replace, value) -> list | None:
         mapping = {name: (to_replace[name], value[name]) for name in to_replace if name in value}
     elif type(to_replace) is dict:
         mapping = {name: (key, value) for name, key in to_replace.items()}
-    elif type(value) is dict:
+    elif type(value) is dict and is_scalar(to_replace) and to_replace is not None:
         mapping = {name: (to_replace, new) for name, new in value.items()}
     else:
         return None
@@ -192,12 +192,14 @@ def _replaced_numbers(array: np.ndarray, pairs: list):
     for key, new, mask in matched:
         number = _number(new)
         if result.dtype == np.int64 and type(number) is float and not (number.is_integer() and -_INT64 <= number < _INT64):
+            if number.is_integer():
+                raise Unsupported("a whole float beyond int64 put in an int64 column (pandas raises or makes it object)")
             if array.ndim == 2 and len(array) > 1:
                 raise Unsupported("a float put in an int64 block of several columns (pandas splits the block)")
             result = result.astype(np.float64)
         floats = result.dtype == np.float64
-        if floats and type(key) is int and not -_EXACT <= key <= _EXACT:
-            continue  # (made float64 by an earlier pair: a key it cannot hold is skipped)
+        if floats and array.dtype == np.int64 and not _held(result, key):
+            continue  # (made float64 by an earlier pair: a key it cannot hold is skipped, as pandas skips it)
         if number is None or (floats and type(number) is int and not -_EXACT <= number <= _EXACT):
             raise Unsupported("a replacement other than a number, or an int beyond float64's exact ints")
         if not floats and type(number) is int and not -_INT64 <= number < _INT64:

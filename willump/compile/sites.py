@@ -378,14 +378,15 @@ def _as_written(callee, args, kwargs):
     return callee(*[_real(a) for a in args], **{k: _real(v) for k, v in kwargs.items()})
 
 
-def written_at(filename: str, line: int):
-    """``_as_written`` in a function whose code is at ``filename``'s ``line``: the warnings pandas and numpy
-    give name the first frame outside them, so that they point at the user's line (``site.as_written``),
-    not at willump; tracebacks list it as the call as written."""
+def written_at(filename: str, line: int, module: str):
+    """``_as_written`` in a function whose code is at ``filename``'s ``line``, in ``module``'s name: the
+    warnings pandas and numpy give name the first frame outside them, so that they point at the user's
+    line and module (``site.as_written``; a filter by module applies), not at willump; tracebacks list it
+    as the call as written."""
     tree = ast.parse("def as_written(callee, args, kwargs): "
                      "return callee(*[real(a) for a in args], **{k: real(v) for k, v in kwargs.items()})")
     ast.increment_lineno(tree, line - 1)
-    namespace = {"real": _real}
+    namespace = {"real": _real, "__name__": module}
     exec(compile(ast.fix_missing_locations(tree), filename, "exec"), namespace)
     function = namespace["as_written"]
     function.__code__ = function.__code__.replace(co_name=AS_WRITTEN)
@@ -427,7 +428,8 @@ class _Rewriter(ast.NodeTransformer):
             return self._helper_site(node, written, column_str_method, COLUMN_STR, arguments, [])
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-        if name not in registry.NAMES or name.startswith(SITE_PREFIX) or (name == "astype" and not may_cast_to_categories(node)):
+        if name not in registry.NAMES or name.startswith(SITE_PREFIX) or (name == "astype" and not may_cast_to_categories(node)) or (
+                any(k.arg == "inplace" for k in node.keywords)):  # (pandas counts the receiver's references: a site holds more)
             return self._plain_call(node, written)
         site = self.make_site(node, written)
         self.sites.append(site)
@@ -606,10 +608,10 @@ def _column_str_call(node: ast.Call):
 
 
 def rewrite_calls(nodes: list, sites: list, workers=SERIAL, filename: str = "<unknown>", column_lists=None,
-                  plain_calls: list | None = None, where: str = "") -> list:
+                  plain_calls: list | None = None, where: str = "", module: str = "__main__") -> list:
     """Copies of ``nodes`` with compilable calls going through new CallSites (appended to ``sites``)
     and, given ``plain_calls``, other calls through PlainCalls (appended there, one per call as written;
-    ``where``: the function's name, for their warning);
+    ``where``: the function's name, for their warning; ``module``: its module's name, for warnings);
     ``filename`` is the source's, for the functions computing element-wise expressions;
     ``column_lists(key)``: whether a name indexing a frame holds a list of column names (a name of one
     column stays pandas' own, read by text programs)."""
@@ -617,7 +619,7 @@ def rewrite_calls(nodes: list, sites: list, workers=SERIAL, filename: str = "<un
     def make_site(call, written, kind=CallSite):
         site = kind(f"{SITE_PREFIX}{len(sites)}", call, workers)
         site.source = written
-        site.as_written = written_at(filename, _line_of(call))
+        site.as_written = written_at(filename, _line_of(call), module)
         return site
 
     rewriter = _Rewriter(sites, make_site, filename, column_lists or (lambda key: False), plain_calls, where)

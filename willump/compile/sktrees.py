@@ -92,10 +92,14 @@ METHODS = {
 _ITS_OWN = (BaggingClassifier, BaggingRegressor, AdaBoostClassifier, AdaBoostRegressor)  # (check_array(dtype=None))
 
 
-def objects_dtype(kind: type):
+def objects_dtype(model):
     """The dtype object columns are converted to: HistGradientBoosting's check's, float32 for trees (Bagging's
-    and AdaBoost's checks leave objects to their trees' checks)."""
-    return np.dtype(np.float64) if kind in HISTOGRAM else np.dtype(np.float32)
+    and AdaBoost's checks leave objects to their trees' checks); None for categorical features, which
+    scikit-learn's encoder compares as the objects they are ("1.0" is no category 1.0)."""
+    if type(model) in HISTOGRAM:
+        categorical = getattr(model, "is_categorical_", None)
+        return None if categorical is not None and categorical.any() else np.dtype(np.float64)
+    return np.dtype(np.float32)
 
 
 def checked_dtype(kind: type):
@@ -172,6 +176,7 @@ class CompiledTrees:
         self.names = None if names is None else names.tolist()
         self._named = None  # the last columns (an immutable Index) found to be those names
         self._labels, self._tables = {}, {}  # (string categories' columns: see labelled_values)
+        self._objects = objects_dtype(model)  # (what object columns are converted to, or None)
         if kind in HISTOGRAM:
             self.ensemble, self._labels = histogram_ensemble(model, width)
         elif kind is IsolationForest:
@@ -207,7 +212,7 @@ class CompiledTrees:
         if type(X) is pd.DataFrame:
             self._named = named_columns(X.columns, self.names, self._named)
             matrix = (labelled_values(frame_columns(X), self._labels, self._tables) if self._labels
-                      else checked_values(X, checked_dtype(self.kind), objects_dtype(self.kind)))
+                      else checked_values(X, checked_dtype(self.kind), self._objects))
         elif isinstance(X, Columns):  # (frame[columns], a set_output frame: the columns where they are)
             X = X.named(self.names)
             matrix = (labelled_values(X.arrays(), self._labels, self._tables) if self._labels

@@ -72,6 +72,11 @@ def _where(source: FunctionSource) -> str:
     return f"{source.func.__qualname__} ({source.filename})"
 
 
+def _module(source: FunctionSource) -> str:
+    """The name of the function's module, as warnings name it."""
+    return source.func.__globals__.get("__name__", "__main__")
+
+
 def _column_lists(resolver):
     """Whether a name or attribute (``frame[key]``) holds a list of column names, as decoration finds it."""
     def holds_column_names(key) -> bool:
@@ -109,10 +114,10 @@ class GraphExecutor:
         def compile_run(block, nodes, assigned, holder=False, result=None):
             if compile:
                 nodes = rewrite_calls(nodes, self.sites, workers, source.filename, self._column_lists,
-                                      self.plain_calls, self._where)
+                                      self.plain_calls, self._where, _module(source))
                 if result is not None:
                     result = rewrite_calls([ast.Expr(result)], self.sites, workers, source.filename,
-                                           self._column_lists, self.plain_calls, self._where)[0].value
+                                           self._column_lists, self.plain_calls, self._where, _module(source))[0].value
             reads = set()
             for node in nodes + ([result] if result is not None else []):
                 reads |= names_read(node)
@@ -156,7 +161,7 @@ class GraphExecutor:
         if self._compile:
             first = len(self.sites)
             body = rewrite_calls(body, self.sites, self._workers, self._source.filename, self._column_lists,
-                                 self.plain_calls, self._where)
+                                 self.plain_calls, self._where, _module(self._source))
             body = keep_results_compiled(body, self.sites, first)
         # (a new dict, not an update: other threads may be copying the helpers into a namespace)
         self._helpers = {**self._helpers, **{site.name: site for site in self.sites + self.plain_calls},
@@ -417,7 +422,7 @@ class CallsExecutor:
         self.sites, self.plain_calls = [], []
         self._bind, self.parameters = compile_binder(source.func, source.definition, source.filename)
         body = rewrite_calls(list(source.definition.body), self.sites, workers, source.filename,
-                             _column_lists(resolver), self.plain_calls, _where(source))
+                             _column_lists(resolver), self.plain_calls, _where(source), _module(source))
         if not isinstance(body[-1], ast.Return):  # (falling off the end returns None; a block, its namespace)
             body.append(ast.copy_location(ast.Return(ast.Constant(None)), body[-1]))
         helpers = {**{site.name: site for site in self.sites + self.plain_calls}, **SITE_HELPERS}
