@@ -211,6 +211,8 @@ def describe(callee) -> str:
         return f"{_owner_type(callee).__name__}.{callee.__name__}"
     if hasattr(callee, "operator_name"):
         return callee.operator_name
+    if isinstance(callee, np.ufunc):  # (numpy < 2.1 gives ufuncs no module)
+        return f"numpy.{callee.__name__}"
     module = ".".join(p for p in (getattr(callee, "__module__", "") or "").split(".") if not p.startswith("_"))
     return f"{module}.{getattr(callee, '__qualname__', type(callee).__name__)}".lstrip(".")
 
