@@ -352,6 +352,8 @@ class CompiledExpression:
             step[0] in (_BINARY, _COMPARE) or (step[0] == _METHOD and step[1] in ("clip", "between")) for step in self.steps
         )
         self.cast = self._cast()  # (series.astype(name): a categorical cast when the name holds a CategoricalDtype)
+        if self.frame_method:  # (only these may keep their result in a kernel's form: see _deferred_fill)
+            self.defer = self._deferred_fill
 
     def _add(self, node, position: dict) -> int:
         """Append the steps computing ``node`` (``position``: of each name among the parameters); its step's."""
@@ -475,13 +477,12 @@ class CompiledExpression:
     def still_valid() -> bool:
         return True
 
-    def defer(self, *arguments):
-        """The call's answer; ``frame.fillna(name)`` of a dict or Series read only by kernels kept as the
-        frame's columns (``CompiledFrameFillna.defer``)."""
-        if self.frame_method:
-            receiver, value = (self.steps[i] for i in self.steps[-1][2])
-            if receiver[0] == _LEAF and value[0] == _LEAF and _is_frame(arguments[receiver[3]]):
-                return _FRAME_FILL.defer(arguments[receiver[3]], arguments[value[3]])
+    def _deferred_fill(self, *arguments):
+        """``defer`` of an expression that may fill a frame: ``frame.fillna(name)`` of a dict or Series read
+        only by kernels kept as the frame's columns (``CompiledFrameFillna.defer``), else the call's answer."""
+        receiver, value = (self.steps[i] for i in self.steps[-1][2])
+        if receiver[0] == _LEAF and value[0] == _LEAF and _is_frame(arguments[receiver[3]]):
+            return _FRAME_FILL.defer(arguments[receiver[3]], arguments[value[3]])
         return self(*arguments)
 
     def __call__(self, *arguments):

@@ -637,7 +637,10 @@ def prepare_kernel(site: CallSite, resolver) -> None:
     """Build the kernel at decoration when the callee is already known: ``obj.method`` with ``obj``
     a global or closure variable of a compiled class, or a compiled function (``sp.hstack``, the
     helpers rewritten calls go through). The first call is then fast, and a whole-call program
-    (see ``programs``) can be built before it."""
+    (see ``programs``) can be built before it. (An expression's site calls its expression function, not
+    the callee written first in it: ``np.log1p(x)``.)"""
+    if isinstance(site, ExpressionSite):
+        return
     callee = site.callee
     owner = resolver.resolve(callee.value) if isinstance(callee, ast.Attribute) else None
     if owner is None or isinstance(owner, (ModuleType, type)):
