@@ -356,15 +356,10 @@ class CompiledFrameFillna(ReceiverKernel):
         labels, arrays = _labelled(frame)
         if len(set(labels)) != len(labels) or not _numbers(arrays):
             return self(frame, value, **options)
-        positions, filled, done = {label: i for i, label in enumerate(labels)}, list(arrays), set()
-        for name, number in _fill_items(value):
-            position = positions.get(name) if type(name) is str else -1
-            if position == -1 or position in done:
-                raise Unsupported("fill values keyed by other than str, or a column filled twice")
-            if position is not None:
-                done.add(position)
-                column = _filled(arrays[position], _number(number))
-                filled[position] = arrays[position] if column is UNCHANGED else column
+        filled = list(arrays)
+        for position, column in _filled_columns(labels, arrays.__getitem__, _fill_items(value)).items():
+            if column is not UNCHANGED:
+                filled[position] = column
 
         def build():
             real = materialized(frame)
@@ -398,20 +393,23 @@ def _fill_items(value) -> list:
 
 
 def _fill_columns(frame: pd.DataFrame, items: list) -> pd.DataFrame:
-    columns = frame.columns
-    manager = frame._mgr
-    filled = {}  # position -> new array, in the order pandas sets them
+    labels = frame.columns.tolist()
+    return with_columns_set(frame, _filled_columns(labels, frame._mgr.iget_values, items))
+
+
+def _filled_columns(labels: list, column, items: list) -> dict:
+    """position -> the filled array (or ``UNCHANGED``) of each name filled, in the order pandas sets them
+    (``column(position)``: the column's array); names the frame does not have are skipped, as pandas skips them."""
+    positions, filled = {label: i for i, label in enumerate(labels)}, {}
     for name, number in items:
         if type(name) is not str:
             raise Unsupported("fill values keyed by other than str")
-        try:
-            position = columns.get_loc(name)
-        except KeyError:
-            continue  # pandas skips names the frame does not have
+        position = positions.get(name)
         if position in filled:
             raise Unsupported("a column filled twice")
-        filled[position] = _filled(manager.iget_values(position), _number(number))
-    return with_columns_set(frame, filled)
+        if position is not None:
+            filled[position] = _filled(column(position), _number(number))
+    return filled
 
 
 def with_columns_set(frame: pd.DataFrame, arrays: dict) -> pd.DataFrame:
