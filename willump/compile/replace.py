@@ -12,16 +12,18 @@ column becomes object, an int64 one float64. Compiled, as pandas computes them:
   the pairs, the ``str`` dtype kept where every replacement that matched is a ``str`` or NaN (object
   otherwise, with pandas' missing values), up to 256 rows;
 - numbers: float64 values with int or float keys (NaN matches NaN, 0.0 matches -0.0) and number
-  replacements, or int64 ones with int keys and int replacements: numpy's comparisons and puts;
+  replacements, or int64 ones with int keys: numpy's comparisons and puts (an int64 column a float
+  matched made float64, as pandas coerces it);
 - a frame, block by block: a block holding none of the keys, or matching none, is shared as pandas
   shares it (``copy(deep=False)``), the others replaced in a new block of their dtype and place; the
   spellings pandas sends to ``replace_list`` (lists, a dict) consolidate the blocks after, as pandas
-  does, so that a model reading the frame sees pandas' layout.
+  does, so that a model reading the frame sees pandas' layout; dicts by column (``{"col": {key: new}}``)
+  each column's Series replace, set as pandas' ``_replace_columnwise`` sets it.
 
 Spellings: ``replace(dict)``, ``replace(key, value)``, ``replace([keys], value)``, ``replace([keys],
-[values])``. Other values (bools, None, NA), ``regex``, ``inplace``, attrs, dicts of columns, a dtype
-pandas would change for a frame's block (it splits the block), and the NA-valued ``string`` dtype run
-as written.
+[values])``, and the dicts by column. Other values (bools, None, NA), ``regex``, ``inplace``, attrs, a
+dtype pandas would change for a frame's block of several columns (it splits the block), and the
+NA-valued ``string`` dtype run as written.
 """
 
 import numpy as np
