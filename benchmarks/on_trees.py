@@ -32,6 +32,7 @@ end to end and nothing of its internals, so its rows change by themselves as its
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -139,14 +140,32 @@ def measure_build(booster) -> dict:
     """Seconds (the fastest of ``BUILD_REPEATS``) willump takes to build its arrays from the booster,
     of which LightGBM writing its model text once (``model_text``: willump's input; the rest is
     willump reading it); LightGBM's ``model_to_string`` (which writes a model over 1 MB twice) and
-    LightGBM's own load of that text."""
+    LightGBM's own load of that text; then a function that is only ``booster.predict(X)``:
+    ``willump.optimize`` of it (its set-up), ``willump.load`` of it saved (the booster and the arrays
+    it carries; checked on rows against the booster's answers) and ``pickle.loads`` of the booster
+    alone (LightGBM's load as a pickled model's)."""
     text = booster.model_to_string()
     willump_build = min(timed(lightgbm_ensemble, booster)[0] for _ in range(BUILD_REPEATS))
     export = min(timed(model_text, booster)[0] for _ in range(BUILD_REPEATS))
     to_string = min(timed(booster.model_to_string)[0] for _ in range(BUILD_REPEATS))
     load = min(timed(lambda: Booster(model_str=text))[0] for _ in range(BUILD_REPEATS))
+    pickled = pickle.dumps(booster)
+    pickle_load = min(timed(pickle.loads, pickled)[0] for _ in range(BUILD_REPEATS))
+
+    def predict(X):
+        return booster.predict(X)
+
+    decorate = min(timed(willump.optimize, predict)[0] for _ in range(BUILD_REPEATS))
+    rows = np.random.default_rng(0).normal(size=(50, booster.num_feature()))
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "predict.willump"
+        willump.optimize(predict).save(path)
+        saved_load = min(timed(willump.load, path)[0] for _ in range(BUILD_REPEATS))
+        if not np.array_equal(willump.load(path)(rows), booster.predict(rows)):
+            raise AssertionError("a loaded function answered otherwise than its booster")
     return {"trees": booster.num_trees(), "willump_build_s": willump_build, "export_s": export,
-            "model_to_string_s": to_string, "lightgbm_load_s": load}
+            "model_to_string_s": to_string, "lightgbm_load_s": load, "lightgbm_pickle_load_s": pickle_load,
+            "willump_optimize_s": decorate, "willump_load_s": saved_load}
 
 
 def many_trees_model(rows: int | None, trees: int, random_state: int = 0):

@@ -397,7 +397,17 @@ def _trees_builds(builds: dict) -> str:
         f"{name} ({b['trees']:,} trees) willump {b['willump_build_s']:.3f} s"
         + (f", of which LightGBM writing its text (timed apart) {b['export_s']:.3f} s" if "export_s" in b else "")
         + f"; LightGBM's `model_to_string` {b['model_to_string_s']:.3f} s, its load of that text "
-        f"{b['lightgbm_load_s']:.3f} s" for name, b in builds.items()) + ".")
+        f"{b['lightgbm_load_s']:.3f} s" + _saved_load(b) for name, b in builds.items()) + ".")
+
+
+def _saved_load(b: dict) -> str:
+    """A function that is only ``booster.predict(X)``: decorated, and saved then loaded, beside
+    LightGBM's load of the pickled booster (written by runs since saved functions carry their arrays)."""
+    if "willump_load_s" not in b:
+        return ""
+    return (f"; `willump.optimize` of a function that is only `booster.predict(X)` {b['willump_optimize_s']:.3f} s, "
+            f"`willump.load` of it saved {b['willump_load_s']:.3f} s against `pickle.loads` of the booster "
+            f"{b['lightgbm_pickle_load_s']:.3f} s")
 
 
 def _trees_elsewhere(elsewhere: dict) -> str:

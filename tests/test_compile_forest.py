@@ -2,6 +2,7 @@
 random models (objectives, sizes, categorical splits, missing-value options, single-leaf trees,
 random forests) against ``Booster.predict`` on rows with NaN, inf, tiny and extreme values."""
 
+import pickle
 import warnings
 from unittest import mock
 
@@ -131,6 +132,22 @@ def test_batches_split_over_workers_give_the_same_bits(model):
     expected = booster.predict(many)
     assert_same(forest.predict(many, Workers(2)).reshape(expected.shape), expected)
 
+
+
+@settings(SETTINGS, max_examples=15)
+@given(models())
+def test_a_pickled_ensemble_holds_its_buffer_once_and_scores_the_same(model):
+    """What a saved function carries: the buffer alone, the forest's arrays its views again."""
+    booster, rows = model
+    forest = trees_kernel.lightgbm_ensemble(booster)
+    pickled = pickle.dumps(forest)
+    copy = pickle.loads(pickled)
+    assert len(pickled) < forest._blob.nbytes + 2_000
+    assert all(np.shares_memory(array, copy._blob) for array in copy.forest if array.size)
+    for field, array in zip(forest.forest._fields, forest.forest):
+        assert_same(getattr(copy.forest, field), array)
+    assert_same(copy.predict(rows), booster.predict(rows).reshape(len(rows), -1))
+    assert_same(copy.predict(rows[:1]), forest.predict(rows[:1]))
 
 def test_trees_scored_by_bits_beside_trees_walked():
     """A model whose trees are in turn scored by bits (of one word and several) and walked sums both in order."""

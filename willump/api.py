@@ -9,7 +9,9 @@ import numpy as np
 import pandas as pd
 
 from willump import persistence
+from willump.compile.forest import shared_builds
 from willump.compile.parallel import Workers, default_workers
+from willump.compile.sites import carried_builds
 from willump.errors import WillumpWarning, warn
 from willump.runtime import cascade, drift, topk
 from willump.runtime.topk import DEFAULT_C_K, DEFAULT_MIN_FRACTION
@@ -108,7 +110,13 @@ class OptimizedFunction:
     def __init__(self, func, **options):
         self._setup(read_function(func), options)  # TypeError for lambdas, builtins, missing source
 
-    def _setup(self, source, options: dict) -> None:
+    def _setup(self, source, options: dict, carried=()) -> None:
+        """``_build`` where the kernels reading one model build its arrays once, and ``carried`` ones
+        (a saved function's, ``persistence.save``) are not built again."""
+        with shared_builds(carried):
+            self._build(source, options)
+
+    def _build(self, source, options: dict) -> None:
         """Build the graph and its executor from the function's parsed source."""
         func = source.func
         functools.update_wrapper(self, func)
@@ -493,19 +501,20 @@ class OptimizedFunction:
         return {"py_func": persistence.function_reference(self), "source": self._source.carried(),
                 "options": self.options, "fitted": self._fitted, "stats": self._stats}
 
-    def _shipped(self) -> tuple[str, bytes]:
+    def _shipped(self, carry: bool = False) -> tuple[str, bytes]:
         """(identity, payload) of what this function is now. Pickled anew each time: the tables
         and models it reads may have changed since the last pickle (a put to a MemoryTable, a
         model refitted in place), which no version tells. An instance unpickled from a payload (a
         Dask scheduler's copy, a worker's) ships that payload again while ``fit``,
         ``set_threshold`` or the drift guard leave it as it was: its tables and models as they
-        were pickled."""
+        were pickled. ``carry``: with the arrays its kernels built from the models it holds."""
         held = self._shipped_as
-        if held is not None and _same_version(held[0], self._state_version()):
+        if held is not None and not carry and _same_version(held[0], self._state_version()):
             return held[1:]
         state = self.__getstate__()
         del state["stats"]  # (counters travel apart: they change with every call)
-        return persistence.shipped_state(state)
+        executor = self._executor or self._calls
+        return persistence.shipped_state(state, carried_builds(executor.sites) if carry and executor else ())
 
     def _remember_shipped(self, identity: str, payload: bytes) -> None:
         self._shipped_as = (self._state_version(), identity, payload)
@@ -522,7 +531,7 @@ class OptimizedFunction:
         source = persistence.restored_source(state["py_func"], state.get("source"), state.get("fitted") is not None)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", WillumpWarning)  # already reported where it was defined
-            self._setup(source, state["options"])
+            self._setup(source, state["options"], state.get("carried", ()))
         self._fitted = state.get("fitted")
         self._stats = state.get("stats") or Stats()
 

@@ -9,11 +9,14 @@ state. Loading runs code from the payload, as pickle does: load only files you t
 """
 
 import collections
+import contextvars
 import hashlib
 import importlib
 import importlib.metadata
+import io
 import json
 import os
+import pickle
 import platform
 import secrets
 import struct
@@ -33,10 +36,15 @@ _PACKAGES = ("willump", "numpy", "pandas", "scipy", "scikit-learn", "lightgbm", 
 
 
 def save(optimized, path) -> None:
-    """Write ``optimized`` to ``path`` (replaced whole: a failed save leaves what was there)."""
+    """Write ``optimized`` to ``path`` (replaced whole: a failed save leaves what was there), with
+    the arrays its kernels built from the models it holds (``load`` does not build them again)."""
     import cloudpickle
 
-    payload = cloudpickle.dumps(optimized)
+    carrying = _CARRYING.set(True)
+    try:
+        payload = cloudpickle.dumps(optimized)
+    finally:
+        _CARRYING.reset(carrying)
     header = json.dumps({
         "format": FORMAT,
         "object": _type_name(optimized),
@@ -201,19 +209,42 @@ _shared: "collections.OrderedDict[str, object]" = collections.OrderedDict()  # i
 _shared_lock = threading.Lock()
 
 
+_CARRYING = contextvars.ContextVar("willump_carrying", default=False)  # (within ``save``)
+
+
 def reduce(optimized):
     """What ``pickle`` stores for ``optimized``: its state as one payload (the function, its source,
     options and fitted state, pickled once) named by the payload's SHA-256, and its counters."""
-    identity, payload = optimized._shipped()
+    identity, payload = optimized._shipped(carry=_CARRYING.get())
     return restore, (type(optimized), identity, payload, optimized._stats)
 
 
-def shipped_state(state: dict) -> tuple[str, bytes]:
-    """(identity, payload) of an optimized function's state without its counters."""
+def shipped_state(state: dict, carried=()) -> tuple[str, bytes]:
+    """(identity, payload) of an optimized function's state without its counters; then, in the
+    same stream, what it carries of ``carried`` ((model, key, arrays) built from a model): the
+    arrays of the models the state holds (the same objects when they are read back), not of a
+    model the pickle does not hold (one a module loads), which would travel as a copy."""
     import cloudpickle
 
-    payload = cloudpickle.dumps(state)
+    with io.BytesIO() as stream:
+        pickler = cloudpickle.CloudPickler(stream)
+        pickler.dump(state)
+        if carried:
+            memo = pickler.memo.copy()  # (id -> (index, object) of what the state's pickle holds)
+            held = [entry for entry in carried if memo.get(id(entry[0]), (0, None))[1] is entry[0]]
+            if held:
+                pickler.dump(held)  # (older versions' loads stop after the state)
+        payload = stream.getvalue()
     return hashlib.sha256(payload).hexdigest(), payload
+
+
+def _unshipped(payload: bytes) -> dict:
+    """The state ``shipped_state`` pickled, with what it carries (``carried``)."""
+    with io.BytesIO(payload) as stream:
+        unpickler = pickle.Unpickler(stream)
+        state = unpickler.load()
+        state["carried"] = unpickler.load() if stream.tell() < len(payload) else ()
+    return state
 
 
 def restore(cls, identity: str, payload: bytes, stats):
@@ -243,10 +274,8 @@ def _built(cls, identity: str, payload: bytes, stats):
     """A new instance from ``payload``. It ships that payload again (a Dask scheduler pickles the
     function it unpickled once per task): pickling its state anew could give other bytes (sets
     of strings follow the process's hash seed), so another name workers would not share by."""
-    import cloudpickle
-
     optimized = cls.__new__(cls)
-    optimized.__setstate__({**cloudpickle.loads(payload), "stats": stats})
+    optimized.__setstate__({**_unshipped(payload), "stats": stats})
     optimized._remember_shipped(identity, payload)
     return optimized
 

@@ -43,6 +43,8 @@ split in ranges over ``workers``. ``_score_row`` scores a single row: every tree
 bits, the others walked turn by turn.
 """
 
+import contextlib
+import contextvars
 import math
 from typing import NamedTuple
 
@@ -889,9 +891,13 @@ def packed(arrays: list) -> np.ndarray:
     return np.concatenate([np.array(offsets, np.int64).reshape(-1), *parts])
 
 
-def _view_of(blob: np.ndarray, k: int, like: np.ndarray) -> np.ndarray:
-    """``packed``'s array ``k`` as the array it was packed from (``like``): the buffer's memory."""
-    return blob[int(blob[3 * k]):].view(np.uint8)[:like.nbytes].view(like.dtype).reshape(like.shape)
+_FOREST_ARRAYS = (NODES, *range(VALUES, WORD_BOUNDS + 1))  # (``Forest``'s, but ``thresholds``: ``nodes`` again)
+
+
+def _view_of(blob: np.ndarray, k: int, shape: tuple) -> np.ndarray:
+    """``packed``'s array ``k`` of ``shape`` (the array's it was packed from): the buffer's memory."""
+    kind = np.dtype(PACKED_TYPES[k])
+    return blob[int(blob[3 * k]):].view(np.uint8)[:math.prod(shape) * kind.itemsize].view(kind).reshape(shape)
 
 
 @njit(inline="always")
@@ -975,9 +981,22 @@ class Ensemble:
         arrays = (reading.encoding, reading.categories, forest.nodes, *forest[2:], initial, settings)
         arrays = [np.ascontiguousarray(array, kind) for array, kind in zip(arrays, PACKED_TYPES)]
         self._blob = packed(arrays)
-        nodes = _view_of(self._blob, NODES, arrays[NODES])  # (the forest's arrays: views of the buffer, not copies)
-        self.forest = Forest(nodes, nodes.view(np.float64),
-                             *(_view_of(self._blob, k, arrays[k]) for k in range(VALUES, WORD_BOUNDS + 1)))
+        self._shapes = {k: arrays[k].shape for k in _FOREST_ARRAYS}
+        self.forest = self._forest()
+
+    def _forest(self) -> Forest:
+        """The forest's arrays: views of the buffer, not copies."""
+        nodes = _view_of(self._blob, NODES, self._shapes[NODES])
+        return Forest(nodes, nodes.view(np.float64), *(_view_of(self._blob, k, self._shapes[k])
+                                                       for k in _FOREST_ARRAYS[1:]))
+
+    def __getstate__(self) -> dict:
+        """The buffer alone: the forest's arrays are its views (pickled, they would be copies beside it)."""
+        return {**self.__dict__, "forest": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.forest = self._forest()
 
     def _readable(self, X: np.ndarray) -> np.ndarray:
         """``X`` as the kernels read it, or a ValueError saying what it should be."""
@@ -1018,6 +1037,39 @@ def kept_ensemble(kept: dict, key, build):
         ensemble = kept[key] = build()
     return ensemble
 
+
+
+# An optimized function is set up within ``shared_builds``: the kernels of its call sites that read
+# one model (a call and the fallback that repeats it) build its ensemble once, and a saved
+# function's ensembles (``carried``) are not built again. Outside one set-up nothing is shared: a
+# model changed where no kernel sees it (LightGBM's ``set_leaf_output``) is read again by the next
+# decoration.
+_SHARED_BUILDS: contextvars.ContextVar = contextvars.ContextVar("willump_shared_builds", default=None)
+
+
+@contextlib.contextmanager
+def shared_builds(carried=()):
+    """Within it, ``built_once`` builds what one model gives under one key once; ``carried``:
+    (model, key, ensemble) built before (a saved function's, each valid for the model as it is)."""
+    token = _SHARED_BUILDS.set({(id(owner), key): (owner, built) for owner, key, built in carried})
+    try:
+        yield
+    finally:
+        _SHARED_BUILDS.reset(token)
+
+
+def built_once(owner, key, build):
+    """``build()`` (an ensemble of ``owner``, or the Unsupported saying why there is none), or what
+    it gave for this model and key before, within one ``shared_builds``."""
+    builds = _SHARED_BUILDS.get()
+    if builds is None:
+        return build()
+    found = builds.get((id(owner), key))
+    if found is not None and found[0] is owner:
+        return found[1]
+    built = build()
+    builds[(id(owner), key)] = (owner, built)
+    return built
 
 def _refused() -> Unsupported:
     return Unsupported("a value the library refuses (infinity, NaN or an unknown kind of category)")

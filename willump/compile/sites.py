@@ -29,6 +29,7 @@ from willump.compile.categories import may_cast_to_categories
 from willump.compile.columns import column_read
 from willump.compile.expressions import OPERAND, PLAIN, expression_function, is_element_wise, leading_operand
 from willump.compile.forms import Columns, Deferred, DeferredMethod, Unsupported
+from willump.compile.forest import shared_builds
 from willump.compile.frames import frame_to_numpy, frame_values, set_column
 from willump.compile.lookups import loc_lookup
 from willump.compile.strings import COLUMN_STR_METHODS, column_str_method
@@ -650,6 +651,19 @@ def prepare_kernel(site: CallSite, resolver) -> None:
     elif (type(owner), callee.attr) in registry.METHOD_KERNELS:
         site.kernel(getattr(owner, callee.attr))
 
+
+
+def carried_builds(sites) -> list:
+    """(model, key, arrays) of what the kernels answering ``sites`` build from their models, built
+    again from the models as they are now (``forest.shared_builds``), each once: what a saved
+    function carries."""
+    found = {}
+    with shared_builds():  # (the kernels of one model read it once)
+        for site in sites:
+            kernel = site.found()[2]
+            if hasattr(kernel, "carried") and kernel.still_valid():
+                found.update({(id(owner), key): (owner, key, built) for owner, key, built in kernel.carried()})
+    return list(found.values())
 
 # Expression nodes that run no user code by themselves (names, literals, slices, keyword arguments).
 _INERT = (ast.Name, ast.Constant, ast.List, ast.Tuple, ast.keyword, ast.Load, ast.Slice, ast.UnaryOp, ast.USub)

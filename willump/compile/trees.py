@@ -41,7 +41,7 @@ from lightgbm.basic import (
 from willump.compile.dense import ConcatenatedColumns
 from willump.compile.forest import (
     CATEGORICAL, EXP, IDENTITY, LEAF, LOG1P_EXP, MISSING_LEFT, SIGMOID, SIGNED_SQUARE, SOFTMAX, ZERO, ZERO_MISSING,
-    Ensemble, Trees, joined, kept_ensemble, plain_reading,
+    Ensemble, Trees, built_once, joined, kept_ensemble, plain_reading,
 )
 from willump.compile.forms import Columns, Unsupported, held_attributes, kind_of, same_attributes
 from willump.compile.jit import njit
@@ -103,6 +103,9 @@ class CompiledBooster:
         """False once the model is refitted or a parameter is set (parameters reach the predictor)."""
         return same_attributes(self.model, self.state)
 
+    def carried(self) -> list:
+        return _carried(self.booster, self._iterations, self.ensemble)
+
     def __call__(self, *args, **kwargs):
         raw, ensemble = kwargs.pop("raw_score", False), self.ensemble
         if kwargs and ensemble is not None:
@@ -161,7 +164,8 @@ class CompiledBoosterPredict:
         self.booster, self.state = booster, _booster_state(booster)
         self.width = booster.num_feature()
         self.workers = workers if workers is not None and workers.count > 1 else None
-        ensemble = _ensemble(booster, booster.params, booster.best_iteration)
+        self._iterations = booster.best_iteration
+        ensemble = _ensemble(booster, booster.params, self._iterations)
         if isinstance(ensemble, Unsupported):
             raise ensemble
         self.ensemble, self._other_iterations, self._categories = ensemble, {}, None
@@ -171,6 +175,9 @@ class CompiledBoosterPredict:
         iteration, parameters or pandas categories (what ``predict`` reads besides the trees)."""
         (*objects, iterations), (*now, now_iterations) = self.state, _booster_state(self.booster)
         return iterations == now_iterations and all(map(is_, objects, now))
+
+    def carried(self) -> list:
+        return _carried(self.booster, self._iterations, self.ensemble)
 
     def __call__(self, *args, **kwargs):
         raw, ensemble = kwargs.pop("raw_score", False), self.ensemble
@@ -225,13 +232,33 @@ def _validation_registry() -> dict:
 
 
 def _ensemble(booster, params: dict, iterations: int):
-    """The booster's ``Ensemble``, or the Unsupported saying why the kernels do not reproduce it."""
+    """The booster's ``Ensemble``, or the Unsupported saying why the kernels do not reproduce it
+    (once for the kernels a function's set-up builds: ``forest.built_once``)."""
+    if any(params.get(alias) for alias in _ConfigAliases.get("pred_early_stop")):
+        return Unsupported("pred_early_stop")
+    return built_once(booster, _built_key(iterations), lambda: _read_ensemble(booster, iterations))
+
+
+def _built_key(iterations: int) -> tuple:
+    return ("lightgbm", iterations)
+
+
+def _read_ensemble(booster, iterations: int):
     try:
-        if any(params.get(alias) for alias in _ConfigAliases.get("pred_early_stop")):
-            raise Unsupported("pred_early_stop")
         return lightgbm_ensemble(booster, iterations)
     except Unsupported as problem:
         return problem
+
+
+def _carried(booster, iterations: int, ensemble) -> list:
+    """What a saved function carries of a kernel's ensemble (``forest.shared_builds``): read again
+    from the booster as it is pickled now (trees changed in place, which the kernel does not notice,
+    are read as they are)."""
+    if ensemble is None:
+        return []
+    key = _built_key(iterations)
+    again = built_once(booster, key, lambda: _read_ensemble(booster, iterations))
+    return [] if isinstance(again, Unsupported) else [(booster, key, again)]
 
 
 def _ensemble_predict(ensemble: Ensemble, matrix: np.ndarray, workers, raw: bool = False) -> np.ndarray:
