@@ -9,6 +9,7 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
 
 import willump
 from willump import persistence
@@ -37,18 +38,31 @@ def _classifier():
 
 
 def _optimized(kind):
-    """An optimized closure over a model (it travels by value: the pickle holds the model)."""
+    """(an optimized closure over a model (it travels by value: the pickle holds the model), the
+    object its tree arrays are read from)."""
     if kind == "booster":
         booster = _booster()
 
         def predict(X):
             return booster.predict(X)
         return willump.optimize(predict), booster
-    model = _classifier()
+    model = _classifier() if kind == "classifier" else _scikit_learn(kind)
 
     def predict(X):
         return model.predict_proba(X)[:, 1]
-    return willump.optimize(predict), model.booster_
+    return willump.optimize(predict), getattr(model, "booster_", model)
+
+
+def _scikit_learn(kind):
+    X, y = _data()
+    if kind == "forest":
+        return RandomForestClassifier(n_estimators=20, random_state=0).fit(X.fillna(0), y)
+    return HistGradientBoostingClassifier(max_iter=20, categorical_features=[4]).fit(_with_codes(X), y)
+
+
+def _with_codes(X):
+    """``X`` with a column of category codes (HistGradientBoosting's categorical feature)."""
+    return X.assign(f4=(X["f4"] > 0).astype(int))
 
 
 def _kernels(optimized) -> list:
@@ -65,10 +79,11 @@ def _reloaded(payload: bytes) -> tuple:
     return loaded, state
 
 
-@pytest.mark.parametrize("kind", ["booster", "classifier"])
+@pytest.mark.parametrize("kind", ["booster", "classifier", "forest", "histogram"])
 def test_a_saved_function_loads_its_carried_arrays_instead_of_reading_the_model(tmp_path, kind):
     optimized, _ = _optimized(kind)
     X, _ = _data(seed=3)
+    X = X.fillna(0) if kind == "forest" else _with_codes(X) if kind == "histogram" else X
     path = tmp_path / "model.willump"
     optimized.save(path)
     loaded = willump.load(path)
@@ -76,9 +91,10 @@ def test_a_saved_function_loads_its_carried_arrays_instead_of_reading_the_model(
     assert np.array_equal(loaded(X.iloc[[4]]), optimized.py_func(X.iloc[[4]]))
 
     rebuilt, state = _reloaded(optimized._shipped(carry=True)[1])
-    [(booster, key, ensemble)] = state["carried"]
+    [(booster, key, built)] = state["carried"]
+    ensemble = built[0] if isinstance(built, tuple) else built  # (scikit-learn's: with string categories' labels)
     cells = [cell.cell_contents for cell in state["py_func"].__closure__]
-    assert booster in [cell if kind == "booster" else cell.booster_ for cell in cells]  # (the model read back)
+    assert booster in [getattr(cell, "booster_", cell) for cell in cells]  # (the model read back)
     kernels = _kernels(rebuilt)
     assert kernels and all(kernel.ensemble is ensemble for kernel in kernels)  # (not built again)
     assert np.array_equal(rebuilt(X), optimized.py_func(X))

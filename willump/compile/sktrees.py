@@ -58,8 +58,8 @@ from sklearn.preprocessing import OrdinalEncoder
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from willump.compile.forest import (
-    CAST_FLOAT32, CATEGORICAL, CHECKED_FLOAT32, FLOAT64, LEAF, MISSING_LEFT, Ensemble, Forest, Reading, Tree, joined,
-    plain_reading, stacked,
+    CAST_FLOAT32, CATEGORICAL, CHECKED_FLOAT32, FLOAT64, LEAF, MISSING_LEFT, Ensemble, Forest, Reading, Tree,
+    built_once, joined, plain_reading, stacked,
 )
 from willump.compile.forms import (
     Columns, Deferred, Unsupported, answering, held_attributes, kind_of, same_attributes, stand_in,
@@ -175,26 +175,23 @@ class CompiledTrees:
         names = getattr(model, "feature_names_in_", None)
         self.names = None if names is None else names.tolist()
         self._named = None  # the last columns (an immutable Index) found to be those names
-        self._labels, self._tables = {}, {}  # (string categories' columns: see labelled_values)
+        self._tables = {}  # (string categories' columns: see labelled_values)
         self._objects = objects_dtype(model)  # (what object columns are converted to, or None)
-        if kind in HISTOGRAM:
-            self.ensemble, self._labels = histogram_ensemble(model, width)
-        elif kind is IsolationForest:
-            self.ensemble = isolation_ensemble(model, width)
-        elif kind in (GradientBoostingClassifier, GradientBoostingRegressor):
-            self.ensemble = boosting_ensemble(model, width)
-        elif kind in BAGGING:
-            self.ensemble = BaggedTrees(model, width)
-        elif kind is AdaBoostClassifier:
-            self.ensemble = adaboost_ensemble(model, width)
-        elif kind is AdaBoostRegressor:
-            self.ensemble = each_tree_ensemble(model, width)
-        else:
-            self.ensemble = forest_ensemble(model, width)
+        self.ensemble, self._labels = self._read()
+
+    def _read(self) -> tuple:
+        """(the model's ensemble, its string categories' labels), read once by the kernels of one
+        set-up (``forest.built_once``; the same for every method)."""
+        model, width = self.model, self.width
+        return built_once(model, ("scikit-learn", width), lambda: _ensemble_and_labels(model, width))
 
     def still_valid(self) -> bool:
         """False once the model is refitted or a parameter is set."""
         return same_attributes(self.model, self.state)
+
+    def carried(self) -> list:
+        """What a saved function carries (``forest.shared_builds``): read again from the model as it is now."""
+        return [(self.model, ("scikit-learn", self.width), self._read())]
 
     def __call__(self, *args, **kwargs):
         if len(args) == 1 and not kwargs:
@@ -254,6 +251,24 @@ class CompiledTrees:
             return raw[:, 0]
         return model.classes_.take(np.argmax(raw, axis=1), axis=0)
 
+
+
+def _ensemble_and_labels(model, width: int) -> tuple:
+    """(the ensemble scoring ``model``'s rows of ``width`` features, its string categories' labels)."""
+    kind = type(model)
+    if kind in HISTOGRAM:
+        return histogram_ensemble(model, width)
+    if kind is IsolationForest:
+        return isolation_ensemble(model, width), {}
+    if kind in (GradientBoostingClassifier, GradientBoostingRegressor):
+        return boosting_ensemble(model, width), {}
+    if kind in BAGGING:
+        return BaggedTrees(model, width), {}
+    if kind is AdaBoostClassifier:
+        return adaboost_ensemble(model, width), {}
+    if kind is AdaBoostRegressor:
+        return each_tree_ensemble(model, width), {}
+    return forest_ensemble(model, width), {}
 
 def forest_ensemble(model, width: int) -> Ensemble:
     """A decision tree's or a forest's: float32 values, leaf values summed from 0.0 and averaged
