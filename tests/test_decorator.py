@@ -154,3 +154,33 @@ def test_function_defined_in_a_notebook_cell():
 
     cell_frames = [f for f in traceback.extract_tb(error.value.__traceback__) if f.filename == filename]
     assert [(f.lineno, f.name) for f in cell_frames] == [(3, "cell_pipeline"), (3, AS_WRITTEN)]  # (the call as written)
+
+
+_SUMS = None  # (a LinearRegression, set by the test)
+
+
+def _ranked(df):
+    roots = df.transform(np.sqrt)  # (DataFrame.transform: a call site no kernel answers)
+    return _SUMS.predict(roots.to_numpy())
+
+
+def test_a_call_no_kernel_answers_does_not_keep_its_receiver_alive():
+    """A batch's frame is freed when the call returns, not when the next call replaces it."""
+    import gc
+    import weakref
+
+    from sklearn.linear_model import LinearRegression
+
+    global _SUMS
+    _SUMS = LinearRegression().fit(np.arange(10.0).reshape(5, 2), np.arange(5.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WillumpWarning)
+        optimized = willump.optimize(_ranked)
+    frame = pd.DataFrame({"a": [3.0, 1.0, 2.0], "b": [1.0, 5.0, 2.0]})
+    assert np.array_equal(optimized(frame.copy()), _ranked(frame))
+    assert np.array_equal(optimized(frame), _ranked(frame))  # (the site's cache is hit: same function)
+    assert any(site.source == "df.transform(np.sqrt)" for site in optimized.executor.sites)
+    gone = weakref.ref(frame)
+    del frame
+    gc.collect()
+    assert gone() is None

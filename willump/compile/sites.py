@@ -17,6 +17,7 @@ import copy
 import operator
 import threading
 import time
+import weakref
 from types import BuiltinFunctionType, BuiltinMethodType, FunctionType, MethodType, ModuleType
 
 import pandas as pd
@@ -62,7 +63,7 @@ class CallSite:
         self.calls = 0
         self.compiled_calls = 0
         self.whole_calls = 0  # answered by a program for the whole call instead (see programs)
-        self._cache = None  # (owner, function, kernel or None, fingerprint)
+        self._cache = None  # (owner (with no kernel: ``_weakly(owner)``), function, kernel or None, fingerprint)
         self._shared = None  # the kernel, when it is one of registry.RECEIVER_KERNELS
         self._lock = threading.Lock()
         self.as_written = _as_written  # (rewrite_calls gives one that runs at the user's line: written_at)
@@ -150,11 +151,12 @@ class CallSite:
         owner = getattr(callee, "__self__", None)
         function = getattr(callee, "__func__", callee)
         cached = self._cache
-        if cached is not None and cached[0] is owner and cached[1] is function:
-            kernel, fingerprint = cached[2], cached[3]
-            if kernel is not None and kernel.still_valid():
-                return kernel
-            if kernel is None and fingerprint == _fingerprint(owner):
+        if cached is not None and cached[1] is function:
+            kernel = cached[2]
+            if kernel is not None:
+                if cached[0] is owner and kernel.still_valid():
+                    return kernel
+            elif cached[0]() is owner and cached[3] == _fingerprint(owner):
                 return None
         with self._lock:
             kernel, reason = registry.kernel_for(callee, self.workers)
@@ -162,7 +164,7 @@ class CallSite:
                 self.operator = registry.describe(callee)
             if reason:
                 self.reason = reason
-            self._cache = (owner, function, kernel, _fingerprint(owner))
+            self._cache = (owner if kernel is not None else _weakly(owner), function, kernel, _fingerprint(owner))
         return kernel
 
     listed = True  # shown by explain_compilation
@@ -172,7 +174,10 @@ class CallSite:
         and function, and the kernel answering it (None when it runs as written)."""
         if self._shared is not None:
             return None, None, self._shared
-        return self._cache[:3] if self._cache is not None else (None, None, None)
+        if self._cache is None:
+            return None, None, None
+        owner, function, kernel, _ = self._cache
+        return (owner if kernel is not None else owner()), function, kernel
 
     def summary(self) -> dict:
         kernel = self.found()[2]
@@ -395,6 +400,16 @@ def written_at(filename: str, line: int, module: str):
 
 
 AS_WRITTEN = "<the call as written, run by willump>"  # (how a traceback names the frame)
+
+
+def _weakly(owner):
+    """A callable giving ``owner`` back while it lives (None when it has died): a site does not keep
+    the receiver of a call no kernel answers alive after the call (a batch's frame); objects without
+    weak references (dicts, lists, strings) are held."""
+    try:
+        return weakref.ref(owner)
+    except TypeError:
+        return lambda: owner
 
 
 def _fingerprint(owner) -> int:
