@@ -413,3 +413,29 @@ def test_a_booster_trained_further_is_read_again():
     booster.update(NATIVE_TRAIN, iteration=3)
     assert not kernel.still_valid()
     assert_same(CompiledXGBoostBooster(booster, "inplace_predict")(FRAME), booster.inplace_predict(FRAME))
+
+@pytest.mark.parametrize("api", ["scikit-learn", "booster"])
+def test_a_saved_function_carries_xgboosts_arrays(tmp_path, api):
+    """As LightGBM's (``test_persistence_trees``): ``willump.load`` does not read the trees again."""
+    from test_persistence_trees import _kernels, _reloaded
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(ROWS, N_FEATURES))
+    model = xgboost.XGBClassifier(n_estimators=15, max_depth=3).fit(X, (X[:, 0] > 0).astype(int))
+    booster = model.get_booster()
+
+    def probabilities(rows):
+        return model.predict_proba(rows)[:, 1]
+
+    def predictions(rows):
+        return booster.inplace_predict(rows)
+
+    predict = probabilities if api == "scikit-learn" else predictions
+    optimized = willump.optimize(predict)
+    optimized.save(tmp_path / "xgboost.willump")
+    assert np.array_equal(willump.load(tmp_path / "xgboost.willump")(X), predict(X))
+    rebuilt, state = _reloaded(optimized._shipped(carry=True)[1])
+    [(owner, _, ensemble)] = state["carried"]
+    assert type(owner) is (xgboost.XGBClassifier if api == "scikit-learn" else xgboost.Booster)
+    assert [kernel.ensemble for kernel in _kernels(rebuilt)] == [ensemble] * len(_kernels(rebuilt))
+    assert np.array_equal(rebuilt(X), predict(X))

@@ -68,6 +68,11 @@ OPTIONAL_MODULES = {"xgboost": "willump.compile.xgbtrees"}
 _OPTIONAL_IMPORT = threading.Lock()  # (a thread meeting the library while another imports it waits)
 
 
+def method_kernel(kind, name: str):
+    """The kernel factory of ``kind.name`` (an optional library's registered when first met), or None."""
+    return METHOD_KERNELS.get((kind, name)) or _optional_factory(kind, name)
+
+
 def _optional_factory(kind, name: str):
     """The kernel factory of an optional library's ``kind.name``, registering the library's kernels once."""
     _register_optional(kind)
@@ -155,7 +160,7 @@ def kernel_for(callee, workers=SERIAL):
     owner = getattr(callee, "__self__", None)
     if isinstance(callee, DeferredMethod) or (owner is not None and hasattr(callee, "__func__")):
         kind, name = _owner_type(callee), callee.__name__
-        factory = METHOD_KERNELS.get((kind, name)) or _optional_factory(kind, name)
+        factory = method_kernel(kind, name)
         if factory is None and (kind, name) not in RECEIVER_KERNELS:
             return None, _not_compiled(kind, name)
         if not isinstance(callee, DeferredMethod) and _class_function(kind, name) is not callee.__func__:

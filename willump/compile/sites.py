@@ -663,7 +663,7 @@ def prepare_kernel(site: CallSite, resolver) -> None:
         function = site.helper if site.helper is not None else resolver.resolve(callee)
         if registry.function_kernel(function) is not None:
             site.kernel(function)
-    elif (type(owner), callee.attr) in registry.METHOD_KERNELS:
+    elif registry.method_kernel(type(owner), callee.attr) is not None:
         site.kernel(getattr(owner, callee.attr))
 
 

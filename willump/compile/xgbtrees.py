@@ -27,8 +27,8 @@ import pandas as pd
 import xgboost
 
 from willump.compile.forest import (
-    EXP32, FLOAT32, IDENTITY, LEAF, MISSING_LEFT, SIGMOID32, SOFTMAX32, Ensemble, Tree, joined, kept_ensemble,
-    plain_reading, stacked,
+    EXP32, FLOAT32, IDENTITY, LEAF, MISSING_LEFT, SIGMOID32, SOFTMAX32, Ensemble, Tree, built_once, joined,
+    kept_ensemble, plain_reading, stacked,
 )
 from willump.compile.forms import Columns, Deferred, Unsupported, held_attributes, kind_of, materialized, same_attributes
 from willump.compile.jit import njit
@@ -60,20 +60,29 @@ class CompiledXGBoost:
         names = getattr(model, "feature_names_in_", None)
         self.names = None if names is None else names.tolist()
         self._named = None
-        booster = model.get_booster()
-        self.rounds = booster.num_boosted_rounds()
+        self.rounds = model.get_booster().num_boosted_rounds()
         try:  # (XGBModel.predict uses the best iteration of early stopping, when there is one)
             self.default_range = (0, model.best_iteration + 1)
         except AttributeError:
             self.default_range = (0, self.rounds)
         self.classifier, self.ranker = kind is xgboost.XGBClassifier, kind is xgboost.XGBRanker
         self.objectives = KIND_OBJECTIVES[kind]
-        self.ensemble = xgboost_ensemble(booster, self.width, self.default_range, self.objectives)
+        self.ensemble = self._read()
         self._other_ranges = {}  # (begin, end): its ensemble, for a few other iteration ranges
+
+    def _read(self) -> Ensemble:
+        """The ensemble of the default range, read once by the kernels of one set-up (``forest.built_once``)."""
+        model, width, span, objectives = self.model, self.width, self.default_range, self.objectives
+        return built_once(model, ("xgboost", span),
+                          lambda: xgboost_ensemble(model.get_booster(), width, span, objectives))
 
     def still_valid(self) -> bool:
         """False once the model is refitted or a parameter is set."""
         return same_attributes(self.model, self.state)
+
+    def carried(self) -> list:
+        """What a saved function carries (``forest.shared_builds``): read again from the model as it is now."""
+        return [(self.model, ("xgboost", self.default_range), self._read())]
 
     def __call__(self, *args, **kwargs):
         if len(args) != 1:
@@ -206,12 +215,21 @@ class CompiledXGBoostBooster:
         self.state = _booster_state(booster)
         self.width, self.names, self._named = booster.num_features(), booster.feature_names, None
         self.rounds = booster.num_boosted_rounds()
-        self.ensemble = xgboost_ensemble(booster, self.width, (0, self.rounds))
+        self.ensemble = self._read()
         self._other_ranges = {}
+
+    def _read(self) -> Ensemble:
+        """Every round's ensemble, read once by the kernels of one set-up (``forest.built_once``)."""
+        booster, width, span = self.booster, self.width, (0, self.rounds)
+        return built_once(booster, ("xgboost", span), lambda: xgboost_ensemble(booster, width, span))
 
     def still_valid(self) -> bool:
         """False once the booster is trained further, loads another model or gets other feature names."""
         return _booster_state(self.booster) == self.state
+
+    def carried(self) -> list:
+        """What a saved function carries (``forest.shared_builds``): read again from the booster as it is now."""
+        return [(self.booster, ("xgboost", (0, self.rounds)), self._read())]
 
     def __call__(self, data, **kwargs):
         margin, iteration_range = self._options(kwargs)
