@@ -528,3 +528,66 @@ def test_compiled_values_reaching_an_expression_are_built_first():
     frame = pd.DataFrame({"text": TEXTS})
     np.testing.assert_array_equal(optimized(frame), scaled_counts(frame))
     assert "no Series" in status(optimized)
+
+
+# --- missing values of text, casts of categories ---------------------------------------------
+
+TEXT_VALUES = ["C85", "", "S", None, np.nan, pd.NaT, pd.NA, float("nan"), 0.0, "nan", "None"]
+TEXT_TESTS = ["a.isna()", "a.notna()", "a.isnull().astype(int)", "a.notnull().astype('uint8')",
+              "frame['c'].notna().astype(int)", "frame.c.isna()", "(~a.isna()).astype(float)"]
+
+
+@hypothesis_settings(max_examples=80)
+@given(st.lists(st.sampled_from(TEXT_VALUES), min_size=0, max_size=12), st.sampled_from(["object", "str", "string"]),
+       st.sampled_from(TEXT_TESTS), st.sampled_from(NAMES))
+def test_missing_text_is_found_as_pandas_finds_it(values, dtype, source, name):
+    """Titanic's ``df["Cabin"].notna().astype(int)``: object columns and pandas' string dtypes
+    (``str``: NaN-valued, Python or pyarrow storage; ``string``: NA-valued)."""
+    if dtype != "object":
+        values = [v if isinstance(v, str) or v is None or v is pd.NA or (isinstance(v, float) and v != v) else str(v)
+                  for v in values]
+    a = pd.Series(values, dtype=dtype, name=name, index=pd.RangeIndex(len(values)) * 2)
+    frame = pd.DataFrame({"c": a, "d": np.arange(len(values))})
+    optimized = willump.optimize(pipeline_of(source))
+    note(f"{source} of {a!r}")
+    assert_same(optimized, (a, None, frame, None, None))
+    calls, compiled = expression_calls(optimized)
+    assert compiled == calls == 1, status(optimized)
+
+
+CATEGORY_CASTS = [  # (categories, codes, target, compiled): Series.astype of categories of numbers (pd.cut's labels)
+    ([0, 1, 2, 3, 4], [2, 0, 4, 4], "int", True),
+    ([0, 1, 2, 3, 4], [2, 0, 4, 4], "float", True),
+    ([0, 1, 2], [1, -1, 2], "int", False),  # (a missing value: pandas raises)
+    ([0, 1, 2], [1, -1, 2], "float", False),  # (pandas fills NaN: as written)
+    ([10, 20, 300], [2, 1], "'uint8'", False),  # (300 out of uint8's range: numpy wraps it, as written)
+    ([10, 20, 30], [2, 1], "np.int8", True),
+    ([0.5, 1.5, 2.5], [0, 2], "int", True),  # (cast as numpy casts: truncated)
+    ([1e300, 2.5], [0, 1], "int", False),  # (out of int64: as written)
+    ([0, 1], [1, 0, 1], "bool", True),
+    ([-1, 7], [], "int", False),  # (no rows)
+]
+
+
+@pytest.mark.parametrize("categories, codes, target, compiled", CATEGORY_CASTS,
+                         ids=[f"{c}->{t} {i}" for i, (c, _, t, _) in enumerate(CATEGORY_CASTS)])
+@pytest.mark.parametrize("ordered", [False, True])
+def test_categories_of_numbers_cast_as_pandas_casts_them(categories, codes, target, compiled, ordered):
+    a = pd.Series(pd.Categorical.from_codes(codes, categories=categories, ordered=ordered), name="AgeBand",
+                  index=pd.Index(range(10, 10 + len(codes))))
+    frame = pd.DataFrame({"band": a})
+    for source in (f"a.astype({target})", f"frame['band'].astype({target})", f"frame.band.astype({target})"):
+        optimized = willump.optimize(pipeline_of(source))
+        assert_same(optimized, (a, None, frame, None, None))
+        assert expression_calls(optimized) == (1, int(compiled)), status(optimized)
+
+
+def test_a_cut_of_ages_cast_to_int_is_compiled():
+    """``pd.cut(age, bins, labels=[0, 1, ...]).astype(int)``, as Titanic notebooks band ages."""
+    ages = pd.Series([22.0, 38.0, 4.0, 71.0, 35.0], name="Age")
+    optimized = willump.optimize(pipeline_of("pd.cut(a, bins=[0, 12, 18, 35, 60, 100], labels=[0, 1, 2, 3, 4]).astype(int)",
+                                             pd=pd))
+    assert not assert_same(optimized, (ages, None, None, None, None))
+    assert expression_calls(optimized) == (1, 1), status(optimized)
+    with pytest.raises(ValueError):  # (an age beyond the bins: pandas raises, and so does the function)
+        optimized(pd.Series([120.0]), None, None, None, None)

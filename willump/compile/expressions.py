@@ -634,6 +634,8 @@ def _where(operands, values, columns) -> tuple:
         raise Unsupported("np.where of arrays of different lengths")
     samples = []
     for i in operands:
+        if columns[i] is not None and columns[i][3] not in _LEAF_DTYPES:
+            raise Unsupported(f"np.where of a Series of dtype {columns[i][3]}")
         if columns[i] is not None:
             samples.append(np.ones(1, columns[i][3]))
         elif type(values[i]) in (int, float, bool):
@@ -680,6 +682,8 @@ def _method(method: str, operands, parameter, values, columns):
     index, name, _, dtype = receiver
     if method == "astype":
         target = values[operands[1]]
+        if isinstance(dtype, pd.CategoricalDtype):
+            return _categories_cast(target, dtype), (index, name, True, target)
         if dtype not in _CAST_SOURCES:
             raise Unsupported(f"astype of a Series of dtype {dtype}")
         function = _cast(target, dtype)
@@ -688,7 +692,7 @@ def _method(method: str, operands, parameter, values, columns):
         return _between(values[operands[1]], values[operands[2]], parameter[1], dtype), (index, name, receiver[2],
                                                                                          np.dtype(bool))
     if method in _MISSING:
-        if dtype not in _LEAF_DTYPES:
+        if dtype not in _LEAF_DTYPES and isinstance(dtype, pd.CategoricalDtype):
             raise Unsupported(f"{method}() of a Series of dtype {dtype}")
         return _missing(_MISSING[method], dtype), (index, name, receiver[2] or _MISSING[method], np.dtype(bool))
     if dtype not in _DTYPES:
@@ -746,12 +750,31 @@ def _cast(target: np.dtype, source: np.dtype):
     return _quiet(cast)
 
 
-def _missing(negated: bool, dtype: np.dtype):
-    """Series.isna (isnull): NaN where floats, none in ints and bools; notna (notnull) the inverse, whose
-    ``~`` views the index."""
+def _missing(negated: bool, dtype):
+    """Series.isna (isnull): NaN where floats, none in ints and bools, what pandas' ``isna`` finds in
+    text (object arrays: None, NaN, NaT, NA...; string arrays: their own ``isna``); notna (notnull)
+    the inverse, whose ``~`` views the index."""
+    if not isinstance(dtype, np.dtype) or dtype == object:
+        return _quiet(lambda values: ~pd.isna(values) if negated else pd.isna(values))
     if dtype.kind == "f":
         return _quiet(lambda array: ~np.isnan(array) if negated else np.isnan(array))
     return _quiet(lambda array: np.full(len(array), negated))
+
+
+def _categories_cast(target: np.dtype, dtype: pd.CategoricalDtype):
+    """``Categorical.astype(target)`` of numbers: its categories cast (as ``_cast`` casts them), taken
+    by the codes. A missing value (pandas raises for ints, fills others) or no categories or rows:
+    as written."""
+    cast = _cast(target, dtype.categories.dtype)
+
+    def taken(categorical):
+        codes = categorical.codes
+        if not len(codes) or not len(dtype.categories) or (codes < 0).any():
+            raise Unsupported("a missing value, or no rows or categories, cast from categories")
+        return cast(dtype.categories._values).take(codes)
+
+    taken.late = getattr(cast, "late", False)
+    return _quiet(taken)
 
 
 def _fillna(value, dtype):
@@ -934,9 +957,11 @@ def _check_numpy(module, name: str, ufunc) -> None:
 
 
 def _leaf(value):
-    """(number or array, column) of a name's value."""
+    """(number or array, column) of a name's value (for a Series of categories or text: its
+    Categorical, string array or object array, which only ``_method``'s casts and missing-value tests
+    read)."""
     if type(value) is pd.Series:
-        if value.dtype not in _LEAF_DTYPES:
+        if value.dtype not in _LEAF_DTYPES and not _tested_or_cast(value.dtype):
             raise Unsupported(f"a Series of dtype {value.dtype}")
         _check_metadata(value, value.name)
         return value._values, (value.index, value.name, False, value.dtype)
@@ -959,7 +984,7 @@ def _frame_column(frame, key):
     if not isinstance(position, int):
         raise Unsupported(f"several columns {key!r}")
     values = frame._get_column_array(position)
-    if not isinstance(values, np.ndarray) or values.dtype not in _LEAF_DTYPES:
+    if not (isinstance(values, np.ndarray) and values.dtype in _LEAF_DTYPES or _tested_or_cast(values.dtype)):
         raise Unsupported(f"a column of dtype {values.dtype}")
     # A str key found among pyarrow's str names is the name (pandas' lookup of the name costs more;
     # Python-backed names may be np.str_).
@@ -967,6 +992,14 @@ def _frame_column(frame, key):
     name = key if type(key) is str and pyarrow_names else columns[position]
     _check_metadata(frame, name)
     return values, (frame.index, name, True, values.dtype)  # the column's index is a view of the frame's
+
+
+def _tested_or_cast(dtype) -> bool:
+    """Whether a Series of ``dtype`` may be read for ``_method``'s missing-value tests (text: object,
+    ``str``) or casts (categories of numpy numbers): no other step takes it."""
+    if isinstance(dtype, pd.CategoricalDtype):
+        return dtype.categories.dtype in _ARITHMETIC_DTYPES
+    return dtype == object or isinstance(dtype, pd.StringDtype)
 
 
 def _check_metadata(obj, name) -> None:
