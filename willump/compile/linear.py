@@ -35,6 +35,7 @@ from willump.compile import fused
 from willump.compile.forms import (
     Columns, LazyRows, SparseRows, Stacked, Unsupported, answering, kind_of, stacked_dtype, stand_in,
 )
+from willump.compile.frames import names_known
 from willump.compile.jit import njit
 from willump.compile.parallel import SERIAL, WORTH_A_THREAD, Faster
 from willump.compile.preprocessing import check_finite
@@ -301,7 +302,8 @@ def named_columns(columns: pd.Index, names: list | None, named: pd.Index | None)
     if columns is not named:
         if names is None:
             raise Unsupported("a DataFrame given to a model fitted without feature names (scikit-learn warns)")
-        labels = columns.tolist()
+        known = names_known(columns)
+        labels = list(known) if known is not None else columns.tolist()
         if labels != names or not all(type(label) is str for label in labels):
             raise Unsupported("columns that are not the feature names seen in fit, in order (scikit-learn raises or warns)")
     return columns
