@@ -25,6 +25,7 @@ import threading
 import typing
 import warnings
 
+from willump.compile.forest import PACKED_LAYOUT
 from willump.compile.parallel import in_dask_worker
 from willump.errors import InconsistentVersionWarning
 from willump.graph.source import read_function
@@ -221,9 +222,11 @@ def reduce(optimized):
 
 def shipped_state(state: dict, carried=()) -> tuple[str, bytes]:
     """(identity, payload) of an optimized function's state without its counters; then, in the
-    same stream, what it carries of ``carried`` ((model, key, arrays) built from a model): the
-    arrays of the models the state holds (the same objects when they are read back), not of a
-    model the pickle does not hold (one a module loads), which would travel as a copy."""
+    same stream, what it carries of ``carried`` ((model, key, arrays, still valid) built from a
+    model): the arrays of the models the state holds (the same objects when they are read back;
+    not of a model the pickle does not hold, one a module loads, which would travel as a copy)
+    still valid once the state is pickled (a model trained meanwhile is read again where it is
+    loaded), with this willump's layout of them (``_carried_layout``)."""
     import cloudpickle
 
     with io.BytesIO() as stream:
@@ -231,20 +234,39 @@ def shipped_state(state: dict, carried=()) -> tuple[str, bytes]:
         pickler.dump(state)
         if carried:
             memo = pickler.memo.copy()  # (id -> (index, object) of what the state's pickle holds)
-            held = [entry for entry in carried if memo.get(id(entry[0]), (0, None))[1] is entry[0]]
+            held = [(owner, key, built) for owner, key, built, still_valid in carried
+                    if memo.get(id(owner), (0, None))[1] is owner and still_valid()]
             if held:
-                pickler.dump(held)  # (older versions' loads stop after the state)
+                pickler.dump((_carried_layout(), held))  # (older versions' loads stop after the state)
         payload = stream.getvalue()
     return hashlib.sha256(payload).hexdigest(), payload
 
 
-def _unshipped(payload: bytes) -> dict:
-    """The state ``shipped_state`` pickled, with what it carries (``carried``)."""
+def _carried_layout() -> tuple:
+    """What a saved function's carried arrays are laid out by: those another willump (or layout)
+    carried are not used (the models are read again)."""
+    try:
+        version = importlib.metadata.version("willump")
+    except importlib.metadata.PackageNotFoundError:  # (a source tree not installed)
+        version = None
+    return "willump carried arrays", version, PACKED_LAYOUT
+
+
+def _unshipped(payload: bytes) -> tuple[dict, int]:
+    """(the state ``shipped_state`` pickled, with what it carries as ``carried``, where the state's
+    pickle ends). Carried arrays of another layout, or that cannot be read, are left out."""
     with io.BytesIO(payload) as stream:
         unpickler = pickle.Unpickler(stream)
         state = unpickler.load()
-        state["carried"] = unpickler.load() if stream.tell() < len(payload) else ()
-    return state
+        state_end = stream.tell()
+        state["carried"] = ()
+        if state_end < len(payload):
+            try:
+                layout, carried = unpickler.load()
+            except Exception:  # noqa: BLE001 (only a reading spared: the models are read again)
+                layout, carried = None, ()
+            state["carried"] = carried if layout == _carried_layout() else ()
+    return state, state_end
 
 
 def restore(cls, identity: str, payload: bytes, stats):
@@ -274,8 +296,12 @@ def _built(cls, identity: str, payload: bytes, stats):
     """A new instance from ``payload``. It ships that payload again (a Dask scheduler pickles the
     function it unpickled once per task): pickling its state anew could give other bytes (sets
     of strings follow the process's hash seed), so another name workers would not share by."""
+    state, state_end = _unshipped(payload)
     optimized = cls.__new__(cls)
-    optimized.__setstate__({**_unshipped(payload), "stats": stats})
+    optimized.__setstate__({**state, "stats": stats})
+    if state_end < len(payload):  # (a saved function: it ships its state alone, as it was pickled)
+        payload = bytes(memoryview(payload)[:state_end])
+        identity = hashlib.sha256(payload).hexdigest()
     optimized._remember_shipped(identity, payload)
     return optimized
 

@@ -872,6 +872,7 @@ def _walked_on(rows, r, node, nodes, thresholds, cat_bounds, cat_bits, known):
 ENCODING, CATEGORIES, NODES, VALUES, TREES, CAT_BOUNDS, CAT_BITS, KNOWN, SPLIT_THRESHOLD, SPLIT_WORD, SPLIT_MASK, \
     SPLIT_BOUNDS, CATEGORY_LISTS, CATEGORY_BOUNDS, WORD_FEATURE, WORD_THRESHOLD, WORD_MASK, WORD_BOUNDS, INITIAL, \
     SETTINGS = range(20)
+PACKED_LAYOUT = 1  # (of ``packed`` and ``Ensemble``'s attributes: raise it when they change; saved functions carry them)
 PACKED_TYPES = (np.int64, np.float64, np.int64, np.float64, np.int64, np.int64, np.uint32, np.int64, np.float64,
                 np.uint32, np.uint64, np.int64, np.int64, np.int64, np.int64, np.float64, np.uint64, np.int64,
                 np.float64, np.float64)

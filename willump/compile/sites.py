@@ -669,15 +669,22 @@ def prepare_kernel(site: CallSite, resolver) -> None:
 
 
 def carried_builds(sites) -> list:
-    """(model, key, arrays) of what the kernels answering ``sites`` build from their models, built
-    again from the models as they are now (``forest.shared_builds``), each once: what a saved
-    function carries."""
+    """(model, key, arrays, still valid) of what the kernels answering ``sites`` build from their
+    models, built again from the models as they are now (``forest.shared_builds``), each once: what a
+    saved function carries, while ``still valid()`` (the kernel's check that its model has not
+    changed since it was built: asked again once the model is pickled). A model that cannot be read
+    again carries nothing (carrying only spares a reading)."""
     found = {}
     with shared_builds():  # (the kernels of one model read it once)
         for site in sites:
             kernel = site.found()[2]
-            if hasattr(kernel, "carried") and kernel.still_valid():
-                found.update({(id(owner), key): (owner, key, built) for owner, key, built in kernel.carried()})
+            if not hasattr(kernel, "carried") or not kernel.still_valid():
+                continue
+            try:
+                entries = kernel.carried()
+            except Exception:  # noqa: BLE001 (the load reads the model then, and says why it cannot)
+                continue
+            found.update({(id(owner), key): (owner, key, built, kernel.still_valid) for owner, key, built in entries})
     return list(found.values())
 
 # Expression nodes that run no user code by themselves (names, literals, slices, keyword arguments).
