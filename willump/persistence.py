@@ -10,6 +10,7 @@ state. Loading runs code from the payload, as pickle does: load only files you t
 
 import collections
 import contextvars
+import functools
 import hashlib
 import importlib
 import importlib.metadata
@@ -123,6 +124,13 @@ def _parts(content: bytes, path) -> tuple[dict, bytes]:
 
 
 def _versions() -> dict[str, str | None]:
+    """Python's version and the installed packages' (None for one not installed)."""
+    return dict(_installed_versions())
+
+
+@functools.cache
+def _installed_versions() -> dict[str, str | None]:
+    """Read once a process: each package's metadata is parsed (~0.5 ms), half of a small function's load."""
     found = {"python": platform.python_version()}
     for name in _PACKAGES:
         try:
@@ -245,11 +253,7 @@ def shipped_state(state: dict, carried=()) -> tuple[str, bytes]:
 def _carried_layout() -> tuple:
     """What a saved function's carried arrays are laid out by: those another willump (or layout)
     carried are not used (the models are read again)."""
-    try:
-        version = importlib.metadata.version("willump")
-    except importlib.metadata.PackageNotFoundError:  # (a source tree not installed)
-        version = None
-    return "willump carried arrays", version, PACKED_LAYOUT
+    return "willump carried arrays", _installed_versions()["willump"], PACKED_LAYOUT
 
 
 def _unshipped(payload: bytes) -> tuple[dict, int]:
