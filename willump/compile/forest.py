@@ -1039,7 +1039,6 @@ def kept_ensemble(kept: dict, key, build):
     return ensemble
 
 
-
 # An optimized function is set up within ``shared_builds``: the kernels of its call sites that read
 # one model (a call and the fallback that repeats it) build its ensemble once, and a saved
 # function's ensembles (``carried``) are not built again. Outside one set-up nothing is shared: a
@@ -1071,6 +1070,7 @@ def built_once(owner, key, build):
     built = build()
     builds[(id(owner), key)] = (owner, built)
     return built
+
 
 def _refused() -> Unsupported:
     return Unsupported("a value the library refuses (infinity, NaN or an unknown kind of category)")
