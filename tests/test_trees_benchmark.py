@@ -54,6 +54,7 @@ def test_every_way_of_answering_the_model_gives_lightgbms_bits(tiny_run):
     for build in document["builds"].values():
         assert 0 < build["model_to_string_s"] and 0 < build["lightgbm_load_s"] and 0 < build["willump_build_s"]
         assert 0 < build["export_s"]  # (a part of the build timed apart: no ordering of two noisy minima)
+        assert 0 < build["willump_optimize_s"] and 0 < build["willump_load_s"] and 0 < build["lightgbm_pickle_load_s"]
 
 
 def test_the_other_environment_runs_each_tool_or_says_why_not(tiny_run):
@@ -80,6 +81,7 @@ def test_report_fills_the_trees_section_and_refuses_a_quick_run(tiny_run, tmp_pa
     assert "| credit | willump | frame | main |" in text and "| credit | lightgbm | array | venv |" in text
     assert all(f"| {name} |" in text for name in PIPELINES)
     assert "Building (target: well under the library's load time" in text and "200-trees (200 trees) willump" in text
+    assert "`willump.load` of it saved" in text and "`pickle.loads` of the booster" in text
 
 
 def test_a_compare_venv_that_is_not_one_is_refused(tmp_path, capsys):
