@@ -142,8 +142,8 @@ def test_trees_changed_in_place_before_a_save_are_saved_as_they_are(tmp_path):
     assert np.array_equal(loaded(X), booster.predict(X))
 
 
-def test_a_kernel_no_longer_valid_carries_nothing():
-    """A booster trained on since its kernel was built: the loaded function reads it again."""
+def _training():
+    """(an optimized closure over a booster that may train on, the booster)."""
     X, y = _data()
     booster = lgb.train({"objective": "binary", "num_leaves": 7, "verbose": -1}, lgb.Dataset(X, y, free_raw_data=False),
                         num_boost_round=5, keep_training_booster=True)
@@ -151,7 +151,13 @@ def test_a_kernel_no_longer_valid_carries_nothing():
     def predict(frame):
         return booster.predict(frame)
 
-    optimized = willump.optimize(predict)
+    return willump.optimize(predict), booster
+
+
+def test_a_kernel_no_longer_valid_carries_nothing():
+    """A booster trained on since its kernel was built: the loaded function reads it again."""
+    X, _ = _data()
+    optimized, booster = _training()
     booster.update()
     payload = optimized._shipped(carry=True)[1]
     assert persistence._unshipped(payload)[0]["carried"] == ()
@@ -223,14 +229,8 @@ def test_a_loaded_function_ships_its_state_alone():
 
 def test_a_model_trained_while_it_is_saved_carries_nothing():
     """The arrays are read, then the model trains on before its pickle is written: they are left out."""
-    X, y = _data()
-    booster = lgb.train({"objective": "binary", "num_leaves": 7, "verbose": -1}, lgb.Dataset(X, y, free_raw_data=False),
-                        num_boost_round=5, keep_training_booster=True)
-
-    def predict(frame):
-        return booster.predict(frame)
-
-    optimized = willump.optimize(predict)
+    X, _ = _data()
+    optimized, booster = _training()
     carried = carried_builds(optimized.executor.sites)
     assert len(carried) == 1
     booster.update()
