@@ -304,7 +304,7 @@ def _built(cls, identity: str, payload: bytes, stats):
     optimized = cls.__new__(cls)
     optimized.__setstate__({**state, "stats": stats})
     if state_end < len(payload):  # (a saved function: it ships its state alone, as it was pickled)
-        payload = bytes(memoryview(payload)[:state_end])
+        payload = payload[:state_end]
         identity = hashlib.sha256(payload).hexdigest()
     optimized._remember_shipped(identity, payload)
     return optimized

@@ -73,8 +73,7 @@ class CompiledXGBoost:
     def _read(self) -> Ensemble:
         """The ensemble of the default range, read once by the kernels of one set-up (``forest.built_once``)."""
         model, width, span, objectives = self.model, self.width, self.default_range, self.objectives
-        return built_once(model, ("xgboost", span),
-                          lambda: xgboost_ensemble(model.get_booster(), width, span, objectives))
+        return built_once(model, _built_key(span), lambda: xgboost_ensemble(model.get_booster(), width, span, objectives))
 
     def still_valid(self) -> bool:
         """False once the model is refitted or a parameter is set."""
@@ -82,7 +81,7 @@ class CompiledXGBoost:
 
     def carried(self) -> list:
         """What a saved function carries (``forest.shared_builds``): read again from the model as it is now."""
-        return [(self.model, ("xgboost", self.default_range), self._read())]
+        return [(self.model, _built_key(self.default_range), self._read())]
 
     def __call__(self, *args, **kwargs):
         if len(args) != 1:
@@ -128,6 +127,11 @@ class CompiledXGBoost:
         return kept_ensemble(self._other_ranges, (begin, end), lambda: xgboost_ensemble(
             self.model.get_booster(), self.width, (begin, end), self.objectives))
 
+
+
+def _built_key(span: tuple) -> tuple:
+    """The key of the ensemble of the rounds ``span`` (``forest.built_once``, carried by saved functions)."""
+    return ("xgboost", span)
 
 def _matrix(X, names: list | None, width: int, named) -> tuple:
     """(the matrix XGBoost reads of ``X``, the columns found to be ``names``): a frame's columns
@@ -221,7 +225,7 @@ class CompiledXGBoostBooster:
     def _read(self) -> Ensemble:
         """Every round's ensemble, read once by the kernels of one set-up (``forest.built_once``)."""
         booster, width, span = self.booster, self.width, (0, self.rounds)
-        return built_once(booster, ("xgboost", span), lambda: xgboost_ensemble(booster, width, span))
+        return built_once(booster, _built_key(span), lambda: xgboost_ensemble(booster, width, span))
 
     def still_valid(self) -> bool:
         """False once the booster is trained further, loads another model or gets other feature names."""
@@ -229,7 +233,7 @@ class CompiledXGBoostBooster:
 
     def carried(self) -> list:
         """What a saved function carries (``forest.shared_builds``): read again from the booster as it is now."""
-        return [(self.booster, ("xgboost", (0, self.rounds)), self._read())]
+        return [(self.booster, _built_key((0, self.rounds)), self._read())]
 
     def __call__(self, data, **kwargs):
         margin, iteration_range = self._options(kwargs)
