@@ -215,14 +215,14 @@ def test_one_set_up_reads_a_model_once_and_another_reads_it_again():
 
 def test_a_loaded_function_ships_its_state_alone():
     """Pickled again (``pickle``, Dask), a loaded function sends what a decorated one sends: not the
-    arrays its file carried (nor keeps them twice)."""
+    arrays its file carried (nor keeps them twice), under the name the state has plainly pickled."""
     optimized, _ = _optimized("booster")
-    saved = optimized._shipped(carry=True)[1]
-    loaded = persistence._built(OptimizedFunction, "saved", saved, None)
+    name, saved = optimized._shipped(carry=True)
+    loaded = persistence._built(OptimizedFunction, name, saved, None)
     identity, payload = loaded._shipped()
     state, end = persistence._unshipped(payload)
     assert state["carried"] == () and end == len(payload) < len(saved)
-    assert identity == persistence.hashlib.sha256(payload).hexdigest()
+    assert identity == name == persistence.hashlib.sha256(payload).hexdigest() == optimized._shipped()[0]
     X, _ = _data(seed=5)
     assert np.array_equal(pickle.loads(pickle.dumps(loaded))(X), optimized.py_func(X))
 

@@ -223,14 +223,14 @@ _CARRYING = contextvars.ContextVar("willump_carrying", default=False)  # (within
 
 def reduce(optimized):
     """What ``pickle`` stores for ``optimized``: its state as one payload (the function, its source,
-    options and fitted state, pickled once) named by the payload's SHA-256, and its counters."""
+    options and fitted state, pickled once) named by the state's SHA-256, and its counters."""
     identity, payload = optimized._shipped(carry=_CARRYING.get())
     return restore, (type(optimized), identity, payload, optimized._stats)
 
 
 def shipped_state(state: dict, carried=()) -> tuple[str, bytes]:
-    """(identity, payload) of an optimized function's state without its counters; then, in the
-    same stream, what it carries of ``carried`` ((model, key, arrays, still valid) built from a
+    """(identity, payload) of an optimized function's state without its counters, the identity
+    the SHA-256 of the state's pickle; then, in the same stream, what it carries of ``carried`` ((model, key, arrays, still valid) built from a
     model): the arrays of the models the state holds (the same objects when they are read back;
     not of a model the pickle does not hold, one a module loads, which would travel as a copy)
     still valid once the state is pickled (a model trained meanwhile is read again where it is
@@ -240,6 +240,7 @@ def shipped_state(state: dict, carried=()) -> tuple[str, bytes]:
     with io.BytesIO() as stream:
         pickler = cloudpickle.CloudPickler(stream)
         pickler.dump(state)
+        state_end = stream.tell()
         if carried:
             memo = pickler.memo.copy()  # (id -> (index, object) of what the state's pickle holds)
             held = [(owner, key, built) for owner, key, built, still_valid in carried
@@ -247,7 +248,7 @@ def shipped_state(state: dict, carried=()) -> tuple[str, bytes]:
             if held:
                 pickler.dump((_carried_layout(), held))  # (older versions' loads stop after the state)
         payload = stream.getvalue()
-    return hashlib.sha256(payload).hexdigest(), payload
+    return hashlib.sha256(memoryview(payload)[:state_end]).hexdigest(), payload
 
 
 def _carried_layout() -> tuple:
@@ -303,9 +304,8 @@ def _built(cls, identity: str, payload: bytes, stats):
     state, state_end = _unshipped(payload)
     optimized = cls.__new__(cls)
     optimized.__setstate__({**state, "stats": stats})
-    if state_end < len(payload):  # (a saved function: it ships its state alone, as it was pickled)
+    if state_end < len(payload):  # (a saved function: it ships its state alone, as it was pickled, by its name)
         payload = payload[:state_end]
-        identity = hashlib.sha256(payload).hexdigest()
     optimized._remember_shipped(identity, payload)
     return optimized
 
