@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, note, settings
+import sklearn
+from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
 from sklearn.base import clone
 from sklearn.linear_model import (
@@ -84,6 +85,17 @@ with warnings.catch_warnings():
 METHODS = [(name, method) for name, model in MODELS.items() for method in ("predict", "predict_proba", "decision_function")
            if hasattr(model, method) and (name, method) != ("sgd_huber", "predict_proba")]
 REFUSED = "refused"
+# scikit-learn before 1.9 validates a frame of object and nullable (extension) columns to an array of
+# objects and multiplies it by its coefficients; numpy's matmul of objects (2.0 to 2.4 at least) frees
+# a product twice when a multiplication fails (None * 0.5), and the process crashes later. scikit-learn
+# 1.9 refuses such frames before. Those scikit-learn versions are not asked such frames here.
+MATMULS_OBJECTS = tuple(int(part) for part in sklearn.__version__.split(".")[:2]) < (1, 9)
+
+
+def scikit_learn_can_answer(frame) -> bool:
+    """Whether scikit-learn's answer to ``frame`` can be asked without numpy's double free above."""
+    kinds = {"object" if dtype == object else isinstance(dtype, np.dtype) for dtype in frame.dtypes}
+    return not (MATMULS_OBJECTS and {"object", False} <= kinds)
 
 
 def answer(model, method, frame):
@@ -155,6 +167,7 @@ def test_a_frame_gets_scikit_learns_answer_or_runs_scikit_learn(frame, which):
     name, method = which
     model = MODELS[name]
     note(f"dtypes {frame.dtypes.tolist()}, blocks {[b.dtype for b in frame._mgr.blocks]}")
+    assume(scikit_learn_can_answer(frame))
     expected, got = answer(model, method, frame), compiled_answer(CompiledLinearModel(model, method), frame)
     if expected is REFUSED:
         assert got is REFUSED
@@ -179,6 +192,7 @@ def test_selected_columns_of_a_wider_frame_get_the_selected_frames_answer(frame,
     except Unsupported:
         assert not set(COLUMNS) <= set(wide.columns)  # (a name missing: pandas raises)
         return
+    assume(scikit_learn_can_answer(wide[COLUMNS]))
     expected = answer(model, method, wide[COLUMNS])
     got = compiled_answer(CompiledLinearModel(model, method), selection)
     if expected is REFUSED:
