@@ -95,6 +95,28 @@ def test_predict_of_two_columns_is_a_frame(dask_client):
     pd.testing.assert_frame_equal(got, pd.DataFrame(proba(test), index=test.index))
 
 
+class LengthScorer:
+    """An object whose method is the pipeline (defined here: it travels by value)."""
+
+    def __init__(self, model):
+        self.model = model
+
+    @willump.optimize
+    def score(self, df):
+        return self.model.predict_proba(df["message"].str.len().to_numpy()[:, None] * 1.0)[:, 1]
+
+
+def test_methods_of_two_objects_are_two_tasks(dask_client):
+    """``scorer.score`` names its object in Dask's tokens: two scorers' partitions get their own answers."""
+    frame, y, test, ddf = _frames()
+    lengths = frame["message"].str.len().to_numpy()[:, None] * 1.0
+    one, other = LengthScorer(LogisticRegression().fit(lengths, y)), LengthScorer(LogisticRegression().fit(lengths, ~y))
+    got_one, got_other = (ddf.map_partitions(scorer.score, meta=("score", "f8")) for scorer in (one, other))
+    got_one, got_other = dask_client.compute([got_one, got_other], sync=True)
+    np.testing.assert_array_equal(got_one, LengthScorer.score.py_func(one, test))
+    np.testing.assert_array_equal(got_other, LengthScorer.score.py_func(other, test))
+
+
 def test_stats_sum_every_workers_rows(dask_client, text_job):
     *_, fitted, test, ddf = text_job
     willump.dask.reset_stats(fitted)

@@ -7,6 +7,7 @@ import cloudpickle
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.linear_model import LogisticRegression
 
 import willump
 from willump.compile.sites import AS_WRITTEN
@@ -101,6 +102,44 @@ def test_methods_bind_self():
     scorer = Scorer(2.0)
     np.testing.assert_array_equal(scorer.predict(FRAME), Scorer.predict.py_func(scorer, FRAME))
     assert [i.name for i in Scorer.predict.graph.ifvs] == ["a", "b"]
+
+
+class Scorer:
+    """A model held by an object whose method is the pipeline, as services write it."""
+
+    def __init__(self, threshold):
+        self.model = LogisticRegression().fit(RANKED[["x", "y"]].to_numpy(), RANKED["x"] > threshold)
+
+    @willump.optimize
+    def predict(self, df):
+        """Scores rows."""
+        a = df[["x"]].to_numpy()
+        b = df[["y"]].to_numpy()
+        return self.model.predict_proba(np.column_stack([a, b]))[:, 1]
+
+
+RANKED = pd.DataFrame({"x": np.arange(200.0) % 37, "y": np.arange(200.0) % 11})
+
+
+def test_a_bound_method_fits_ranks_and_saves_with_its_instance(tmp_path):
+    """``scorer.predict.fit``/``top_k``/``save`` are the method's, with ``scorer`` as ``self`` (a plain
+    bound method handed them to the function alone: ``fit`` and a loaded file missed ``self``)."""
+    scorer, other = Scorer(18), Scorer(3)
+    bound = scorer.predict
+    assert bound.__doc__ == "Scores rows." and str(inspect.signature(bound)) == "(df)"
+    assert bound == scorer.predict != other.predict and bound.explain_compilation is not None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WillumpWarning)  # (the validation split is of the training rows)
+        assert bound.fit(RANKED, y=RANKED["x"] > 18, progress=False, validation=(RANKED, RANKED["x"] > 18)) == bound
+    assert set(Scorer.predict.explain()["ifv"]) == {"a", "b"}
+    expected = Scorer.predict.py_func(scorer, RANKED)
+    np.testing.assert_array_equal(bound(RANKED), expected)
+    np.testing.assert_array_equal(bound.top_k(RANKED, k=5), Scorer.predict.top_k(scorer, RANKED, k=5))
+    bound.save(tmp_path / "scorer.willump")
+    loaded = willump.load(tmp_path / "scorer.willump")
+    np.testing.assert_array_equal(loaded(RANKED), expected)
+    np.testing.assert_array_equal(cloudpickle.loads(cloudpickle.dumps(other.predict))(RANKED),
+                                  Scorer.predict.py_func(other, RANKED))
 
 
 def test_unreadable_functions_raise_type_error():

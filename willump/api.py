@@ -1,8 +1,8 @@
 """``willump.optimize``: the decorator and the function object it returns."""
 
 import functools
+import inspect
 import threading
-import types
 import warnings
 
 import numpy as np
@@ -283,9 +283,8 @@ class OptimizedFunction:
         if self._executor is None:
             raise ValueError(self.graph.refusal("fit"))
         self._refuse_guarded("fit", "the training rows", self._executor.arguments(inputs, {}))
-        if isinstance(validation, tuple) and len(validation) == 2:
-            given = validation[0] if isinstance(validation[0], tuple) else (validation[0],)
-            self._refuse_guarded("fit", "the validation rows", self._executor.arguments(given, {}))
+        if _validation_inputs(validation) is not None:
+            self._refuse_guarded("fit", "the validation rows", self._executor.arguments(_validation_inputs(validation), {}))
         self._fitted = fit_optimizations(
             self._executor, inputs, y, validation=validation, validation_fraction=validation_fraction,
             metric=metric, accuracy_loss=accuracy_loss, top_k_precision=top_k_precision, cascades_wanted=cascades, top_k_wanted=top_k,
@@ -485,7 +484,7 @@ class OptimizedFunction:
     def __get__(self, instance, owner=None):
         if instance is None:
             return self
-        return types.MethodType(self, instance)
+        return BoundOptimizedFunction(self, instance)
 
     def save(self, path) -> None:
         """Write this function, its models and its fitted state to one file; ``willump.load(path)``
@@ -537,3 +536,72 @@ class OptimizedFunction:
 
     def __repr__(self) -> str:
         return f"<willump.optimize of {self.py_func.__qualname__}>"
+
+
+def _validation_inputs(validation) -> tuple | None:
+    """The function's arguments for the validation rows of ``fit(validation=(inputs, y))``, or None."""
+    if isinstance(validation, tuple) and len(validation) == 2:
+        return validation[0] if isinstance(validation[0], tuple) else (validation[0],)
+    return None
+
+
+class BoundOptimizedFunction:
+    # ``instance.method`` for an optimized function defined in a class. Called, fitted, asked for
+    # ``top_k`` and saved with its instance as the first argument, as Python binds a method (a
+    # ``types.MethodType`` would hand ``fit`` and ``save`` to the function alone); the rest
+    # (``explain``, ``stats``, ...) is the function's. It pickles and saves with its instance.
+    __slots__ = ("__func__", "__self__")
+
+    def __init__(self, func: OptimizedFunction, instance):
+        self.__func__ = func
+        self.__self__ = instance
+
+    def __call__(self, *args, **kwargs):
+        return self.__func__(self.__self__, *args, **kwargs)
+
+    def fit(self, *inputs, validation=None, **options):
+        """``fit`` of the function, its instance first in the training and validation inputs."""
+        given = _validation_inputs(validation)
+        if given is not None:
+            validation = ((self.__self__, *given), validation[1])
+        self.__func__.fit(self.__self__, *inputs, validation=validation, **options)
+        return self
+
+    def top_k(self, *inputs, **options):
+        return self.__func__.top_k(self.__self__, *inputs, **options)
+
+    def save(self, path) -> None:
+        """Write the function and its instance to one file; ``willump.load(path)`` reads back the
+        bound method. The file is a pickle: load only files you trust."""
+        persistence.save(self, path)
+
+    def __getattr__(self, name):
+        return getattr(self.__func__, name)
+
+    @property
+    def __doc__(self):
+        return self.__func__.__doc__
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        signature = inspect.signature(self.__func__.py_func)
+        return signature.replace(parameters=list(signature.parameters.values())[1:])
+
+    def __reduce__(self):
+        return BoundOptimizedFunction, (self.__func__, self.__self__)
+
+    def __dask_tokenize__(self):
+        """The function's name and the instance's: methods of two instances are two tasks."""
+        from dask.base import tokenize
+
+        return self.__func__.__dask_tokenize__(), tokenize(self.__self__)
+
+    def __eq__(self, other):
+        return (isinstance(other, BoundOptimizedFunction) and self.__func__ is other.__func__
+                and self.__self__ is other.__self__)
+
+    def __hash__(self):
+        return hash((self.__func__, id(self.__self__)))
+
+    def __repr__(self) -> str:
+        return f"<bound willump.optimize of {self.__func__.py_func.__qualname__} of {self.__self__!r}>"
