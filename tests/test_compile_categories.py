@@ -327,6 +327,33 @@ def test_notebook_casts_in_and_outside_loops_are_compiled_to_pandas_own_frames()
         assert [type(w.message) for w in caught if "categories is deprecated" in str(w.message)] == [pd.errors.Pandas4Warning]
 
 
+TRAINED_DTYPES = {"device": pd.CategoricalDtype(["ios", "web"]), "plan": "category"}
+
+
+def cast_by_trained_dtypes(frame):
+    X = frame.astype(TRAINED_DTYPES)  # (the dict the model was trained with, held in a name)
+    return X
+
+
+def test_a_frame_cast_by_a_dict_held_in_a_name_is_pandas_own():
+    """``frame.astype(dtypes)`` reads as an element-wise cast (the name may hold a dtype): of a frame it is
+    ``DataFrame.astype``'s kernel's (it ran as written); a dtype no kernel takes runs as written."""
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame({"device": rng.choice(["ios", "web", None], 40), "plan": rng.choice([3, 5], 40),
+                          "age": rng.uniform(0, 99, 40)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", willump.WillumpWarning)  # (no model: the function runs as written)
+        optimized = willump.optimize(cast_by_trained_dtypes)
+    for rows in (frame, frame.iloc[[3]], frame.iloc[5:9]):
+        pd.testing.assert_frame_equal(optimized(rows), cast_by_trained_dtypes(rows), check_exact=True,
+                                      check_categorical=True)
+    row = optimized.explain_compilation().iloc[0]
+    assert (row.call, row.status) == ("frame.astype(TRAINED_DTYPES)", "compiled")
+    assert row.compiled_calls == 3
+    empty = frame.iloc[:0]  # (no values to infer "plan"'s categories from: as written)
+    pd.testing.assert_frame_equal(optimized(empty), cast_by_trained_dtypes(empty), check_exact=True)
+
+
 @pytest.mark.parametrize("call, may", [
     ('s.astype("category")', True), ("s.astype(CITY)", True), ("s.astype(cfg.city)", True),
     ("s.astype(pd.CategoricalDtype(['a']))", True), ('s.astype({"a": "category", "b": float})', True),

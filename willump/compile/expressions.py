@@ -37,7 +37,7 @@ from pandas._libs.lib import maybe_indices_to_slice
 from pandas.core import nanops
 
 from willump.compile import frames
-from willump.compile.categories import ASTYPE, categorical_dtype
+from willump.compile.categories import ASTYPE, CompiledFrameAstype, categorical_dtype
 from willump.compile.columns import check_attribute_column, column_read, plain_attribute
 from willump.compile.forms import Deferred, Unsupported, python_number, series_of
 from willump.compile.strings import string_method
@@ -314,6 +314,7 @@ def _names(node):
 
 
 _FRAME_FILL = frames.CompiledFrameFillna()
+_FRAME_ASTYPE = CompiledFrameAstype()  # (name.astype(dtypes) of a DataFrame: a dict of dtypes, as often as not)
 
 
 class CompiledUfunc:
@@ -351,7 +352,7 @@ class CompiledExpression:
         self.binary = any(  # operations pandas may give numexpr (clip compares, then np.where)
             step[0] in (_BINARY, _COMPARE) or (step[0] == _METHOD and step[1] in ("clip", "between")) for step in self.steps
         )
-        self.cast = self._cast()  # (series.astype(name): a categorical cast when the name holds a CategoricalDtype)
+        self.cast = self._cast()  # (name.astype(name): categories' cast for a CategoricalDtype, or of a frame)
         if self.frame_method:  # (only these may keep their result in a kernel's form: see _deferred_fill)
             self.defer = self._deferred_fill
 
@@ -488,6 +489,8 @@ class CompiledExpression:
     def __call__(self, *arguments):
         if self.cast is not None and categorical_dtype(arguments[self.cast[1]]):
             return self._categorical_cast(arguments)
+        if self.cast is not None and self.cast[0][0] == _LEAF and _is_frame(arguments[self.cast[0][3]]):
+            return _FRAME_ASTYPE(arguments[self.cast[0][3]], arguments[self.cast[1]])
         if self.frame_method:
             frame = self._frame_fill(arguments)
             if frame is not None:
