@@ -142,6 +142,30 @@ def test_a_bound_method_fits_ranks_and_saves_with_its_instance(tmp_path):
                                   Scorer.predict.py_func(other, RANKED))
 
 
+def test_what_fit_learned_for_one_object_is_not_served_to_another(tmp_path):
+    """The cascade and filter ``fit`` trained for one scorer's model answer only that scorer's calls (and
+    its copy, saved with it); another scorer's calls are answered exactly, with a warning once."""
+    fitted, other = Scorer(18), Scorer(3)
+    labels = RANKED["x"] > 18
+    fitted.predict.fit(RANKED, y=labels, validation=(RANKED, labels), progress=False, check_speed=False,
+                       costs={"a": 1e-6, "b": 1e-5}, accuracy_loss=0.05)
+    assert Scorer.predict.explain().attrs["summary"]["cascades"] == "on"
+    Scorer.predict.reset_stats()
+    fitted.predict(RANKED)
+    assert Scorer.predict.stats["rows_small_model"] > 0
+    with pytest.warns(WillumpWarning, match="fitted with other values of self"):
+        np.testing.assert_array_equal(other.predict(RANKED), Scorer.predict.py_func(other, RANKED))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (said once)
+        scores = Scorer.predict.py_func(other, RANKED)
+        np.testing.assert_array_equal(other.predict.top_k(RANKED, k=7), np.argsort(-scores, kind="stable")[:7])
+    fitted.predict.save(tmp_path / "fitted.willump")
+    loaded = willump.load(tmp_path / "fitted.willump")
+    loaded.reset_stats()
+    loaded(RANKED)
+    assert loaded.stats["rows_small_model"] > 0 and loaded.__self__ is not fitted
+
+
 def test_unreadable_functions_raise_type_error():
     with pytest.raises(TypeError, match="lambda"):
         willump.optimize(lambda df: model.predict(df))

@@ -158,6 +158,7 @@ class OptimizedFunction:
                     values = self._features.chosen_values if self._features is not None else self._executor.values
                     self._feature_rows = FeatureRows(keyed, self._executor, values, size, resolver)
         self._fitted = None
+        self._warned_other_objects = None  # the fitted state a call with other objects was warned of
         self._shipped_as = None  # (state version, identity, payload) a Dask worker's instance was built from
 
     def _report(self, graph) -> None:
@@ -214,7 +215,8 @@ class OptimizedFunction:
     def _answer(self, arguments: dict):
         """The result for bound arguments: cascaded after fit; remote IFVs side by side when there are two."""
         try:
-            if self._fitted is not None and self._fitted.cascading and not drift.fell_back(self._fitted):
+            if (self._fitted is not None and self._fitted.cascading and not drift.fell_back(self._fitted)
+                    and self._serves_fitted(arguments)):
                 return cascade.serve(self._features or self._executor, self._fitted, arguments, self._stats,
                                       self._feature_rows)
             if self._feature_rows is not None:
@@ -230,6 +232,32 @@ class OptimizedFunction:
             pass  # this input's joins cannot be split: the exact path runs them as written
         self._count_exact(arguments.values())
         return self._executor.run(arguments)
+
+    def _serves_fitted(self, arguments: dict) -> bool:
+        """Whether ``fit``'s cascade and filter hold for these arguments (``Fitted.serves``); once per fit,
+        a warning when a call gives other objects than fit was given, and is answered exactly."""
+        fitted = self._fitted
+        if fitted.serves(arguments):
+            return True
+        if self._warned_other_objects is not fitted:
+            self._warned_other_objects = fitted
+            names = ", ".join(sorted(fitted.fixed))
+            warn(f"willump: {self.py_func.__qualname__} was fitted with other values of {names} than this call's "
+                 "(another object of the class, another model): such calls are answered exactly; fit it for "
+                 "them to cascade")
+        return False
+
+    def _fitted_on(self, instance) -> bool:
+        """Whether ``fit`` was given ``instance`` as the first argument (a method's ``self``)."""
+        return self._fitted is not None and self._fitted.fitted_on(self._first_parameter(), instance)
+
+    def _adopt(self, instance) -> None:
+        """Serve what ``fit`` learned for ``instance``, the unpickled copy of the object it was fitted on."""
+        if self._fitted is not None:
+            self._fitted.adopt(self._first_parameter(), instance)
+
+    def _first_parameter(self) -> str:
+        return next(iter(inspect.signature(self.py_func).parameters), "")
 
     def _fitted_exactly(self) -> bool:
         """Has the drift guard switched this fitted function to exact answers?"""
@@ -353,7 +381,8 @@ class OptimizedFunction:
         self._refuse_guarded("top_k", "these rows", arguments)
         call = start_call(self._stats, self._lookup_caches)  # (its lookups count, and use the caches, as a call's)
         try:
-            plan = None if self._fitted is None or self._fitted_exactly() else self._fitted.top_k_plan
+            plan = (None if self._fitted is None or self._fitted_exactly() or not self._serves_fitted(arguments)
+                    else self._fitted.top_k_plan)
             keep = plan.candidates(n, k, c_k, min_fraction) if plan is not None else None
             if keep is None:
                 self._stats.count(top_k_candidates=n)
@@ -588,7 +617,7 @@ class BoundOptimizedFunction:
         return signature.replace(parameters=list(signature.parameters.values())[1:])
 
     def __reduce__(self):
-        return BoundOptimizedFunction, (self.__func__, self.__self__)
+        return _bound_again, (self.__func__, self.__self__, self.__func__._fitted_on(self.__self__))
 
     def __dask_tokenize__(self):
         """The function's name and the instance's: methods of two instances are two tasks."""
@@ -605,3 +634,11 @@ class BoundOptimizedFunction:
 
     def __repr__(self) -> str:
         return f"<bound willump.optimize of {self.__func__.py_func.__qualname__} of {self.__self__!r}>"
+
+
+def _bound_again(func: OptimizedFunction, instance, fitted_on: bool) -> BoundOptimizedFunction:
+    """An unpickled bound method: its function serves what ``fit`` learned for the copy of the
+    object it was fitted on."""
+    if fitted_on:
+        func._adopt(instance)
+    return BoundOptimizedFunction(func, instance)

@@ -27,6 +27,15 @@ BOOTSTRAP_SAMPLES = 200  # resamples of the validation rows the threshold must h
 _THRESHOLD_FIGURES = ("threshold", "cascade_validation_score", "small_model_fraction", "expected_speedup")
 
 
+_PLAIN = (int, float, complex, str, bytes, bool, type(None))  # (compared by value: a call's 2.0 is not fit's object)
+_ABSENT = object()
+
+
+def _same_fixed(given, fitted) -> bool:
+    """The same object, or equal numbers or strings (by their repr: -0.0 is not 0.0, NaN is NaN)."""
+    return given is fitted or (type(given) is type(fitted) and type(given) in _PLAIN and repr(given) == repr(fitted))
+
+
 @dataclass
 class Fitted:
     """What fit learned; survives pickling."""
@@ -47,6 +56,37 @@ class Fitted:
     batch_names: tuple = ()  # the arguments that hold rows
     output_dtype: object = None  # dtype of the full model's output, once the small model's is checked to match
     drift: object = None  # the serving-time guard (runtime.drift.DriftGuard), for a cascadable small model
+    fixed: dict = field(default_factory=dict)  # the arguments that hold no rows, as fit was given them
+    to_adopt: tuple = ()  # of those, the objects a pickle left behind (``adopt``)
+
+    def serves(self, arguments: dict) -> bool:
+        """Whether what fit learned holds for a call: its arguments that hold no rows are those fit was
+        given (the object a method was fitted on, a model passed in; equal numbers or strings). Other
+        calls are answered exactly: a small model trained for one object's model is not another's."""
+        return not self.to_adopt and all(_same_fixed(arguments.get(name, _ABSENT), value)
+                                          for name, value in self.fixed.items())
+
+    def fitted_on(self, name: str, value) -> bool:
+        return name in self.fixed and name not in self.to_adopt and self.fixed[name] is value
+
+    def adopt(self, name: str, value) -> None:
+        """Serve ``value`` as the ``name`` fit was given: a copy of that object, unpickled with the
+        function (a bound method's instance, ``BoundOptimizedFunction``)."""
+        if name in self.to_adopt or name in self.fixed:
+            self.fixed = {**self.fixed, name: value}
+            self.to_adopt = tuple(n for n in self.to_adopt if n != name)
+
+    def __getstate__(self):
+        """The objects among ``fixed`` are not pickled with the state (a method's instance may not
+        pickle, and would travel as a copy): they are to be adopted where the state is unpickled."""
+        state = self.__dict__.copy()
+        objects = tuple(name for name, value in self.fixed.items() if type(value) not in _PLAIN)
+        state["fixed"] = {name: (None if name in objects else value) for name, value in self.fixed.items()}
+        state["to_adopt"] = tuple(dict.fromkeys(self.to_adopt + objects))
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update({"fixed": {}, **state})  # (a state pickled before ``fixed`` has none)
 
     @property
     def cascading(self) -> bool:
@@ -181,6 +221,7 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
     n = _rows(train)
     y = _target(y, n, "y")
     fitted.batch_names = tuple(name for name, value in train.items() if row_count(value) == n)
+    fitted.fixed = {name: value for name, value in train.items() if name not in fitted.batch_names}
     if validation is not None:
         if not (isinstance(validation, tuple) and len(validation) == 2):
             raise ValueError("validation must be a pair (inputs, y), inputs being a tuple for several arguments")
