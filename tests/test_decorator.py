@@ -166,6 +166,32 @@ def test_what_fit_learned_for_one_object_is_not_served_to_another(tmp_path):
     assert loaded.stats["rows_small_model"] > 0 and loaded.__self__ is not fitted
 
 
+SCORING = Scorer(18).model
+
+
+def scored_by(df, model=SCORING, columns=("x", "y")):
+    a = df[[columns[0]]].to_numpy()
+    b = df[[columns[1]]].to_numpy()
+    return model.predict_proba(np.column_stack([a, b]))[:, 1]
+
+
+def test_a_model_passed_in_is_one_fit_was_given_or_the_call_is_exact():
+    """A parameter's default stands for itself (pickled, the function's own default); another model passed
+    in is answered exactly, with a warning once."""
+    optimized = willump.optimize(scored_by)
+    labels = RANKED["x"] > 18
+    optimized.fit(RANKED, y=labels, validation=(RANKED, labels), progress=False, check_speed=False,
+                  costs={"a": 1e-6, "b": 1e-5}, accuracy_loss=0.05)
+    for function in (optimized, cloudpickle.loads(cloudpickle.dumps(optimized))):
+        function.reset_stats()
+        np.testing.assert_allclose(function(RANKED), scored_by(RANKED), atol=0.5)  # (cascaded: within the target)
+        assert function.stats["rows_small_model"] > 0
+    other = Scorer(3).model
+    with pytest.warns(WillumpWarning, match="fitted with other values of columns, model"):
+        np.testing.assert_array_equal(optimized(RANKED, other), scored_by(RANKED, other))
+    np.testing.assert_array_equal(optimized(RANKED, columns=["x", "y"]), scored_by(RANKED, columns=["x", "y"]))
+
+
 def test_unreadable_functions_raise_type_error():
     with pytest.raises(TypeError, match="lambda"):
         willump.optimize(lambda df: model.predict(df))

@@ -237,11 +237,11 @@ class OptimizedFunction:
         """Whether ``fit``'s cascade and filter hold for these arguments (``Fitted.serves``); once per fit,
         a warning when a call gives other objects than fit was given, and is answered exactly."""
         fitted = self._fitted
-        if fitted.serves(arguments):
+        if fitted.serves(arguments, self._executor.defaults() if fitted.at_default else {}):
             return True
         if self._warned_other_objects is not fitted:
             self._warned_other_objects = fitted
-            names = ", ".join(sorted(fitted.fixed))
+            names = ", ".join(sorted([*fitted.fixed, *fitted.at_default]))
             warn(f"willump: {self.py_func.__qualname__} was fitted with other values of {names} than this call's "
                  "(another object of the class, another model): such calls are answered exactly; fit it for "
                  "them to cascade")

@@ -58,13 +58,16 @@ class Fitted:
     drift: object = None  # the serving-time guard (runtime.drift.DriftGuard), for a cascadable small model
     fixed: dict = field(default_factory=dict)  # the arguments that hold no rows, as fit was given them
     to_adopt: tuple = ()  # of those, the objects a pickle left behind (``adopt``)
+    at_default: tuple = ()  # the arguments that hold no rows fit was given their parameter's default for
 
-    def serves(self, arguments: dict) -> bool:
+    def serves(self, arguments: dict, defaults: dict) -> bool:
         """Whether what fit learned holds for a call: its arguments that hold no rows are those fit was
-        given (the object a method was fitted on, a model passed in; equal numbers or strings). Other
-        calls are answered exactly: a small model trained for one object's model is not another's."""
-        return not self.to_adopt and all(_same_fixed(arguments.get(name, _ABSENT), value)
-                                          for name, value in self.fixed.items())
+        given (the object a method was fitted on, a model passed in; equal numbers or strings; the
+        parameter's default, ``defaults``). Other calls are answered exactly: a small model trained for
+        one object's model is not another's."""
+        return (not self.to_adopt
+                and all(_same_fixed(arguments.get(name, _ABSENT), value) for name, value in self.fixed.items())
+                and all(arguments.get(name, _ABSENT) is defaults.get(name) for name in self.at_default))
 
     def fitted_on(self, name: str, value) -> bool:
         return name in self.fixed and name not in self.to_adopt and self.fixed[name] is value
@@ -221,7 +224,10 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
     n = _rows(train)
     y = _target(y, n, "y")
     fitted.batch_names = tuple(name for name, value in train.items() if row_count(value) == n)
-    fitted.fixed = {name: value for name, value in train.items() if name not in fitted.batch_names}
+    fixed = {name: value for name, value in train.items() if name not in fitted.batch_names}
+    defaults = executor.defaults()
+    fitted.at_default = tuple(name for name, value in fixed.items() if name in defaults and value is defaults[name])
+    fitted.fixed = {name: value for name, value in fixed.items() if name not in fitted.at_default}
     if validation is not None:
         if not (isinstance(validation, tuple) and len(validation) == 2):
             raise ValueError("validation must be a pair (inputs, y), inputs being a tuple for several arguments")

@@ -326,6 +326,13 @@ class GraphExecutor:
         """The call's arguments by parameter name, defaults filled in (TypeError as the original)."""
         return dict(zip(self.parameters, self._bind(*args, **kwargs)))
 
+    def defaults(self) -> dict:
+        """The function's parameters' default values (as they are now), by name."""
+        code = self._func.__code__
+        names = code.co_varnames[:code.co_argcount]
+        positional = dict(zip(names[len(names) - len(self._func.__defaults__ or ()):], self._func.__defaults__ or ()))
+        return {**positional, **(self._func.__kwdefaults__ or {})}
+
     def preprocess(self, arguments: dict) -> dict:
         """Run the preprocessing statements; returns the namespace the generators read."""
         shared = {**arguments, **self._helpers}
