@@ -246,3 +246,41 @@ def test_the_prediction_cache_tells_frames_of_equal_values_held_otherwise_apart(
     for frame in (row_major, by_column, row_major, by_column):
         assert np.array_equal(optimized(frame), predict(frame))
     assert optimized.stats["cache_hits"] == 2 * 400
+
+
+SIGNED = LogisticRegression().fit(np.array([[-5.0], [5.0], [-4.0], [4.0]]), [0, 1, 0, 1])
+
+
+def reciprocal_score(frame):
+    X = np.clip(1.0 / frame["x"].to_numpy(dtype=float), -5, 5).reshape(-1, 1)
+    return SIGNED.predict_proba(X)[:, 1]
+
+
+EQUAL_INPUTS = [  # (dtype, values pandas finds equal and the function does not)
+    ("float64", [0.0, -0.0]), ("float32", [0.0, -0.0]), ("object", [0.0, -0.0]), ("object", [np.float64(0.0), np.float64(-0.0)]),
+    ("Float64", [0.0, -0.0]), ("Float64", [pd.NA, 1.0]), ("object", [(1.0,), (-0.0,)]), ("object", [1, 1.0]),
+]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=st.sampled_from(EQUAL_INPUTS), order=st.permutations([0, 1]), rows=st.integers(1, 3))
+def test_the_prediction_cache_keys_equal_values_that_are_other_inputs_apart(case, order, rows):
+    """-0.0 and 0.0, a missing value of a nullable column, tuples of equal numbers: each batch gets its own
+    answer (or exception), never the one cached for an equal batch."""
+    dtype, values = case
+    optimized = willump.optimize(reciprocal_score, cache="prediction", cache_size=100)
+    for value in [values[i] for i in order] * 2:
+        frame = pd.DataFrame({"x": pd.Series([value] * rows, dtype=dtype)})
+        expected = answer_or_error(reciprocal_score, frame)
+        got = answer_or_error(optimized, frame)
+        if isinstance(expected, Exception):
+            assert type(got) is type(expected) and str(got) == str(expected)
+        else:
+            np.testing.assert_array_equal(got, expected)
+
+
+def answer_or_error(function, frame):
+    try:
+        return function(frame)
+    except Exception as error:  # noqa: BLE001 (the exception is the answer compared)
+        return error

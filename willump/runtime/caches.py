@@ -137,7 +137,9 @@ def _layout(frame: pd.DataFrame) -> tuple:
 
 def row_keys(frame: pd.DataFrame, columns=None) -> list | None:
     """One hashable key per row of ``frame`` (of its ``columns``, default all): the column
-    names and dtypes, then the row's values. None when a name is not one column."""
+    names and dtypes, then the row's values. None when a name is not one column, or a value is
+    of a kind whose equal values may be other inputs (a tuple of 1 and 1.0, a Decimal of 1.0 and 1.00,
+    Timestamps in two time zones): those rows are not keyed."""
     if columns is None:
         if not frame.columns.is_unique:
             return None
@@ -147,18 +149,42 @@ def row_keys(frame: pd.DataFrame, columns=None) -> list | None:
         if any(type(s) is not pd.Series for s in series):
             return None
     head = (tuple(s.name for s in series), tuple(str(s.dtype) for s in series))
-    return [(head, *row) for row in zip(*map(_key_values, series))]
+    try:
+        return [(head, *row) for row in zip(*map(_key_values, series))]
+    except _NotKeyed:
+        return None
 
 
 def _key_values(series: pd.Series) -> list:
     values = series.tolist()
     kind = series.dtype.kind
-    if kind in "iub":
+    numpy = isinstance(series.dtype, np.dtype)
+    if kind in "iub" and numpy:
         return values
-    if kind == "f":
-        return [_NAN if math.isnan(v) else v for v in values]
-    # Strings and objects: 1, 1.0 and True are equal keys, but not the same input.
-    return [v if type(v) is str else (type(v).__name__, _NAN if _missing(v) else v) for v in values]
+    if kind == "f" and numpy:  # (-0.0 equals 0.0, but 1 / -0.0 is not 1 / 0.0)
+        return [_NAN if v != v else (_NEGATIVE_ZERO if v == 0 and math.copysign(1.0, v) < 0 else v) for v in values]
+    # Strings, objects and extension arrays: 1, 1.0 and True are equal keys, but not the same input.
+    return [v if type(v) is str else _object_key(v) for v in values]
+
+
+def _object_key(value) -> tuple:
+    """(type name, value[, True for -0.0]) of a value that is the same input as every value equal to it."""
+    kind = type(value)
+    if _missing(value):
+        return kind.__name__, _NAN
+    if kind not in _KEYED_OBJECTS and not issubclass(kind, (np.integer, np.floating, np.bool_)):
+        raise _NotKeyed
+    if value == 0 and isinstance(value, (float, np.floating)) and math.copysign(1.0, value) < 0:
+        return kind.__name__, value, True
+    return kind.__name__, value
+
+
+_KEYED_OBJECTS = (int, float, bool, str, bytes)
+_NEGATIVE_ZERO = "__willump_negative_zero_key"
+
+
+class _NotKeyed(Exception):
+    """A value ``row_keys`` does not key."""
 
 
 def key_values(keys: list, position: int) -> list:
@@ -168,15 +194,16 @@ def key_values(keys: list, position: int) -> list:
     floats = _float_kind(keys[0][0][1][position])  # (there, and only there, _NAN is NaN)
     values = [key[position + 1] for key in keys]
     if floats:
-        return [None if v is _NAN else v for v in values]
+        return [None if v is _NAN else (-0.0 if v is _NEGATIVE_ZERO else v) for v in values]
     return [(None if v[1] is _NAN else v[1]) if type(v) is tuple else v for v in values]
 
 
 @functools.lru_cache(maxsize=256)
 def _float_kind(dtype: str) -> bool:
-    """Whether the dtype named ``dtype`` is of kind "f", as ``_key_values`` reads it."""
+    """Whether the dtype named ``dtype`` is numpy's of kind "f", as ``_key_values`` reads it."""
     try:
-        return pd.api.types.pandas_dtype(dtype).kind == "f"
+        found = pd.api.types.pandas_dtype(dtype)
+        return isinstance(found, np.dtype) and found.kind == "f"
     except Exception:  # (a name pandas cannot read back here)
         return dtype.lower().startswith("float")
 
