@@ -151,13 +151,15 @@ class DriftGuard:
         }
 
     def __getstate__(self):
+        """The plan and its alarm; not the window, nor the checks counted (a call's drift check would
+        otherwise change the function's pickle, and so its name, which Dask workers share it by)."""
         state = dict(self.__dict__)
-        for name in ("_lock", "_recent", "_next", "_filled", "_fresh"):
+        for name in ("_lock", "_recent", "_next", "_filled", "_fresh", "checks"):
             del state[name]
         return state
 
     def __setstate__(self, state):
-        self.__dict__.update(state)
+        self.__dict__.update({"checks": 0, **state})
         self._start_window()
 
 
