@@ -346,6 +346,12 @@ def test_bad_arguments():
         f.fit(TRAIN, y=Y_TRAIN, validation=(VALID, np.where(np.arange(len(Y_VALID)) == 3, np.nan, Y_VALID)), progress=False)
     with pytest.raises(ValueError, match="accuracy_loss"):
         f.fit(TRAIN, y=Y_TRAIN, validation=(VALID, Y_VALID), accuracy_loss=2, progress=False)
+    for option, value, said in [("accuracy_loss", "0.01", r"accuracy_loss must be in \[0, 1\); got '0.01'"),
+                                ("gamma", -1, "gamma must be a finite number >= 0"), ("gamma", np.nan, "gamma must be"),
+                                ("cascades", "yes", "cascades must be True or False; got 'yes'"),
+                                ("top_k", None, "top_k must be True or False"), ("check_speed", 1, "check_speed must be")]:
+        with pytest.raises(ValueError, match=said):
+            f.fit(TRAIN, y=Y_TRAIN, validation=(VALID, Y_VALID), progress=False, **{option: value})
     with pytest.raises(ValueError, match="metric must be a callable"):
         f.fit(TRAIN, y=Y_TRAIN, validation=(VALID, Y_VALID), metric="auc", progress=False)
     for k in [0, -3, 2.5]:

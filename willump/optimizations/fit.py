@@ -157,6 +157,13 @@ class Fitted:
         return table
 
 
+def _check_number(name: str, value, within, meaning: str) -> None:
+    """ValueError unless ``value`` is a real number (not a bool) for which ``within`` (a callable) holds."""
+    real = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    if not real or not within(value):
+        raise ValueError(f"{name} must be {meaning}; got {value!r}")
+
+
 def _bind(executor, inputs) -> dict:
     inputs = inputs if isinstance(inputs, tuple) else (inputs,)
     return executor.arguments(inputs, {})
@@ -208,13 +215,13 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
 
     names = [ifv.name for ifv in executor.graph.ifvs]
     fitted = Fitted(names, method=executor.graph.model.method)
-    if not 0 <= accuracy_loss < 1:
-        raise ValueError(f"accuracy_loss must be in [0, 1); got {accuracy_loss!r}")
-    if isinstance(top_k_precision, bool) or not isinstance(top_k_precision, (int, float)) or not 0 < top_k_precision <= 1:
-        raise ValueError(
-            f"top_k_precision must be in (0, 1]: the share of the exact top-K a filtered query must return; "
-            f"got {top_k_precision!r}"
-        )
+    _check_number("accuracy_loss", accuracy_loss, lambda v: 0 <= v < 1, "in [0, 1)")
+    _check_number("top_k_precision", top_k_precision, lambda v: 0 < v <= 1,
+                  "in (0, 1]: the share of the exact top-K a filtered query must return")
+    _check_number("gamma", gamma, lambda v: 0 <= v < np.inf, "a finite number >= 0: Algorithm 1's stopping factor")
+    for name, flag in (("cascades", cascades_wanted), ("top_k", top_k_wanted), ("check_speed", check_speed)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise ValueError(f"{name} must be True or False; got {flag!r}")
     drift.check_options(on_drift, drift_window)
     served = _served_sizes(calls)
     given_costs = None if costs is None else _given_costs(costs, names)
