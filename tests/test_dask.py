@@ -115,6 +115,10 @@ def test_methods_of_two_objects_are_two_tasks(dask_client):
     got_one, got_other = dask_client.compute([got_one, got_other], sync=True)
     np.testing.assert_array_equal(got_one, LengthScorer.score.py_func(one, test))
     np.testing.assert_array_equal(got_other, LengthScorer.score.py_func(other, test))
+    pd.testing.assert_series_equal(willump.dask.predict(ddf, other.score).compute(),
+                                   pd.Series(LengthScorer.score.py_func(other, test), index=test.index, name="prediction"))
+    np.testing.assert_array_equal(willump.dask.top_k(ddf, one.score, 25), one.score.top_k(test, k=25))
+    assert willump.dask.stats(one.score)["rows_seen"] > 0
 
 
 def test_stats_sum_every_workers_rows(dask_client, text_job):

@@ -2,6 +2,7 @@
 
 import inspect
 import warnings
+import weakref
 
 import cloudpickle
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 import willump
+from willump import persistence
 from willump.compile.sites import AS_WRITTEN
 from willump import WillumpWarning
 
@@ -164,6 +166,26 @@ def test_what_fit_learned_for_one_object_is_not_served_to_another(tmp_path):
     loaded.reset_stats()
     loaded(RANKED)
     assert loaded.stats["rows_small_model"] > 0 and loaded.__self__ is not fitted
+
+
+def test_each_copy_of_a_fitted_object_a_worker_unpickles_is_served(monkeypatch):
+    """On a Dask worker each task brings its copy of the object, and the tasks share one function: every
+    copy is the object fit was given, not only the last one to arrive."""
+    fitted = Scorer(18)
+    labels = RANKED["x"] > 18
+    fitted.predict.fit(RANKED, y=labels, validation=(RANKED, labels), progress=False, check_speed=False,
+                       costs={"a": 1e-6, "b": 1e-5}, accuracy_loss=0.05)
+    shipped = cloudpickle.dumps(fitted.predict)
+    monkeypatch.setattr(persistence, "in_dask_worker", lambda: True)
+    first, second = cloudpickle.loads(shipped), cloudpickle.loads(shipped)
+    assert first.__func__ is second.__func__ and first.__self__ is not second.__self__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for bound in (second, first, second):
+            bound.reset_stats()
+            bound(RANKED)
+            assert bound.stats["rows_small_model"] > 0
+    assert weakref.ref(first)() is first
 
 
 SCORING = Scorer(18).model

@@ -2,6 +2,7 @@
 
 import functools
 import inspect
+import pickle
 import threading
 import warnings
 
@@ -242,9 +243,12 @@ class OptimizedFunction:
         if self._warned_other_objects is not fitted:
             self._warned_other_objects = fitted
             names = ", ".join(sorted([*fitted.fixed, *fitted.at_default]))
+            left = ", ".join(fitted.to_adopt)
+            behind = (f"; the objects fit was given as {left} did not travel with the pickle (only a method saved "
+                      "or pickled with its object takes its copy)") if left else ""
             warn(f"willump: {self.py_func.__qualname__} was fitted with other values of {names} than this call's "
-                 "(another object of the class, another model): such calls are answered exactly; fit it for "
-                 "them to cascade")
+                 f"(another object of the class, another model){behind}: such calls are answered exactly; fit it "
+                 "for them to cascade")
         return False
 
     def _fitted_on(self, instance) -> bool:
@@ -579,17 +583,19 @@ class BoundOptimizedFunction:
     # ``top_k`` and saved with its instance as the first argument, as Python binds a method (a
     # ``types.MethodType`` would hand ``fit`` and ``save`` to the function alone); the rest
     # (``explain``, ``stats``, ...) is the function's. It pickles and saves with its instance.
-    __slots__ = ("__func__", "__self__")
+    __slots__ = ("__func__", "__self__", "__weakref__")
 
     def __init__(self, func: OptimizedFunction, instance):
         self.__func__ = func
         self.__self__ = instance
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         return self.__func__(self.__self__, *args, **kwargs)
 
     def fit(self, *inputs, validation=None, **options):
         """``fit`` of the function, its instance first in the training and validation inputs."""
+        if options.get("y") is None:  # (the TypeError naming the inputs given, not counting the instance)
+            return self.__func__.fit(*inputs, validation=validation, **options)
         given = _validation_inputs(validation)
         if given is not None:
             validation = ((self.__self__, *given), validation[1])
@@ -602,7 +608,13 @@ class BoundOptimizedFunction:
     def save(self, path) -> None:
         """Write the function and its instance to one file; ``willump.load(path)`` reads back the
         bound method. The file is a pickle: load only files you trust."""
-        persistence.save(self, path)
+        try:
+            persistence.save(self, path)
+        except (TypeError, AttributeError, pickle.PicklingError) as error:
+            name = f"{type(self.__self__).__name__}.{self.__func__.py_func.__name__}"
+            raise TypeError(f"{name} is saved with the {type(self.__self__).__name__} object it is bound to, which "
+                            f"cannot be pickled ({error}); save the function alone with {name}.save(path) and pass "
+                            "the object where it is loaded") from error
 
     def __getattr__(self, name):
         return getattr(self.__func__, name)
@@ -620,10 +632,11 @@ class BoundOptimizedFunction:
         return _bound_again, (self.__func__, self.__self__, self.__func__._fitted_on(self.__self__))
 
     def __dask_tokenize__(self):
-        """The function's name and the instance's: methods of two instances are two tasks."""
+        """The function's name and the instance's, and whether fit was given it: methods of two
+        instances are two tasks, as are those of a fitted instance and of one equal to it."""
         from dask.base import tokenize
 
-        return self.__func__.__dask_tokenize__(), tokenize(self.__self__)
+        return self.__func__.__dask_tokenize__(), tokenize(self.__self__), self.__func__._fitted_on(self.__self__)
 
     def __eq__(self, other):
         return (isinstance(other, BoundOptimizedFunction) and self.__func__ is other.__func__

@@ -14,6 +14,7 @@ all its tasks (``willump.persistence.restore``). These helpers add what Dask can
 """
 
 import time
+import types
 
 import numpy as np
 import pandas as pd
@@ -26,7 +27,7 @@ except ImportError as missing:  # (willump itself never imports this module)
         f"willump.dask needs dask[dataframe] and distributed ({missing}): pip install \"willump[dask]\""
     ) from missing
 
-from willump.api import OptimizedFunction
+from willump.api import BoundOptimizedFunction, OptimizedFunction
 from willump.persistence import shared
 from willump.runtime.calls import Stats
 from willump.runtime.topk import check_k, merged
@@ -125,7 +126,7 @@ def warm(ddf, func, *, top_k=False, sample_rows=SAMPLE_ROWS, client=None) -> dic
 
 
 def _check_decorated(func) -> None:
-    if not isinstance(func, OptimizedFunction):
+    if not isinstance(func, (OptimizedFunction, BoundOptimizedFunction)):
         raise TypeError(f"expected a function decorated with willump.optimize; got {func!r}")
 
 
@@ -141,6 +142,8 @@ def _check_frame(ddf) -> None:
 
 
 def _undecorated(func):
+    if isinstance(func, BoundOptimizedFunction):  # (obj.method: the undecorated method of obj)
+        return types.MethodType(func.__func__.py_func, func.__self__)
     return func.py_func if isinstance(func, OptimizedFunction) else func
 
 

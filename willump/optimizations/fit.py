@@ -1,6 +1,7 @@
 """``fit``: measure the IFVs, choose the efficient ones, train the small and filter models, set the threshold."""
 
 import logging
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,8 +28,17 @@ BOOTSTRAP_SAMPLES = 200  # resamples of the validation rows the threshold must h
 _THRESHOLD_FIGURES = ("threshold", "cascade_validation_score", "small_model_fraction", "expected_speedup")
 
 
+_COPIES_KEPT = 16  # adopted copies of one argument a fitted state serves (the newest; weakly held when they can be)
 _PLAIN = (int, float, complex, str, bytes, bool, type(None))  # (compared by value: a call's 2.0 is not fit's object)
 _ABSENT = object()
+
+
+def _reference(value):
+    """A callable returning ``value``: a weak reference when it takes one."""
+    try:
+        return weakref.ref(value)
+    except TypeError:
+        return lambda: value
 
 
 def _same_fixed(given, fitted) -> bool:
@@ -57,32 +67,39 @@ class Fitted:
     output_dtype: object = None  # dtype of the full model's output, once the small model's is checked to match
     drift: object = None  # the serving-time guard (runtime.drift.DriftGuard), for a cascadable small model
     fixed: dict = field(default_factory=dict)  # the arguments that hold no rows, as fit was given them
-    to_adopt: tuple = ()  # of those, the objects a pickle left behind (``adopt``)
+    to_adopt: tuple = ()  # of those, the objects a pickle left behind (served in their ``adopt``ed copies)
     at_default: tuple = ()  # the arguments that hold no rows fit was given their parameter's default for
 
     def serves(self, arguments: dict, defaults: dict) -> bool:
         """Whether what fit learned holds for a call: its arguments that hold no rows are those fit was
-        given (the object a method was fitted on, a model passed in; equal numbers or strings; the
-        parameter's default, ``defaults``). Other calls are answered exactly: a small model trained for
-        one object's model is not another's."""
-        return (not self.to_adopt
-                and all(_same_fixed(arguments.get(name, _ABSENT), value) for name, value in self.fixed.items())
+        given (the object a method was fitted on, a model passed in, or their adopted copies; equal
+        numbers or strings; the parameter's default, ``defaults``). Other calls are answered exactly:
+        a small model trained for one object's model is not another's."""
+        return (all(self._given(name, arguments.get(name, _ABSENT)) for name in self.fixed)
                 and all(arguments.get(name, _ABSENT) is defaults.get(name) for name in self.at_default))
 
+    def _given(self, name: str, value) -> bool:
+        """Whether ``value`` is what fit was given as ``name``, or one of its copies."""
+        if name not in self.to_adopt and _same_fixed(value, self.fixed[name]):
+            return True
+        return any(copy() is value for copy in self.__dict__.get("_copies", {}).get(name, ()))
+
     def fitted_on(self, name: str, value) -> bool:
-        return name in self.fixed and name not in self.to_adopt and self.fixed[name] is value
+        return name in self.fixed and self._given(name, value)
 
     def adopt(self, name: str, value) -> None:
         """Serve ``value`` as the ``name`` fit was given: a copy of that object, unpickled with the
-        function (a bound method's instance, ``BoundOptimizedFunction``)."""
-        if name in self.to_adopt or name in self.fixed:
-            self.fixed = {**self.fixed, name: value}
-            self.to_adopt = tuple(n for n in self.to_adopt if n != name)
+        function (a bound method's instance, ``BoundOptimizedFunction``; on a Dask worker, each task's)."""
+        if name in self.fixed:
+            copies = self.__dict__.setdefault("_copies", {})
+            kept = [copy for copy in copies.get(name, ()) if copy() is not None][-_COPIES_KEPT + 1:]
+            copies[name] = [*kept, _reference(value)]
 
     def __getstate__(self):
         """The objects among ``fixed`` are not pickled with the state (a method's instance may not
-        pickle, and would travel as a copy): they are to be adopted where the state is unpickled."""
+        pickle, and would travel as a copy): where the state is unpickled, copies are adopted."""
         state = self.__dict__.copy()
+        state.pop("_copies", None)
         objects = tuple(name for name, value in self.fixed.items() if type(value) not in _PLAIN)
         state["fixed"] = {name: (None if name in objects else value) for name, value in self.fixed.items()}
         state["to_adopt"] = tuple(dict.fromkeys(self.to_adopt + objects))
