@@ -185,7 +185,7 @@ class OptimizedFunction:
                 if self._unfitted is not None and self._unfitted.fitted_since():
                     self._setup(self._source, self.options)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         self._read_composites_once_fitted()
         call = start_call(self._stats, self._lookup_caches)  # what this call's lookups count and reuse
         try:
