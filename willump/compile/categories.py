@@ -234,7 +234,7 @@ class CompiledCut:
     def __init__(self):
         self._edges = {}  # (x's dtype, bins, labels, options) -> (the edges searched, the categories' dtype or None)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         given = dict(zip(self._names, args))
         if len(args) > len(self._names) or set(kwargs) & set(given) or not set(kwargs) <= self._defaults.keys() or (
                 len({**given, **kwargs}.keys() & {"x", "bins"}) < 2):

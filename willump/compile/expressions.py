@@ -325,7 +325,7 @@ class CompiledUfunc:
         self.name = name
         self._expression = CompiledExpression(ast.parse(f"np.{name}(value)", mode="eval").body, ["np", "value"])
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         if len(args) != 1 or kwargs:
             raise Unsupported(f"numpy.{self.name} options (out, where, dtype...)")
         return self._expression(np, args[0])

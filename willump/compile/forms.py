@@ -105,7 +105,7 @@ class DeferredMethod:
     def __init__(self, form: Deferred, name: str):
         self.__self__, self.__name__ = form, name
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         return getattr(self.__self__.materialize(), self.__name__)(*args, **kwargs)
 
 

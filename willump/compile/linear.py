@@ -120,7 +120,7 @@ class CompiledLinearModel:
             getattr(model, "feature_names_in_", None),
         )
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         X = _single_input(args, kwargs)
         return self.finish(self._product(X, self._weights()))
 

@@ -191,7 +191,7 @@ class CompiledTrees:
         """False once the model is refitted or a parameter is set."""
         return same_attributes(self.model, self.state)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         if len(args) == 1 and not kwargs:
             X = args[0]
         elif not args and set(kwargs) == {"X"}:

@@ -106,7 +106,7 @@ class CompiledBooster:
     def carried(self) -> list:
         return _carried(self.booster, self._iterations, self.ensemble)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         raw, ensemble = kwargs.pop("raw_score", False), self.ensemble
         if kwargs and ensemble is not None:
             ensemble = _ensemble_of_call(kwargs, ensemble, self._other_iterations, self.booster, self.params)
@@ -179,7 +179,7 @@ class CompiledBoosterPredict:
     def carried(self) -> list:
         return _carried(self.booster, self._iterations, self.ensemble)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         raw, ensemble = kwargs.pop("raw_score", False), self.ensemble
         if kwargs:
             ensemble = _ensemble_of_call(kwargs, ensemble, self._other_iterations, self.booster, self.booster.params)

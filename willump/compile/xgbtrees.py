@@ -83,7 +83,7 @@ class CompiledXGBoost:
         """What a saved function carries (``forest.shared_builds``): read again from the model as it is now."""
         return [(self.model, _built_key(self.default_range), self._read())]
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         if len(args) != 1:
             raise Unsupported("arguments other than X given by position")
         ensemble, margin = self._ensemble_of_call(kwargs)
@@ -185,7 +185,7 @@ class CompiledDMatrix:
     reads_columns = True  # (given frame[columns] kept as Columns)
     operator_name = "xgboost.DMatrix"
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         raise Unsupported("its result is used as a DMatrix")
 
     @staticmethod

@@ -172,7 +172,7 @@ class GraphExecutor:
 
     # --- running whole calls -------------------------------------------------------------
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         """The function's result: its guards, then its statements as written, compiled calls answered by kernels."""
         bound = self._bind(*args, **kwargs)
         fired = self._fired(bound) if self._checked else None
@@ -447,7 +447,7 @@ class CallsExecutor:
         executor = cls(source, resolver, workers)
         return executor if executor.sites else None
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         return self._whole.answer(self._bind(*args, **kwargs))
 
     @staticmethod
