@@ -315,8 +315,9 @@ class OptimizedFunction:
         if self._executor is None:
             raise ValueError(self.graph.refusal("fit"))
         self._refuse_guarded("fit", "the training rows", self._executor.arguments(inputs, {}))
-        if _validation_inputs(validation) is not None:
-            self._refuse_guarded("fit", "the validation rows", self._executor.arguments(_validation_inputs(validation), {}))
+        given = _validation_inputs(validation)
+        if given is not None:
+            self._refuse_guarded("fit", "the validation rows", self._executor.arguments(given, {}))
         self._fitted = fit_optimizations(
             self._executor, inputs, y, validation=validation, validation_fraction=validation_fraction,
             metric=metric, accuracy_loss=accuracy_loss, top_k_precision=top_k_precision, cascades_wanted=cascades, top_k_wanted=top_k,

@@ -230,8 +230,9 @@ def reduce(optimized):
 
 def shipped_state(state: dict, carried=()) -> tuple[str, bytes]:
     """(identity, payload) of an optimized function's state without its counters, the identity
-    the SHA-256 of the state's pickle; then, in the same stream, what it carries of ``carried`` ((model, key, arrays, still valid) built from a
-    model): the arrays of the models the state holds (the same objects when they are read back;
+    the SHA-256 of the state's pickle; then, in the same stream, what it carries of ``carried``
+    ((model, key, arrays, still valid) built from a model): the arrays of the models the state
+    holds (the same objects when they are read back;
     not of a model the pickle does not hold, one a module loads, which would travel as a copy)
     still valid once the state is pickled (a model trained meanwhile is read again where it is
     loaded), with this willump's layout of them (``_carried_layout``)."""

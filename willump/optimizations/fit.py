@@ -82,7 +82,7 @@ class Fitted:
         """Whether ``value`` is what fit was given as ``name``, or one of its copies."""
         if name not in self.to_adopt and _same_fixed(value, self.fixed[name]):
             return True
-        return any(copy() is value for copy in self.__dict__.get("_copies", {}).get(name, ()))
+        return any(copy() is value for copy in self._copies.get(name, ()))
 
     def fitted_on(self, name: str, value) -> bool:
         return name in self.fixed and self._given(name, value)
@@ -91,9 +91,8 @@ class Fitted:
         """Serve ``value`` as the ``name`` fit was given: a copy of that object, unpickled with the
         function (a bound method's instance, ``BoundOptimizedFunction``; on a Dask worker, each task's)."""
         if name in self.fixed:
-            copies = self.__dict__.setdefault("_copies", {})
-            kept = [copy for copy in copies.get(name, ()) if copy() is not None][-_COPIES_KEPT + 1:]
-            copies[name] = [*kept, _reference(value)]
+            kept = [copy for copy in self._copies.get(name, ()) if copy() is not None][-_COPIES_KEPT + 1:]
+            self._copies[name] = [*kept, _reference(value)]
 
     def __getstate__(self):
         """The objects among ``fixed`` are not pickled with the state (a method's instance may not
@@ -107,6 +106,10 @@ class Fitted:
 
     def __setstate__(self, state):
         self.__dict__.update({"fixed": {}, **state})  # (a state pickled before ``fixed`` has none)
+        self._copies = {}
+
+    def __post_init__(self):
+        self._copies = {}  # name -> references to the copies adopted (not pickled)
 
     @property
     def cascading(self) -> bool:

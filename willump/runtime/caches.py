@@ -179,7 +179,7 @@ def _object_key(value) -> tuple:
     return kind.__name__, value
 
 
-_KEYED_OBJECTS = (int, float, bool, str, bytes)
+_KEYED_OBJECTS = (int, float, bool, str, bytes, np.str_, np.bytes_)
 _NEGATIVE_ZERO = "__willump_negative_zero_key"
 
 
