@@ -1,6 +1,7 @@
 """Cascades and top-K filter models: fit, serving, explain, stats, errors (paper §4.2-4.3)."""
 
 import math
+import re
 import warnings
 
 import cloudpickle
@@ -658,3 +659,31 @@ def test_the_prefix_search_tries_longest_first_under_a_stricter_bootstrap_and_re
     assert fitted.cascading and fitted.small_model == "model on [2, 0]" and fitted.cascade_reason is None
     assert fitted.summary["threshold"] == 0.7 and fitted.summary["efficient_ifvs"] == ["c", "a"]
     assert [a["outcome"] for a in fitted.summary["cascade_attempts"]] == ["no threshold", "cascades on"]
+
+
+PAIRED_A, PAIRED_B = np.random.default_rng(4).normal(size=(2, 3000, 2))
+PAIRED_Y = (PAIRED_A[:, 0] + 0.05 * PAIRED_B[:, 0] > 0).astype(int)
+PAIRED = LogisticRegression().fit(np.hstack([PAIRED_A, PAIRED_B]), PAIRED_Y)
+
+
+def paired(a, b):
+    fa = a * 1.0
+    fb = b * 1.0
+    return PAIRED.predict(np.hstack([fa, fb]))
+
+
+def test_row_arguments_of_different_lengths_raise_what_the_function_raises():
+    """After fit the small model may answer a's row without b being read: a call whose row arguments
+    disagree runs as written (numpy's ValueError), not as a cascade."""
+    f = willump.optimize(paired).fit(PAIRED_A[:2000], PAIRED_B[:2000], y=PAIRED_Y[:2000], progress=False,
+                                     validation=((PAIRED_A[2000:], PAIRED_B[2000:]), PAIRED_Y[2000:]),
+                                     check_speed=False, costs={"fa": 1e-6, "fb": 1e-5}, accuracy_loss=0.02)
+    assert f.explain().attrs["summary"]["cascades"] == "on"
+    for a, b in [(PAIRED_A[:1], PAIRED_B[:10]), (PAIRED_A[:10], PAIRED_B[:1]), (PAIRED_A[:5], 1.0)]:
+        with pytest.raises(ValueError) as expected:
+            paired(a, b)
+        with pytest.raises(ValueError, match=re.escape(str(expected.value))):
+            f(a, b)
+    f.reset_stats()
+    f(PAIRED_A[2000:], PAIRED_B[2000:])
+    assert f.stats["rows_small_model"] > 0

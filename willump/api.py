@@ -235,9 +235,12 @@ class OptimizedFunction:
         return self._executor.run(arguments)
 
     def _serves_fitted(self, arguments: dict) -> bool:
-        """Whether ``fit``'s cascade and filter hold for these arguments (``Fitted.serves``); once per fit,
-        a warning when a call gives other objects than fit was given, and is answered exactly."""
+        """Whether ``fit``'s cascade and filter hold for these arguments (their row arguments agree, and
+        ``Fitted.serves``); once per fit, a warning when a call gives other objects than fit was given,
+        and is answered exactly."""
         fitted = self._fitted
+        if not fitted.rows_agree(arguments):
+            return False  # (answered as written: it raises what the function raises)
         if fitted.serves(arguments, self._executor.defaults() if fitted.at_default else {}):
             return True
         if self._warned_other_objects is not fitted:

@@ -78,6 +78,11 @@ class Fitted:
         return (all(self._given(name, arguments.get(name, _ABSENT)) for name in self.fixed)
                 and all(arguments.get(name, _ABSENT) is defaults.get(name) for name in self.at_default))
 
+    def rows_agree(self, arguments: dict) -> bool:
+        """Whether the arguments that held rows in fit hold as many rows each: else the cascade, which takes
+        rows of each, would answer a call the function as written refuses (``np.hstack`` of 1 and 10 rows)."""
+        return len({row_count(arguments.get(name)) for name in self.batch_names}) <= 1
+
     def _given(self, name: str, value) -> bool:
         """Whether ``value`` is what fit was given as ``name``, or one of its copies."""
         if name not in self.to_adopt and _same_fixed(value, self.fixed[name]):
