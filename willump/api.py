@@ -264,7 +264,8 @@ class OptimizedFunction:
             self._fitted.adopt(self._first_parameter(), instance)
 
     def _first_parameter(self) -> str:
-        return next(iter(inspect.signature(self.py_func).parameters), "")
+        """The name a method's object is bound to (the executor's first parameter; fit needs an executor)."""
+        return self._executor.parameters[0] if self._executor is not None and self._executor.parameters else ""
 
     def _fitted_exactly(self) -> bool:
         """Has the drift guard switched this fitted function to exact answers?"""
