@@ -687,3 +687,35 @@ def test_row_arguments_of_different_lengths_raise_what_the_function_raises():
     f.reset_stats()
     f(PAIRED_A[2000:], PAIRED_B[2000:])
     assert f.stats["rows_small_model"] > 0
+
+
+def parsed(df):
+    cheap = df[["x"]].to_numpy()
+    costly = pd.to_numeric(df["z"]).apply(slow_feature).to_numpy().reshape(-1, 1)
+    return model.predict(np.hstack([cheap, costly]))
+
+
+def as_text(frame):
+    return frame.assign(z=frame["z"].astype(str))
+
+
+def test_an_error_in_the_rows_a_cascade_or_filter_chose_is_the_functions_own():
+    """A feature failing on a row the full model answers raises the function's error for the batch
+    (pandas names the row's position in it), not the error of the rows the cascade computed."""
+    train_model(parsed, as_text(TRAIN), Y_TRAIN, LogisticRegression())
+    f = willump.optimize(parsed).fit(as_text(TRAIN), y=Y_TRAIN, validation=(as_text(VALID), Y_VALID),
+                                     progress=False, check_speed=False)
+    summary = f.explain().attrs["summary"]
+    assert summary["cascades"] == "on" and summary["top_k_filter"] == "on"
+    x = TEST["x"].to_numpy()
+    f.reset_stats()
+    f.top_k(as_text(TEST), k=5)
+    assert 0 < f.stats["top_k_candidates"] < len(TEST)
+    for bad_row, call in [(int(np.argmin(np.abs(x))), f), (int(np.argmax(x)), lambda b: f.top_k(b, k=5))]:
+        batch = as_text(TEST)
+        batch.iloc[bad_row, batch.columns.get_loc("z")] = "oops"
+        with pytest.raises(ValueError, match=f"position {bad_row}$") as expected:
+            parsed(batch)
+        with pytest.raises(ValueError, match=re.escape(str(expected.value))):
+            call(batch)
+    assert f(as_text(TEST)).tolist() == f(as_text(TEST)).tolist()  # (and it still serves)

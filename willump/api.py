@@ -218,8 +218,10 @@ class OptimizedFunction:
         try:
             if (self._fitted is not None and self._fitted.cascading and not drift.fell_back(self._fitted)
                     and self._serves_fitted(arguments)):
-                return cascade.serve(self._features or self._executor, self._fitted, arguments, self._stats,
-                                      self._feature_rows)
+                result = _unless_raised(cascade.serve, self._features or self._executor, self._fitted, arguments,
+                                        self._stats, self._feature_rows)
+                if result is not MISSING:
+                    return result
             if self._feature_rows is not None:
                 result = self._feature_rows.serve(arguments)
                 if result is not MISSING:
@@ -397,7 +399,10 @@ class OptimizedFunction:
                 self._stats.count(top_k_candidates=n)
                 found = topk.exact(self._executor, arguments, k, self._feature_rows)
             else:
-                found = topk.filtered(self._executor, self._fitted, arguments, k, keep, self._stats, self._feature_rows)
+                found = _unless_raised(topk.filtered, self._executor, self._fitted, arguments, k, keep, self._stats,
+                                       self._feature_rows)
+                if found is MISSING:
+                    found = topk.exact(self._executor, arguments, k, self._feature_rows)
             return found if return_scores else found[0]
         except NotSeparable as reason:
             raise ValueError(f"top_k cannot compute the IFVs of these inputs separately ({reason})") from None
@@ -660,3 +665,16 @@ def _bound_again(func: OptimizedFunction, instance, fitted_on: bool) -> BoundOpt
     if fitted_on:
         func._adopt(instance)
     return BoundOptimizedFunction(func, instance)
+
+
+def _unless_raised(serving, *arguments):
+    """What a cascade or a top-K filter answers, or ``MISSING`` when it raised: computed on the rows
+    it chose, an error would name their positions and sizes, not the batch's, so the call then runs
+    as written and raises the function's own error (or answers, when only those rows fail).
+    Warnings turned into errors, and joins that cannot be split, still propagate."""
+    try:
+        return serving(*arguments)
+    except (Warning, NotSeparable):
+        raise
+    except Exception:
+        return MISSING
