@@ -348,7 +348,8 @@ def test_a_frame_cast_by_a_dict_held_in_a_name_is_pandas_own():
         pd.testing.assert_frame_equal(optimized(rows), cast_by_trained_dtypes(rows), check_exact=True,
                                       check_categorical=True)
     row = optimized.explain_compilation().iloc[0]
-    assert (row.call, row.status) == ("frame.astype(TRAINED_DTYPES)", "compiled")
+    assert (row.call, row.operator, row.status) == ("frame.astype(TRAINED_DTYPES)", "element-wise expression (.astype)",
+                                                    "compiled")
     assert row.compiled_calls == 3
     empty = frame.iloc[:0]  # (no values to infer "plan"'s categories from: as written)
     pd.testing.assert_frame_equal(optimized(empty), cast_by_trained_dtypes(empty), check_exact=True)

@@ -300,9 +300,17 @@ def expression_function(node: ast.expr, filename: str):
     function = ast.copy_location(ast.Lambda(arguments, node), node)
     code = compile(ast.fix_missing_locations(ast.Expression(function)), filename, "eval", dont_inherit=True)
     function = eval(code, {})
-    function.operator_name = "element-wise expression"  # for explain_compilation
     function.willump_kernel = CompiledExpression(node, parameters)
+    function.operator_name = _operator_name(function.willump_kernel)  # for explain_compilation
     return function, parameters
+
+
+def _operator_name(kernel) -> str:
+    """What explain_compilation calls the expression, with the method when a DataFrame's kernel may answer it
+    (``df.astype(dtypes)``, ``df.fillna(values)``: a frame's or a column's, known only at run time)."""
+    if kernel.frame_method or (kernel.cast is not None and kernel.cast[0][0] == _LEAF):
+        return f"element-wise expression (.{kernel.steps[-1][1]})"
+    return "element-wise expression"
 
 
 def _names(node):
