@@ -25,6 +25,7 @@ import helper_features
 import willump
 from helper_features import featurize as imported_featurize
 from willump.errors import WillumpWarning
+from willump.compile.sites import AS_WRITTEN
 
 word_vec = char_vec = model = None  # fitted on the tweets (the ``tweets`` fixture)
 scale = -1.0  # helper_features reads its own 'scale' (10.0)
@@ -278,6 +279,25 @@ def test_an_imported_helper_reads_its_own_modules_globals():
     assert len(g.graph.ifvs) == 3
 
 
+def blocks_of_rows(rows):
+    X = sp.hstack([helper_features.word_block(rows, lower=True), helper_features.char_block(rows),
+                   helper_features.length_block(rows)], format="csr")
+    return imported_model.predict_proba(X)[:, 1]
+
+
+def test_a_helpers_calls_are_named_as_and_where_it_writes_them():
+    """explain_compilation shows a helper's calls in its own names (``df``, not the caller's ``rows``), and the
+    warning naming the calls that run as plain Python names the helper and its file."""
+    f = optimized(blocks_of_rows)
+    frame = tweets_of(50)
+    where = f"in length_block ({helper_features.__file__}), line {helper_features.length_block.__code__.co_firstlineno + 1}"
+    with pytest.warns(WillumpWarning, match=re.escape(where)):
+        f(frame)
+    assert_exact(f, frame)
+    calls = list(f.explain_compilation()["call"])
+    assert "df['tweet'].str.len()" in calls and not any("rows[" in call for call in calls), calls
+
+
 def test_a_closure_helper_reads_its_own_cell():
     closure_predict = make_closure_predict(word_vec)
     f = optimized(closure_predict)
@@ -357,27 +377,30 @@ def user_frames(call, frame):
     """(file, line, function) of the traceback's frames in this test's files, innermost last."""
     try:
         call(frame)
-    except (np.exceptions.AxisError, ZeroDivisionError) as error:
+    except (np.exceptions.AxisError, ZeroDivisionError, ValueError) as error:
         frames = traceback.extract_tb(error.__traceback__)
     else:
         raise AssertionError("no exception")
     return [(f.filename, f.lineno, f.name) for f in frames if f.filename in (__file__, helper_features.__file__)]
 
 
-@pytest.mark.parametrize("function", [raises_in_a_helper, raises_in_an_imported_helper, raises_in_a_comprehension])
+@pytest.mark.parametrize("function", [raises_in_a_helper, raises_in_an_imported_helper, raises_in_a_comprehension,
+                                      imported_blocks])
 def test_a_traceback_shows_the_helpers_file_and_line(function):
     f = optimized(function)
-    assert len(f.graph.ifvs) == 2  # (read in)
+    assert len(f.graph.ifvs) == (3 if function is imported_blocks else 2)  # (read in)
     frame = tweets_of(20)
     frame = frame.assign(tweet=frame["tweet"].str.replace("@", ""))  # (no '@': ratio_block divides by zero)
+    frame.iloc[3, frame.columns.get_loc("tweet")] = None  # (a compiled call's input it runs as written: it raises)
     written, ours = user_frames(f.py_func, frame), user_frames(f, frame)
     if function is raises_in_a_helper:
         # Read in from this file, the helper's lines run in the function's frame: the line is the helper's.
         assert ours[-1][:2] == written[-1][:2] == (__file__, failing.__code__.co_firstlineno + 2)
     else:
-        # From another file, they run in a frame of their own, named and placed as the helper's.
-        assert ours == written
-        assert ours[-1][0] == helper_features.__file__
+        # From another file, they run in a frame of their own, named and placed as the helper's; a compiled call
+        # that runs as written (its input) runs in a frame of willump's at the helper's line, in its file.
+        assert [f for f in ours if f[2] != AS_WRITTEN] == written
+        assert ours[-1][:2] == written[-1][:2] and ours[-1][0] == helper_features.__file__
 
 
 # --- helpers left as one call -------------------------------------------------------------

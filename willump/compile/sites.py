@@ -17,6 +17,7 @@ import copy
 import operator
 import threading
 import time
+import types
 import weakref
 from types import BuiltinFunctionType, BuiltinMethodType, FunctionType, MethodType, ModuleType
 
@@ -43,12 +44,29 @@ _REFUSED = object()  # a kernel's answer when it does not reproduce the call
 _BUILT_ANYWAY = 3  # kept values built by the original operation before a site computes its result at once
 
 
+def as_written(node: ast.AST) -> str:
+    """``node``'s code as the user wrote it: a helper's, read into the function, as in the helper (before its
+    names were bound to the call's, ``mark_written``)."""
+    return getattr(node, "willump_written", None) or ast.unparse(node)
+
+
+def mark_written(statements: list, helper: types.FunctionType) -> None:
+    """Keep each expression's code in ``statements``, a ``helper``'s, as written (``as_written``, once they
+    are renamed) and where: its file, module and name (``written_in``), for tracebacks and warnings."""
+    filename = helper.__code__.co_filename
+    where = (filename, helper.__module__, f"{helper.__qualname__} ({filename})")
+    for statement in statements:
+        for node in ast.walk(statement):
+            if isinstance(node, (ast.expr, ast.Assign)) and not isinstance(node, (ast.Name, ast.Constant)):
+                node.willump_written, node.willump_written_in = ast.unparse(node), where
+
+
 class CallSite:
     """One rewritten call: picks the kernel for its callee and counts what ran."""
 
     def __init__(self, name: str, call: ast.expr | None = None, workers=SERIAL):
         self.name = name
-        self.line, self.source = (call.lineno, ast.unparse(call)) if call is not None else (None, name)
+        self.line, self.source = (call.lineno, as_written(call)) if call is not None else (None, name)
         self.workers = workers
         self.defers = False  # its result only reaches other call sites: it may stay in a kernel's form
         self.deferred = 0  # results it kept that only the original operation builds (Deferred.built_as_written)
@@ -418,10 +436,15 @@ def _fingerprint(owner) -> int:
 
 
 class _Rewriter(ast.NodeTransformer):
-    def __init__(self, sites: list, make_site, filename: str, column_lists, plain_calls, where: str):
-        self.sites, self.make_site, self.filename, self.column_lists = sites, make_site, filename, column_lists
-        self.plain_calls, self.where = plain_calls, where
+    def __init__(self, sites: list, make_site, filename: str, column_lists, plain_calls, where: str, module: str):
+        self.sites, self.make_site, self.column_lists = sites, make_site, column_lists
+        self.plain_calls, self.function = plain_calls, (filename, module, where)
         self.repeated = 0  # inside code that may run many times per call (loops, lambdas, comprehensions, defs)
+
+    def written_in(self, node) -> tuple:
+        """(file, module, function as named in warnings) of the code ``node`` was written in: a helper's, read in
+        (``mark_written``), or the function's."""
+        return getattr(node, "willump_written_in", self.function)
 
     def visit_Call(self, node: ast.Call):
         if not self.repeated and is_element_wise(node):  # np.log1p(x)
@@ -430,7 +453,7 @@ class _Rewriter(ast.NodeTransformer):
             site = self._operand_site(node)
             if site is not None:
                 return site
-        written = ast.unparse(node)  # as written, before the calls inside it become sites
+        written = as_written(node)  # before the calls inside it become sites
         node.func.willump_called = True  # (``d.values()`` is not ``frame.values``)
         to_numpy = _array_of_frame(node.func, "to_numpy")  # (before ``frame[key]`` becomes a site)
         self.generic_visit(node)
@@ -447,7 +470,7 @@ class _Rewriter(ast.NodeTransformer):
         if name not in registry.NAMES or name.startswith(SITE_PREFIX) or (name == "astype" and not may_cast_to_categories(node)) or (
                 any(k.arg == "inplace" for k in node.keywords)):  # (pandas counts the receiver's references: a site holds more)
             return self._plain_call(node, written)
-        site = self.make_site(node, written)
+        site = self.make_site(node, written, self.written_in(node))
         self.sites.append(site)
         call = ast.Call(ast.Name(site.name, ast.Load()), [func] + node.args, node.keywords)
         return ast.copy_location(call, node)
@@ -463,7 +486,7 @@ class _Rewriter(ast.NodeTransformer):
         if isinstance(func, ast.Attribute) and func.attr == "tocsr" and isinstance(func.value, ast.Call) and isinstance(
                 func.value.func, ast.Name) and func.value.func.id.startswith(SITE_PREFIX):
             return node
-        plain = PlainCall(f"{PLAIN_PREFIX}{len(self.plain_calls)}", node, written, self.where)
+        plain = PlainCall(f"{PLAIN_PREFIX}{len(self.plain_calls)}", node, written, self.written_in(node)[2])
         known = next((p for p in self.plain_calls if p.key == plain.key), None)
         if known is None:
             self.plain_calls.append(plain)
@@ -487,9 +510,9 @@ class _Rewriter(ast.NodeTransformer):
                 isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
                 and not isinstance(target.slice, (ast.Slice, ast.Tuple))):
             return self.generic_visit(node)
-        written = ast.unparse(node)
+        written = as_written(node)
         self.generic_visit(node)
-        site = self.make_site(node, written, ColumnSite)
+        site = self.make_site(node, written, self.written_in(node), ColumnSite)
         site.helper = set_column
         self.sites.append(site)
         call = ast.Call(ast.Name(site.name, ast.Load()), [ast.Name(SET_COLUMN, ast.Load()), node.value, target.value,
@@ -505,7 +528,7 @@ class _Rewriter(ast.NodeTransformer):
         -> ``site(datetime_field, series, "<field>")``."""
         if self.repeated or getattr(node, "willump_called", False) or not isinstance(node.ctx, ast.Load):
             return self.generic_visit(node)
-        written = ast.unparse(node)
+        written = as_written(node)
         accessor = node.value
         if node.attr in DATETIME_FIELDS and isinstance(accessor, ast.Attribute) and accessor.attr == "dt":
             self.generic_visit(accessor)
@@ -518,7 +541,7 @@ class _Rewriter(ast.NodeTransformer):
 
     def _helper_site(self, node, written: str, helper, name: str, args: list, keywords: list):
         """``site(<name>, *args, **keywords)``: a site whose callee is ``helper``, read as ``name``."""
-        site = self.make_site(node, written)
+        site = self.make_site(node, written, self.written_in(node))
         site.helper = helper
         self.sites.append(site)
         call = ast.Call(ast.Name(site.name, ast.Load()), [ast.Name(name, ast.Load()), *args], keywords)
@@ -528,7 +551,7 @@ class _Rewriter(ast.NodeTransformer):
         """``table.loc[keys]`` (read, one key expression) -> ``site(loc_lookup, table.loc, keys)``;
         ``frame[columns]`` (read; a list of str, a name holding one, or a sum of these) -> ``site(getitem, frame,
         columns)``."""
-        written = ast.unparse(node)
+        written = as_written(node)
         columns = not self.repeated and _column_list(node.slice, self.column_lists)  # (names and str: left as written)
         if columns:
             node.value = self.visit(node.value)
@@ -555,9 +578,9 @@ class _Rewriter(ast.NodeTransformer):
 
     def _expression_site(self, node, written=None, operand=None):
         """``operand``: the node computing the value of the expression's OPERAND name, evaluated first."""
-        site = self.make_site(node, written or ast.unparse(node), ExpressionSite)
+        site = self.make_site(node, written or as_written(node), self.written_in(node), ExpressionSite)
         self.sites.append(site)
-        site.expression, parameters = expression_function(node, self.filename)
+        site.expression, parameters = expression_function(node, self.written_in(node)[0])
         site.kernel(site.expression)  # built now: the first call is fast
         callee = ast.Attribute(ast.Name(site.name, ast.Load()), "expression", ast.Load())
         arguments = [operand if p == OPERAND else ast.Name(p, ast.Load()) for p in parameters]
@@ -571,7 +594,7 @@ class _Rewriter(ast.NodeTransformer):
         if found is None:
             return None
         parent, field, operand = found
-        written = ast.unparse(node)
+        written = as_written(node)
         setattr(parent, field, ast.copy_location(ast.Name(OPERAND, ast.Load()), operand))
         if not is_element_wise(node):
             setattr(parent, field, operand)
@@ -632,13 +655,13 @@ def rewrite_calls(nodes: list, sites: list, workers=SERIAL, filename: str = "<un
     ``column_lists(key)``: whether a name indexing a frame holds a list of column names (a name of one
     column stays pandas' own, read by text programs)."""
 
-    def make_site(call, written, kind=CallSite):
+    def make_site(call, written, written_in, kind=CallSite):
         site = kind(f"{SITE_PREFIX}{len(sites)}", call, workers)
         site.source = written
-        site.as_written = written_at(filename, _line_of(call), module)
+        site.as_written = written_at(written_in[0], _line_of(call), written_in[1])
         return site
 
-    rewriter = _Rewriter(sites, make_site, filename, column_lists or (lambda key: False), plain_calls, where)
+    rewriter = _Rewriter(sites, make_site, filename, column_lists or (lambda key: False), plain_calls, where, module)
     return [ast.fix_missing_locations(rewriter.visit(copy.deepcopy(node))) for node in nodes]
 
 

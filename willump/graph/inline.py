@@ -37,6 +37,7 @@ import sysconfig
 import types
 from dataclasses import dataclass, field
 
+from willump.compile.sites import mark_written
 from willump.errors import warn
 from willump.graph.recognize import Resolver, model_call
 from willump.graph.source import FunctionSource, call_on_parameters, read_function
@@ -230,6 +231,7 @@ class _Expansion:
         body = list(definition.body)
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
             body = body[1:]
+        mark_written(body, helper)  # (its calls shown, and run as written, as and where it writes them)
         own = _own_names(definition, body)
         taken = self._names_in_use(exclude=call) | (_identifiers(ast.Module(body, type_ignores=[])) - own)
         rebound = _local_names_of(body)
