@@ -96,9 +96,8 @@ def test_algorithm_1_skips_what_would_pass_half_the_total_cost():
     assert select_efficient([5.0], [1.0]) == []
 
 
-class Identity:
-    def finish(self, env, output):
-        return output
+def unchanged(output):
+    return output  # (what is scored: the model's output itself)
 
 
 def test_threshold_is_the_lowest_on_the_grid_within_the_loss():
@@ -108,11 +107,11 @@ def test_threshold_is_the_lowest_on_the_grid_within_the_loss():
     confidences = np.array([0.95, 0.95, 0.95, 0.95, 0.55, 0.65, 0.75, 0.85, 0.95, 0.95])
     accuracy = lambda t, p: float(np.mean(t == p))  # noqa: E731
     # Rows 4..7 must go to the full model: only a threshold above 0.85 does that.
-    assert choose_threshold(Identity(), {}, small, confidences, full, y, accuracy, 0.0) == (0.9, 1.0, 0.6)
+    assert choose_threshold(unchanged, small, confidences, full, y, accuracy, 0.0) == (0.9, 1.0, 0.6)
     # Allowing one error in ten lets 0.85 be answered by the small model: threshold 0.8.
-    assert choose_threshold(Identity(), {}, small, confidences, full, y, accuracy, 0.1)[0] == 0.8
+    assert choose_threshold(unchanged, small, confidences, full, y, accuracy, 0.1)[0] == 0.8
     # A small model wrong on every row: no threshold qualifies.
-    assert choose_threshold(Identity(), {}, 1 - y, np.full(10, 0.99), full, y, accuracy, 0.0) is None
+    assert choose_threshold(unchanged, 1 - y, np.full(10, 0.99), full, y, accuracy, 0.0) is None
 
 
 # --- serving ------------------------------------------------------------------------------
@@ -414,9 +413,9 @@ def test_a_threshold_that_passes_only_by_luck_of_the_validation_rows_is_not_chos
     confidences = np.where(np.arange(400) < 40, 0.75, 0.95)
     accuracy = lambda t, p: float(np.mean(t == p))  # noqa: E731
     # On these rows the swap costs nothing, so the plain rule answers everything from the small model...
-    assert choose_threshold(Identity(), {}, small, confidences, full, y, accuracy, 0.0)[0] == 0.1
+    assert choose_threshold(unchanged, small, confidences, full, y, accuracy, 0.0)[0] == 0.1
     # ...but 40 rows changing hands can cost several points on other rows: the bootstrap sends them on.
-    assert choose_threshold(Identity(), {}, small, confidences, full, y, accuracy, 0.0, bootstrap=200)[0] == 0.8
+    assert choose_threshold(unchanged, small, confidences, full, y, accuracy, 0.0, bootstrap=200)[0] == 0.8
 
 
 def test_fit_logs_its_stages(caplog):
@@ -719,3 +718,61 @@ def test_an_error_in_the_rows_a_cascade_or_filter_chose_is_the_functions_own():
         with pytest.raises(ValueError, match=re.escape(str(expected.value))):
             call(batch)
     assert f(as_text(TEST)).tolist() == f(as_text(TEST)).tolist()  # (and it still serves)
+
+
+def test_a_model_refitted_or_replaced_after_fit_is_answered_exactly():
+    """The small model and the filter stand for the model fit saw: once it is refitted in place (a nightly
+    retrain) or its name rebound, calls are the function's, with one warning, until fit runs again."""
+    global model
+    f = fitted(scored)
+    f(TEST)
+    assert f.stats["rows_small_model"] > 0
+    seen = model
+    train_model(scored, TRAIN, 1 - Y_TRAIN, LogisticRegression())  # (the name rebound to another model)
+    f.reset_stats()
+    with pytest.warns(willump.WillumpWarning, match="refitted or replaced since fit"):
+        pd.testing.assert_series_equal(f(TEST), scored(TEST), check_exact=True)
+    assert f.stats["rows_small_model"] == 0
+    assert f.top_k(TEST, k=5).tolist() == list(np.argsort(-scored(TEST).to_numpy(), kind="stable")[:5])
+    model = seen
+    f(TEST)
+    assert f.stats["rows_small_model"] > 0  # (fit's model again)
+    train_model(scored, TRAIN, 1 - Y_TRAIN, model)  # (refitted in place: the same object)
+    assert model is seen
+    f.reset_stats()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (warned once per fit)
+        pd.testing.assert_series_equal(f(TEST), scored(TEST), check_exact=True)
+    assert f.stats["rows_small_model"] == 0
+    f.fit(TRAIN, y=1 - Y_TRAIN, validation=(VALID, 1 - Y_VALID), progress=False, check_speed=False)
+    f(TEST)
+    assert f.stats["rows_small_model"] > 0
+    train_model(scored, TRAIN, 1 - Y_TRAIN, LogisticRegression())  # (refitted to the same model: the same pickle)
+    f.reset_stats()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f(TEST)
+    assert f.stats["rows_small_model"] > 0
+
+
+def negative_class(df):
+    cheap = df[["x"]].to_numpy()
+    costly = df["z"].apply(slow_feature).to_numpy().reshape(-1, 1)
+    return model.predict_proba(np.hstack([cheap, costly]))[:, 0]
+
+
+def named_labels(df):
+    cheap = df[["x"]].to_numpy()
+    costly = df["z"].apply(slow_feature).to_numpy().reshape(-1, 1)
+    return np.where(model.predict(np.hstack([cheap, costly])) == 1, "yes", "no")
+
+
+@pytest.mark.parametrize("function, same_as", [(negative_class, scored), (named_labels, labelled)])
+def test_the_default_metric_scores_the_models_output_not_what_the_function_makes_of_it(function, same_as):
+    """y holds the model's labels: the ROC AUC of ``p[:, 0]`` against them is inverted (a worse cascade would
+    score better), and names are never equal to them (every cascade would tie at 0): fit scores the model's
+    output, so these functions get the threshold of the functions returning it as it is."""
+    expected, summary = (fitted(f).explain().attrs["summary"] for f in (same_as, function))
+    assert summary["cascades"] == expected["cascades"] == "on"
+    for key in ("metric", "full_model_validation_score", "threshold", "cascade_validation_score"):
+        assert summary[key] == expected[key], key

@@ -194,9 +194,8 @@ def test_fit_acts_on_what_its_speed_decisions_say(monkeypatch, worth, keep, outc
 
 
 def test_the_threshold_search_lets_the_small_model_answer_rows_exactly_at_the_threshold():
-    class Identity:
-        def finish(self, env, output):
-            return output
+    def unchanged(output):
+        return output
 
     def accuracy(y, output):
         return float(np.mean(y == output))
@@ -206,10 +205,10 @@ def test_the_threshold_search_lets_the_small_model_answer_rows_exactly_at_the_th
     # The small model is wrong on a row of confidence 0.8 exactly: at threshold 0.8 it answers that
     # row, so only 0.9 keeps the accuracy.
     confidences = np.array([0.95, 0.95, 0.95, 0.95, 0.8, 0.6])
-    assert choose_threshold(Identity(), {}, wrong_at([4, 5]), confidences, y, y, accuracy, 0.0) == (0.9, 1.0, 1 - 2 / 6)
+    assert choose_threshold(unchanged, wrong_at([4, 5]), confidences, y, y, accuracy, 0.0) == (0.9, 1.0, 1 - 2 / 6)
     # Right on the rows of confidence 0.7 exactly: at threshold 0.7 it answers them too.
     confidences = np.array([0.95, 0.95, 0.95, 0.7, 0.7, 0.6])
-    assert choose_threshold(Identity(), {}, wrong_at([5]), confidences, y, y, accuracy, 0.0) == (0.7, 1.0, 1 - 1 / 6)
+    assert choose_threshold(unchanged, wrong_at([5]), confidences, y, y, accuracy, 0.0) == (0.7, 1.0, 1 - 1 / 6)
 
 
 def test_serving_gives_the_small_models_answer_to_rows_exactly_at_the_threshold():

@@ -160,6 +160,7 @@ class OptimizedFunction:
                     self._feature_rows = FeatureRows(keyed, self._executor, values, size, resolver)
         self._fitted = None
         self._warned_other_objects = None  # the fitted state a call with other objects was warned of
+        self._warned_model_changed = None  # the fitted state a call with a changed model was warned of
         self._shipped_as = None  # (state version, identity, payload) a Dask worker's instance was built from
 
     def _report(self, graph) -> None:
@@ -243,6 +244,13 @@ class OptimizedFunction:
         fitted = self._fitted
         if not fitted.rows_agree(arguments):
             return False  # (answered as written: it raises what the function raises)
+        if not fitted.model_holds(self._executor.current_model(arguments)):
+            if self._warned_model_changed is not fitted:
+                self._warned_model_changed = fitted
+                warn(f"willump: the model {self.py_func.__qualname__} calls was refitted or replaced since fit: the "
+                     "small model and the top-K filter fit trained for it no longer stand for it, and calls are answered "
+                     "exactly; fit again to cascade")
+            return False
         if fitted.serves(arguments, self._executor.defaults() if fitted.at_default else {}):
             return True
         if self._warned_other_objects is not fitted:

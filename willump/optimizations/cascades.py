@@ -87,18 +87,18 @@ def _values_equal(a, b) -> bool:
         return bool(pd.DataFrame(a.reshape(len(a), -1)).equals(pd.DataFrame(b.reshape(len(b), -1))))
 
 
-def choose_threshold(executor, env, small_output, confidences, full_output, y, score, accuracy_loss,
+def choose_threshold(scored, small_output, confidences, full_output, y, score, accuracy_loss,
                      bootstrap=0, random_state=0, level=0.95):
     """(threshold, validation score, fraction answered by the small model), or None if none qualifies.
 
     The lowest threshold of the 0.1 grid whose cascade scores within ``accuracy_loss``
-    of the full model on the validation rows. With ``bootstrap`` resamples of those
+    of the full model on the validation rows (``score(y, scored(model output))``). With ``bootstrap`` resamples of those
     rows, the loss must also stay within ``accuracy_loss`` in a ``level`` share of
     them (a one-sided paired bootstrap), so that a threshold that passes by the luck of
     the validation sample is not chosen.
     """
     y = np.asarray(y)
-    full_result = np.asarray(executor.finish(env, full_output))
+    full_result = np.asarray(scored(full_output))
     target = score(y, full_result) - accuracy_loss
     samples = [np.random.default_rng(random_state + i).integers(0, len(y), len(y)) for i in range(bootstrap)]
     full_scores = [_score_or_nan(score, y[s], full_result[s]) for s in samples]
@@ -106,7 +106,7 @@ def choose_threshold(executor, env, small_output, confidences, full_output, y, s
         unsure = np.flatnonzero(confidences < threshold)
         if len(unsure) == len(confidences):
             break  # the small model would answer no row: no cascade
-        result = np.asarray(executor.finish(env, merged(small_output, np.asarray(full_output)[unsure], unsure)))
+        result = np.asarray(scored(merged(small_output, np.asarray(full_output)[unsure], unsure)))
         value = score(y, result)
         if value < target:
             continue

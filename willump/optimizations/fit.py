@@ -15,7 +15,7 @@ from willump.optimizations import cascades
 from willump.optimizations import topk as topk_fit
 from willump.optimizations.models import check_fitted, train_like
 from willump.runtime import cascade, drift, topk
-from willump.runtime.models import call, is_classifier, is_outlier_detector, ranking_score, sites_of
+from willump.runtime.models import FittedModel, call, is_classifier, is_outlier_detector, ranking_score, sites_of
 from willump.optimizations.selection import DEFAULT_GAMMA, select_efficient
 from willump.runtime.features import feature_matrix
 from willump.runtime.joins import NotSeparable
@@ -69,6 +69,7 @@ class Fitted:
     fixed: dict = field(default_factory=dict)  # the arguments that hold no rows, as fit was given them
     to_adopt: tuple = ()  # of those, the objects a pickle left behind (served in their ``adopt``ed copies)
     at_default: tuple = ()  # the arguments that hold no rows fit was given their parameter's default for
+    model: object = None  # runtime.models.FittedModel: the full model as fit saw it
 
     def serves(self, arguments: dict, defaults: dict) -> bool:
         """Whether what fit learned holds for a call: its arguments that hold no rows are those fit was
@@ -88,6 +89,10 @@ class Fitted:
         if name not in self.to_adopt and _same_fixed(value, self.fixed[name]):
             return True
         return any(copy() is value for copy in self._copies.get(name, ()))
+
+    def model_holds(self, model) -> bool:
+        """Whether a call's model (None: unknown before its statements run) is the one fit learned for, unchanged."""
+        return self.model is None or self.model.holds(model)
 
     def fitted_on(self, name: str, value) -> bool:
         return name in self.fixed and self._given(name, value)
@@ -302,6 +307,7 @@ def fit(executor, inputs: tuple, y, *, validation=None, validation_fraction=0.25
     k = len(names)
     model, X = executor.model_input(env, [values[i] for i in range(k)])
     check_fitted(model)
+    fitted.model = FittedModel(model)
     if is_outlier_detector(model):  # (no labels to approximate its scores by, nor an order of rows it ranks)
         raise ValueError(f"fit learns cascades and top-K filters for classifiers and regressors; "
                          f"{type(model).__name__} is an outlier detector: call the function without fit "
@@ -603,15 +609,18 @@ def _fit_threshold(executor, fitted, env, model, X, small_X, y, metric, accuracy
     full_output = np.asarray(call(model, fitted.method, X))
     labels = fitted.method == "predict" and not np.issubdtype(full_output.dtype, np.floating)
     name, score = (getattr(metric, "__name__", "metric"), metric) if metric else cascades.default_metric(labels)
+    # The default metrics score the model's output against y (its labels): the function's result may be of
+    # another kind (``p[:, 0]``, labels mapped to names); a metric of the user's scores what the function returns.
+    scored = (lambda output: executor.finish(env, output)) if metric else (lambda output: output)
     small_output = np.asarray(call(fitted.small_model, fitted.method, small_X))
     if small_output.shape != full_output.shape:
         fitted.cascade_reason = "the small model's output does not have the full model's shape (classes missing from the training rows?)"
         return
     fitted.output_dtype = full_output.dtype  # (set only for a small model whose output can stand in: cascadable)
     confidences = cascade.small_confidence(fitted, small_output, small_X)
-    full_score = score(y, executor.finish(env, full_output))
+    full_score = score(y, scored(full_output))
     choice = cascades.choose_threshold(
-        executor, env, small_output, confidences, full_output, y, score, accuracy_loss,
+        scored, small_output, confidences, full_output, y, score, accuracy_loss,
         bootstrap=BOOTSTRAP_SAMPLES, random_state=random_state, level=level,
     )
     summary.update(

@@ -16,6 +16,7 @@ import functools
 import itertools
 import operator
 import threading
+import types
 from dataclasses import dataclass
 
 from willump.compile.forms import materialized
@@ -257,6 +258,26 @@ class GraphExecutor:
             with self._scoring_lock:
                 scoring = self._scoring.get(method) or self._scoring.setdefault(method, self._scoring_call(method))
         return scores_from(model, method, scoring.answer(self.bound(arguments)))
+
+    def current_model(self, arguments: dict):
+        """The model a call with these arguments calls, when the model expression is a name, or attributes of
+        one, the function never assigns: a global, closure variable or argument (attributes of an instance read
+        from its own ``__dict__``, no code run); else None."""
+        expression, attributes = self.graph.model.model, []
+        while isinstance(expression, ast.Attribute):
+            expression, attributes = expression.value, [expression.attr, *attributes]
+        if not isinstance(expression, ast.Name) or (expression.id in self._local_names and expression.id not in self._names):
+            return None
+        if expression.id in arguments:
+            value = arguments[expression.id]
+        elif self._resolver is not None:
+            value = self._resolver.resolve(expression)
+        else:
+            return None
+        for attribute in attributes:
+            value = getattr(value, attribute, None) if isinstance(value, (types.ModuleType, type)) else (
+                getattr(value, "__dict__", {}).get(attribute))
+        return value
 
     def _model_reference(self):
         """The model expression, when it is a name (or its attribute) the function never assigns."""

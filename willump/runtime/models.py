@@ -1,5 +1,8 @@
 """What serving needs of a model: its task, a call answered by a compiled kernel, its confidence, its ranking score."""
 
+import hashlib
+import operator
+import pickle
 import weakref
 
 import numpy as np
@@ -30,6 +33,59 @@ def is_outlier_detector(model) -> bool:
         return sklearn_is_outlier_detector(model)
     except AttributeError:  # (not a scikit-learn estimator: scikit-learn >= 1.6 finds no tags)
         return False
+
+
+class FittedModel:
+    """The model ``fit`` trained the small model and the filter for, as fit saw it: a call whose model is
+    another object, or this one refitted (an attribute replaced, as ``fit`` replaces them), is not theirs
+    to serve, unless it pickles to the same bytes (refitted to the same model, loaded again). Only the
+    digest is pickled: where the function is unpickled, the first model a call names is taken as fit's
+    (the copy pickled with the function)."""
+
+    def __init__(self, model):
+        self.digest = _digest(model)
+        self._hold(model)
+        self._other = None  # (model, attributes) last found to be another model: not pickled again each call
+
+    def _hold(self, model) -> None:
+        self.model, self.attributes = model, _attributes(model)
+
+    def holds(self, model) -> bool:
+        """Whether ``model`` (None when a call's model is known only once its statements run) is fit's."""
+        if self.model is None:  # (unpickled)
+            if model is not None:
+                self._hold(model)
+            return True
+        model = self.model if model is None else model
+        if model is self.model and _same(_attributes(model), self.attributes):
+            return True
+        other = self._other
+        if other is not None and other[0] is model and _same(_attributes(model), other[1]):
+            return False
+        if self.digest is not None and _digest(model) == self.digest:
+            self._hold(model)
+            return True
+        self._other = (model, _attributes(model))
+        return False
+
+    def __getstate__(self):
+        return {"digest": self.digest, "model": None, "attributes": (), "_other": None}
+
+
+def _attributes(model) -> tuple:
+    return tuple(getattr(model, "__dict__", {}).values())
+
+
+def _same(attributes: tuple, held: tuple) -> bool:
+    return len(attributes) == len(held) and all(map(operator.is_, attributes, held))
+
+
+def _digest(model) -> bytes | None:
+    """SHA-256 of the model's pickle, or None for a model that does not pickle."""
+    try:
+        return hashlib.sha256(pickle.dumps(model, protocol=5)).digest()
+    except Exception:  # (any error a __reduce__ raises: such a model is told apart by identity alone)
+        return None
 
 
 _sites = weakref.WeakKeyDictionary()  # model -> {method: CallSite}
