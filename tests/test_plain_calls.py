@@ -162,6 +162,19 @@ def test_an_exception_of_the_call_is_raised_even_where_warnings_are_errors():
     assert any("pandas.qcut" in m for m in messages), messages
 
 
+def test_a_call_that_raises_names_them_itself():
+    """Said by the call that met them, which raised, not by the next call of any function."""
+    optimized = willump.optimize(raises_late)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(KeyError, match="no_such_column"):
+            optimized(PEOPLE)
+    said = [w for w in caught if issubclass(w.category, WillumpWarning)]
+    assert len(said) == 1 and "pandas.qcut" in str(said[0].message) and said[0].filename == __file__, said
+    _, messages = calls_warning(lambda: optimized(PEOPLE.assign(no_such_column=1.0)))
+    assert not any("pandas.qcut" in m for m in messages), messages
+
+
 def inner_features(df):
     return model.predict(np.column_stack([np.digitize(df["age"], [12.0])]))
 

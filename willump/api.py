@@ -191,6 +191,9 @@ class OptimizedFunction:
         call = start_call(self._stats, self._lookup_caches)  # what this call's lookups count and reuse
         try:
             result = self._result(args, kwargs)
+        except BaseException:
+            name_plain_calls(raised=True)  # (at this call's line, not at the next call's)
+            raise
         finally:
             end_call(call)
         name_plain_calls()

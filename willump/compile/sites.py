@@ -296,6 +296,12 @@ _newly_plain = []  # PlainCalls that met a library's callee, not yet named in a 
 _newly_plain_lock = threading.Lock()
 
 
+def put_back_plain(calls: list) -> None:
+    """Give back PlainCalls taken but not yet named (a warning that could not be given): the next ask takes them."""
+    with _newly_plain_lock:
+        _newly_plain[:0] = calls
+
+
 def take_newly_plain() -> list:
     """The PlainCalls that met a library's callee since the last time this was asked (oldest first)."""
     if not _newly_plain:  # (every call asks: no lock when there is nothing new)

@@ -9,7 +9,7 @@ whatever thread the lookup runs (the call's context is passed to worker threads)
 import contextvars
 import threading
 
-from willump.compile.sites import take_newly_plain
+from willump.compile.sites import put_back_plain, take_newly_plain
 from willump.errors import warn
 
 
@@ -69,19 +69,24 @@ def end_call(token) -> None:
     _current.reset(token)
 
 
-def name_plain_calls() -> None:
+def name_plain_calls(raised: bool = False) -> None:
     """Name in one WillumpWarning the calls of a library's operators that ran as plain Python, no kernel
     standing for them, for the first time since the last time this was asked (``sites.PlainCall``), by
-    function (optimized functions may call each other). Asked after a call that returned: one that
-    raises raises its own exception, even where warnings are errors."""
+    function (optimized functions may call each other). Asked after every call, one that ``raised`` too (its
+    own exception follows; where warnings are errors, they are named after the next call that returns)."""
     plain = take_newly_plain()
     if plain:
         functions = {}
         for call in plain:
             functions.setdefault(call.where, []).append(f"line {call.line}: {call.operator}")
         named = "; ".join(f"in {where}, " + ", ".join(lines) for where, lines in functions.items())
-        warn(f"willump: these calls run as plain Python, as written, no compiled kernel answering them ({named}); "
-             "explain_compilation() lists them")
+        try:
+            warn(f"willump: these calls run as plain Python, as written, no compiled kernel answering them ({named}); "
+                 "explain_compilation() lists them")
+        except Warning:
+            if not raised:
+                raise
+            put_back_plain(plain)
 
 
 def _add(**counts: int) -> None:
