@@ -282,3 +282,34 @@ def test_sparse_rows_get_the_regressors_answer(name, values, density):
     dense[np.random.default_rng(len(values)).random(dense.shape) > density] = 0.0
     rows = sp.csr_matrix(dense)
     assert_same(CompiledLinearModel(model, "predict")(rows), model.predict(rows))
+
+
+def reversed_selection(df):
+    return MODELS["ridge"].predict(df[COLUMNS])
+
+
+def reversed_and_filled(df):
+    return MODELS["logistic"].predict_proba(df[COLUMNS].fillna(0))[:, 1]
+
+
+def reversed_after_drop(df):
+    return MODELS["linear"].predict(df.drop(columns=["other"])[COLUMNS])
+
+
+@settings(max_examples=60, deadline=None)
+@given(order=st.permutations(COLUMNS), rows=st.integers(1, 300), seed=st.integers(0, 2**32 - 1),
+       copied=st.booleans())
+def test_columns_of_one_block_in_any_order_get_the_same_bits(order, rows, seed, copied):
+    """Columns of one float64 block taken a constant negative step apart (``df[["b", "a"]]`` of a consolidated
+    frame) are, in pandas, a view of the block with that step, which numpy multiplies without BLAS: the
+    kernels read that view, not a copy, whose product BLAS sums in another order."""
+    values = np.random.default_rng(seed).normal(scale=100, size=(rows, len(order)))
+    frame = pd.DataFrame(values, columns=list(order)).assign(other=1.0)  # (one block, then another)
+    frame = frame.copy() if copied else pd.DataFrame({name: frame[name].to_numpy() for name in frame})
+    for function in (reversed_selection, reversed_and_filled, reversed_after_drop):
+        optimized = willump.optimize(function)
+        for part in (frame, frame.iloc[[rows // 2]]):
+            expected = function(part)
+            got = optimized(part)
+            assert got.tobytes() == expected.tobytes(), function.__name__
+        assert set(optimized.explain_compilation()["status"]) == {"compiled"}

@@ -158,7 +158,9 @@ def _taken(frame: pd.DataFrame, positions: np.ndarray, names: tuple) -> pd.DataF
     """The frame of the columns at ``positions`` (named ``names``) as ``frame[names]`` takes them
     (the blocks' columns; ``BlockManager.take``)."""
     manager = frame._mgr
-    blocks = tuple(manager._slice_take_blocks_ax0(positions, only_slice=False))  # (pandas' own, for any block)
+    # (pandas' own, for any block, as reindex_indexer asks: one block's columns a constant step apart are a view of
+    # it, a negative step too, whose product numpy sums in another order than a copy's)
+    blocks = tuple(manager._slice_take_blocks_ax0(positions, fill_value=None, only_slice=False, use_na_proxy=False))
     labels = _labels(frame.columns, positions, names)
     return frame_of_manager(BlockManager(blocks, [labels, frame.index.view()], verify_integrity=False))
 

@@ -35,7 +35,7 @@ from willump.compile import fused
 from willump.compile.forms import (
     Columns, LazyRows, SparseRows, Stacked, Unsupported, answering, kind_of, stacked_dtype, stand_in,
 )
-from willump.compile.frames import names_known
+from willump.compile.frames import SelectedColumns, names_known, selection_values
 from willump.compile.jit import njit
 from willump.compile.parallel import SERIAL, WORTH_A_THREAD, Faster
 from willump.compile.preprocessing import check_finite
@@ -356,6 +356,13 @@ def columns_values(columns: Columns, dtype=None) -> np.ndarray:
     """``checked_values`` of the frame the columns stand for."""
     if any(type(a) is np.ndarray and a.dtype == bool for a in columns.arrays()):
         return _cast(columns.numbers, "biuf", dtype)
+    if type(columns) is SelectedColumns and len(columns.positions) > 1 and columns.positions[1] < columns.positions[0]:
+        # ``frame[["b", "a"]]``: pandas' own array (of one block's columns a constant negative step apart, a view
+        # with that step, whose product numpy sums without BLAS, in another order than a copy's); of ints,
+        # scikit-learn's float copy keeps the layout numpy gives a copy
+        values = selection_values(columns)
+        if values.dtype == np.float64:
+            return values
     return columns.numbers()
 
 
