@@ -491,6 +491,14 @@ def test_refitting_or_setting_a_parameter_rebuilds_the_kernel():
     assert_same(CompiledTrees(model, "decision_function")(NAMED), model.decision_function(NAMED))
 
 
+def test_a_forest_whose_list_of_trees_changes_rebuilds_the_kernel():
+    model = RandomForestClassifier(n_estimators=4, random_state=0).fit(NAMED, NAMED_TARGET)
+    kernel = CompiledTrees(model, "predict_proba")
+    model.estimators_.pop()  # (in place: the list is the same object)
+    assert not kernel.still_valid()
+    assert_same(CompiledTrees(model, "predict_proba")(NAMED), model.predict_proba(NAMED))
+
+
 def test_unsupported_models_are_explained():
     multi = DecisionTreeRegressor().fit(NAMED, np.column_stack([NAMED["amount"], NAMED["ratio"]]))
     custom_init = GradientBoostingRegressor(init=DecisionTreeRegressor(max_depth=1), n_estimators=2).fit(NAMED, NAMED["amount"])

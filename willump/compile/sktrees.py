@@ -170,7 +170,7 @@ class CompiledTrees:
         if getattr(model, "n_outputs_", 1) != 1:
             raise Unsupported("a model with several outputs")
         self.model, self.method, self.kind, self.workers = model, method, kind, workers
-        self.state = held_attributes(model)
+        self.state, self.members = held_attributes(model), _members(model)
         self.width = width = model.n_features_in_
         names = getattr(model, "feature_names_in_", None)
         self.names = None if names is None else names.tolist()
@@ -188,8 +188,9 @@ class CompiledTrees:
         return built_once(model, ("scikit-learn", width), lambda: _ensemble_and_labels(model, width))
 
     def still_valid(self) -> bool:
-        """False once the model is refitted or a parameter is set."""
-        return same_attributes(self.model, self.state)
+        """False once the model is refitted, a parameter is set or an ensemble's list of trees changes length
+        (``estimators_.pop()``, ``append``)."""
+        return same_attributes(self.model, self.state) and _members(self.model) == self.members
 
     def __call__(self, /, *args, **kwargs):
         if len(args) == 1 and not kwargs:
@@ -249,6 +250,12 @@ class CompiledTrees:
             return raw[:, 0]
         return model.classes_.take(np.argmax(raw, axis=1), axis=0)
 
+
+
+def _members(model) -> int | None:
+    """How many fitted estimators an ensemble holds (``estimators_``), None for a single tree."""
+    members = vars(model).get("estimators_")
+    return None if members is None else len(members)
 
 
 def _ensemble_and_labels(model, width: int) -> tuple:
