@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.impute import KNNImputer
 
 import willump
 from willump import WillumpWarning
@@ -19,6 +20,7 @@ class WeightedSum:
 
 
 model = WeightedSum()
+IMPUTER = KNNImputer(n_neighbors=1).fit(np.array([[1.0, 2.0], [2.0, 3.0], [3.0, 1.0]]))
 PEOPLE = pd.DataFrame({
     "age": [4.0, 15.0, 33.0, 71.0, 52.0, 8.0],
     "fare": [7.25, 71.3, 8.05, 53.1, 13.0, 30.0],
@@ -173,6 +175,22 @@ def test_a_call_that_raises_names_them_itself():
     assert len(said) == 1 and "pandas.qcut" in str(said[0].message) and said[0].filename == __file__, said
     _, messages = calls_warning(lambda: optimized(PEOPLE.assign(no_such_column=1.0)))
     assert not any("pandas.qcut" in m for m in messages), messages
+
+
+def imputed(X):
+    filled = IMPUTER.transform(X)  # (a scikit-learn transformer no kernel stands for)
+    return model.predict(filled)
+
+
+def test_a_library_estimators_method_no_kernel_stands_for_is_named_too():
+    optimized = willump.optimize(imputed)
+    X = np.array([[1.0, np.nan], [2.0, 3.0], [np.nan, 1.0]])
+    result, messages = calls_warning(lambda: optimized(X))
+    np.testing.assert_array_equal(result, imputed(X))
+    assert len(messages) == 1 and f"line {line_of(imputed, 'IMPUTER.transform')}: KNNImputer.transform" in messages[0]
+    assert calls_warning(lambda: optimized(X))[1] == []  # (once)
+    row = optimized.explain_compilation().set_index("call").loc["IMPUTER.transform(X)"]
+    assert row["status"] == "plain Python: KNNImputer.transform is not an operator willump compiles"
 
 
 def inner_features(df):

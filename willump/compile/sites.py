@@ -77,6 +77,8 @@ class CallSite:
         self.helper = None  # the function the rewritten call goes through instead, if any
         self.operator = None  # e.g. "TfidfVectorizer.transform", once the callee was seen
         self.reason = "not called yet"  # why the last call ran as written, or None
+        self.said = False  # named in a warning as running as written, no kernel standing for its callee
+        self.where = ""  # the function (and file) it is written in, for that warning
         self.last_plain = None  # why the last call that ran as written did (kept past compiled calls)
         self.calls = 0
         self.compiled_calls = 0
@@ -182,8 +184,20 @@ class CallSite:
                 self.operator = registry.describe(callee)
             if reason:
                 self.reason = reason
+                self._say_plain(callee, owner)
             self._cache = (owner if kernel is not None else _weakly(owner), function, kernel, _fingerprint(owner))
         return kernel
+
+    def _say_plain(self, callee, owner) -> None:
+        """Have the next warning name this call (once) when no kernel stands for its callee, a library's
+        (``KNNImputer.transform``, a model of options no kernel takes), as ``PlainCall`` has them named."""
+        if self.said or self.line is None:  # (a model call of a cascade or filter has no line of its own)
+            return
+        method = getattr(callee, "__name__", None) if owner is not None else None
+        if _library_operator(owner if owner is not None else callee, method) is not None:
+            self.said = True
+            with _newly_plain_lock:
+                _newly_plain.append(self)
 
     listed = True  # shown by explain_compilation
 
@@ -292,7 +306,7 @@ class PlainCall:
         }
 
 
-_newly_plain = []  # PlainCalls that met a library's callee, not yet named in a warning
+_newly_plain = []  # PlainCalls that met a library's callee (CallSites no kernel stands for), not yet named in a warning
 _newly_plain_lock = threading.Lock()
 
 
@@ -665,6 +679,7 @@ def rewrite_calls(nodes: list, sites: list, workers=SERIAL, filename: str = "<un
         site = kind(f"{SITE_PREFIX}{len(sites)}", call, workers)
         site.source = written
         site.as_written = written_at(written_in[0], _line_of(call), written_in[1])
+        site.where = written_in[2]
         return site
 
     rewriter = _Rewriter(sites, make_site, filename, column_lists or (lambda key: False), plain_calls, where, module)

@@ -78,7 +78,7 @@ def name_plain_calls(raised: bool = False) -> None:
     if plain:
         functions = {}
         for call in plain:
-            functions.setdefault(call.where, []).append(f"line {call.line}: {call.operator}")
+            functions.setdefault(call.where, {})[f"line {call.line}: {call.operator}"] = None  # (paths' sites: once)
         named = "; ".join(f"in {where}, " + ", ".join(lines) for where, lines in functions.items())
         try:
             warn(f"willump: these calls run as plain Python, as written, no compiled kernel answering them ({named}); "
