@@ -1,5 +1,7 @@
 """Top-K queries: the exact path, the validated candidate shares, and the filter's plan (paper §4.3)."""
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -79,6 +81,36 @@ def test_exact_top_k_follows_a_model_replaced_by_another_kind():
     model = LogisticRegression().fit(features(TRAIN), Y)
     expected = np.argsort(-model.predict_proba(features(TEST))[:, 1], kind="stable")[:20]
     np.testing.assert_array_equal(optimized.top_k(TEST, k=20), expected)
+
+
+def negative_class(df):
+    return model.predict_proba(features(df))[:, 0]
+
+
+def weighted(df):
+    return model.predict_proba(features(df))[:, 1] * df["c"].to_numpy()
+
+
+def positive_class_in_percent(df):
+    return np.round(model.predict_proba(features(df))[:, 1] * 100)
+
+
+@pytest.mark.parametrize("function, warned", [(negative_class, True), (weighted, True), (labels, False),
+                                              (positive_class_in_percent, False)])
+def test_top_k_warns_once_when_the_function_orders_rows_otherwise_than_it_ranks(function, warned):
+    """top_k ranks by the positive class's probability: a function returning ``p[:, 0]`` or ``p * weight``
+    would expect other rows, and is told so (once); labels or rounded probabilities are ordered alike."""
+    global model
+    model = LogisticRegression().fit(features(TRAIN), Y)
+    optimized = willump.optimize(function)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        optimized.top_k(TEST.iloc[:1], k=1)  # (one row: nothing to tell apart yet)
+        found = optimized.top_k(TEST, k=10)
+        optimized.top_k(TEST, k=10)
+    said = [w for w in caught if issubclass(w.category, willump.WillumpWarning) and "top_k ranks" in str(w.message)]
+    assert len(said) == int(warned), [str(w.message) for w in said]
+    np.testing.assert_array_equal(found, np.argsort(-model.predict_proba(features(TEST))[:, 1], kind="stable")[:10])
 
 
 def test_candidate_shares_of_a_filter_that_ranks_as_the_full_model():

@@ -161,6 +161,7 @@ class OptimizedFunction:
         self._fitted = None
         self._warned_other_objects = None  # the fitted state a call with other objects was warned of
         self._warned_model_changed = None  # the fitted state a call with a changed model was warned of
+        self._ranking_checked = False  # whether top_k checked that the function's result is ordered as it ranks
         self._shipped_as = None  # (state version, identity, payload) a Dask worker's instance was built from
 
     def _report(self, graph) -> None:
@@ -345,6 +346,21 @@ class OptimizedFunction:
         self._stats.reset()
         return self
 
+    def _check_ranking(self, arguments: dict) -> None:
+        """Once (a batch of rows the model scores apart), warn when the function returns one number per row in
+        another order than the model's score, which top_k ranks by: its best rows are not the function's."""
+        if self._ranking_checked:
+            return
+        scores = topk.model_scores(self._executor, arguments)
+        if len(np.unique(scores)) < 2:
+            return
+        self._ranking_checked = True
+        if not topk.ordered_as(self._executor.run(arguments), scores):
+            warn(f"willump: top_k ranks rows by the model's score (a classifier's positive-class probability, a "
+                 f"regressor's prediction), highest first, but {self.py_func.__qualname__} returns numbers in another "
+                 "order (p[:, 0], 1 - p, p * weight...): the rows it gives are not those with the highest results; "
+                 "return the positive class's probability, or rank what the function returns yourself")
+
     def _refuse_guarded(self, action: str, rows: str, arguments: dict) -> None:
         """ValueError when a leading guard ends the call for ``arguments``: ``action`` needs the
         model's output for the rows (what the guard raises, it raises)."""
@@ -371,7 +387,8 @@ class OptimizedFunction:
     def top_k(self, *inputs, k, c_k=DEFAULT_C_K, min_fraction=DEFAULT_MIN_FRACTION, return_scores=False):
         """Positions (np.ndarray) of the ``k`` best-scoring rows, best first (ties by position).
 
-        Score: positive-class probability for binary classifiers, predicted value for regressors.
+        Score: positive-class probability for binary classifiers, predicted value for regressors,
+        whatever the function returns (one that returns numbers in another order is warned once).
         Before ``fit`` the answer is exact. After ``fit``, when the filter is on, a filter model
         keeps the candidates and only those are ranked by the full model: as many as ``fit``
         validated for this query's batch size and k/n to hold ``top_k_precision`` of the exact
@@ -401,6 +418,7 @@ class OptimizedFunction:
             found = np.array([], dtype=np.intp), np.array([], dtype=float)
             return found if return_scores else found[0]
         self._refuse_guarded("top_k", "these rows", arguments)
+        self._check_ranking(arguments)
         call = start_call(self._stats, self._lookup_caches)  # (its lookups count, and use the caches, as a call's)
         try:
             plan = (None if self._fitted is None or self._fitted_exactly() or not self._serves_fitted(arguments)

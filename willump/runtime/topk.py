@@ -74,9 +74,16 @@ def check_k(k) -> int:
 
 
 def exact(executor, arguments: dict, k: int, feature_rows=None) -> tuple[np.ndarray, np.ndarray]:
-    """(positions, scores) of the k best rows by the full model, best first (ties by position):
-    scored as a plain call computes the function, or, to read the IFVs ``feature_rows`` caches
-    from its caches (or when the model is known only once the statements ran), IFV by IFV."""
+    """(positions, scores) of the k best rows by the full model, best first (ties by position)."""
+    scores = model_scores(executor, arguments, feature_rows)
+    positions = best(scores, k)
+    return positions, scores[positions]
+
+
+def model_scores(executor, arguments: dict, feature_rows=None) -> np.ndarray:
+    """The full model's score of every row: scored as a plain call computes the function, or, to read the
+    IFVs ``feature_rows`` caches from its caches (or when the model is known only once the statements ran),
+    IFV by IFV."""
     scores = executor.scores(arguments) if feature_rows is None else None
     if scores is None:
         env = executor.preprocess(arguments)
@@ -84,9 +91,19 @@ def exact(executor, arguments: dict, k: int, feature_rows=None) -> tuple[np.ndar
         values = ifv_values(executor, env, arguments, range(count), feature_rows)
         model, X = executor.model_input(env, [values[i] for i in range(count)])
         scores = ranking_score(model, X)
-    scores = np.asarray(scores)
-    positions = best(scores, k)
-    return positions, scores[positions]
+    return np.asarray(scores)
+
+
+def ordered_as(result, scores: np.ndarray) -> bool:
+    """Whether the function's ``result`` orders the rows as the model's ``scores`` do (or is not one number
+    per row: labels, several columns, which top-K ranks by the scores as documented); False for
+    ``p[:, 0]``, ``1 - p``, or numbers the score does not order (``p * weight``)."""
+    result = np.asarray(result)
+    if result.ndim != 1 or len(result) != len(scores) or result.dtype.kind not in "biuf":
+        return True
+    ranked = result[np.argsort(scores, kind="stable")].astype(float)
+    steps = np.diff(ranked[~np.isnan(ranked)])
+    return bool((steps >= 0).all())
 
 
 def best(scores: np.ndarray, k: int) -> np.ndarray:
