@@ -125,7 +125,7 @@ def test_the_prediction_cache_does_not_give_cascaded_results_once_serving_is_exa
 def test_an_unshifted_stream_raises_no_alarm_over_many_windows():
     f = guarded()
     with warnings.catch_warnings():
-        warnings.simplefilter("error", willump.WillumpWarning)
+        warnings.filterwarnings("error", message="willump: the served rows have drifted", category=willump.WillumpWarning)
         for random_state in range(100, 140):  # 40 windows, single rows among the batches
             rows = unshifted(1000, random_state)
             serve_in_batches(f, rows.iloc[:990], 330)
