@@ -313,3 +313,16 @@ def test_columns_of_one_block_in_any_order_get_the_same_bits(order, rows, seed, 
             got = optimized(part)
             assert got.tobytes() == expected.tobytes(), function.__name__
         assert set(optimized.explain_compilation()["status"]) == {"compiled"}
+
+
+def concatenated_series(df):
+    return MODELS["logistic_3"].predict_proba(pd.concat([df[name] * 1.0 for name in COLUMNS], axis=1))
+
+
+def test_a_frame_concatenated_from_series_is_read_as_pandas_builds_it():
+    """``pd.concat([...series], axis=1)`` feeding only the model is kept as its columns: the model's kernel reads
+    the DataFrame pandas builds of them (not refused as a frame without the names seen in fit)."""
+    optimized = willump.optimize(concatenated_series)
+    for rows in (TRAIN, TRAIN.iloc[[3]], TRAIN.iloc[::-7]):
+        assert optimized(rows).tobytes() == concatenated_series(rows).tobytes()
+    assert set(optimized.explain_compilation()["status"]) == {"compiled"}, optimized.explain_compilation()

@@ -33,7 +33,7 @@ from sklearn.utils.extmath import softmax
 
 from willump.compile import fused
 from willump.compile.forms import (
-    Columns, LazyRows, SparseRows, Stacked, Unsupported, answering, kind_of, stacked_dtype, stand_in,
+    Columns, Deferred, LazyRows, SparseRows, Stacked, Unsupported, answering, kind_of, stacked_dtype, stand_in,
 )
 from willump.compile.frames import SelectedColumns, names_known, selection_values
 from willump.compile.jit import njit
@@ -181,6 +181,8 @@ class CompiledLinearModel:
             return self._frame_array(X) @ weights
         if isinstance(X, Columns):  # (frame[columns], a set_output frame: the columns where they are)
             return self._selected_array(X) @ weights
+        if isinstance(X, Deferred) and X.stands_for is pd.DataFrame:  # (pd.concat of Series: the frame pandas builds)
+            return self._frame_array(X.materialize()) @ weights
         self._refuse_named_features()
         if type(X) is np.ndarray:  # not np.matrix or other subclasses, which scikit-learn refuses
             _check_dense(X, self.width)
