@@ -316,7 +316,7 @@ def test_columns_of_one_block_in_any_order_get_the_same_bits(order, rows, seed, 
 
 
 def concatenated_series(df):
-    return MODELS["logistic_3"].predict_proba(pd.concat([df[name] * 1.0 for name in COLUMNS], axis=1))
+    return MODELS["logistic_3"].predict_proba(pd.concat([df["amount"], df["age"], df["ratio"], df["count"]], axis=1))
 
 
 def test_a_frame_concatenated_from_series_is_read_as_pandas_builds_it():
