@@ -193,6 +193,20 @@ def test_a_library_estimators_method_no_kernel_stands_for_is_named_too():
     assert row["status"] == "plain Python: KNNImputer.transform is not an operator willump compiles"
 
 
+def median_filled(df):
+    age = df["age"].fillna(df["age"].median())  # (a call's result as the fill value: no expression)
+    return model.predict(np.column_stack([age]))
+
+
+def test_a_method_compiled_only_in_expressions_says_how_to_write_it():
+    optimized = willump.optimize(median_filled)
+    result, messages = calls_warning(lambda: optimized(PEOPLE))
+    np.testing.assert_array_equal(result, median_filled(PEOPLE))
+    assert any(f"line {line_of(median_filled, 'fillna')}: Series.fillna" in m for m in messages), messages
+    status = optimized.explain_compilation().set_index("operator").loc["Series.fillna", "status"]
+    assert "compiled in element-wise expressions" in status and "to a name first" in status, status
+
+
 def inner_features(df):
     return model.predict(np.column_stack([np.digitize(df["age"], [12.0])]))
 

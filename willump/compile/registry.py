@@ -23,6 +23,7 @@ from willump.compile.categories import ASTYPE, CompiledCut, CompiledFrameAstype
 from willump.compile.datetimes import CompiledDatetimeField, CompiledToDatetime, datetime_field
 from willump.compile.dummies import CompiledGetDummies
 from willump.compile.dense import CompiledColumnStack, CompiledConcat, CompiledNumpyHstack, CompiledSelect
+from willump.compile.expressions import METHODS as EXPRESSION_METHODS
 from willump.compile.expressions import UFUNCS, CompiledExpression, CompiledUfunc
 from willump.compile.frames import (
     CompiledAssign, CompiledDrop, CompiledFrameConstructor, CompiledFrameCopy, CompiledFrameFillna, CompiledSetColumn, CompiledValues,
@@ -202,6 +203,9 @@ def _not_compiled(kind: type, name: str) -> str:
         )
     package = kind.__module__.partition(".")[0]
     owner = kind.__name__ if package in ("sklearn", "pandas", "numpy") else f"{package}'s {kind.__name__}"  # (xgboost's Booster)
+    if kind is pd.Series and name in EXPRESSION_METHODS:
+        return (f"Series.{name} is compiled in element-wise expressions, whose arguments are numbers, names or "
+                f"columns: not a call's result or a string here (bind a value such as df['a'].median() to a name first)")
     return f"{owner}.{name} is not an operator willump compiles"
 
 
