@@ -207,6 +207,18 @@ def test_a_method_compiled_only_in_expressions_says_how_to_write_it():
     assert "compiled in element-wise expressions" in status and "to a name first" in status, status
 
 
+def filled_in_a_lambda(df):
+    ages = df.assign(age=lambda d: d["age"].fillna(d["age"].mean()))["age"]  # (the lambda runs as written)
+    return model.predict(np.column_stack([ages]))
+
+
+def test_calls_in_a_lambda_are_not_named():
+    optimized = willump.optimize(filled_in_a_lambda)
+    result, messages = calls_warning(lambda: optimized(PEOPLE))
+    np.testing.assert_array_equal(result, filled_in_a_lambda(PEOPLE))
+    assert not any("Series.fillna" in m for m in messages), messages
+
+
 def inner_features(df):
     return model.predict(np.column_stack([np.digitize(df["age"], [12.0])]))
 

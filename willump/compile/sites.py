@@ -78,6 +78,7 @@ class CallSite:
         self.operator = None  # e.g. "TfidfVectorizer.transform", once the callee was seen
         self.reason = "not called yet"  # why the last call ran as written, or None
         self.said = False  # named in a warning as running as written, no kernel standing for its callee
+        self.repeated = False  # written in code that may run many times per call (a loop, a lambda...)
         self.where = ""  # the function (and file) it is written in, for that warning
         self.last_plain = None  # why the last call that ran as written did (kept past compiled calls)
         self.calls = 0
@@ -191,8 +192,8 @@ class CallSite:
     def _say_plain(self, callee, owner) -> None:
         """Have the next warning name this call (once) when no kernel stands for its callee, a library's
         (``KNNImputer.transform``, a model of options no kernel takes), as ``PlainCall`` has them named."""
-        if self.said or self.line is None:  # (a model call of a cascade or filter has no line of its own)
-            return
+        if self.said or self.line is None or self.repeated:  # (a model call of a cascade or filter has no line of
+            return  # its own; calls in loops, comprehensions and lambdas are not named, as PlainCall leaves them)
         method = getattr(callee, "__name__", None) if owner is not None else None
         if _library_operator(owner if owner is not None else callee, method) is not None:
             self.said = True
@@ -491,6 +492,7 @@ class _Rewriter(ast.NodeTransformer):
                 any(k.arg == "inplace" for k in node.keywords)):  # (pandas counts the receiver's references: a site holds more)
             return self._plain_call(node, written)
         site = self.make_site(node, written, self.written_in(node))
+        site.repeated = self.repeated > 0
         self.sites.append(site)
         call = ast.Call(ast.Name(site.name, ast.Load()), [func] + node.args, node.keywords)
         return ast.copy_location(call, node)
