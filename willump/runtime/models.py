@@ -57,10 +57,10 @@ class FittedModel:
                 self._hold(model)
             return True
         model = self.model if model is None else model
-        if model is self.model and _same(_attributes(model), self.attributes):
+        if model is self.model and _unchanged(model, self.attributes):
             return True
         other = self._other
-        if other is not None and other[0] is model and _same(_attributes(model), other[1]):
+        if other is not None and other[0] is model and _unchanged(model, other[1]):
             return False
         if self.digest is not None and _digest(model) == self.digest:
             self._hold(model)
@@ -73,11 +73,16 @@ class FittedModel:
 
 
 def _attributes(model) -> tuple:
-    return tuple(getattr(model, "__dict__", {}).values())
+    return tuple(getattr(model, "__dict__", _NONE).values())
 
 
-def _same(attributes: tuple, held: tuple) -> bool:
-    return len(attributes) == len(held) and all(map(operator.is_, attributes, held))
+def _unchanged(model, held: tuple) -> bool:
+    """Whether the model's attributes are the objects ``held`` (each call asks: no tuple built)."""
+    now = getattr(model, "__dict__", _NONE)
+    return len(now) == len(held) and all(map(operator.is_, now.values(), held))
+
+
+_NONE = {}  # (the attributes of an object without a __dict__)
 
 
 def _digest(model) -> bytes | None:
