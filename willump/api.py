@@ -351,7 +351,10 @@ class OptimizedFunction:
         another order than the model's score, which top_k ranks by: its best rows are not the function's."""
         if self._ranking_checked:
             return
-        scores = topk.model_scores(self._executor, arguments)
+        try:
+            scores = topk.model_scores(self._executor, arguments, self._feature_rows)
+        except NotSeparable:
+            return  # (these inputs' joins: top_k says so)
         if len(np.unique(scores)) < 2:
             return
         self._ranking_checked = True
