@@ -92,13 +92,13 @@ def assert_same(optimized, arguments) -> bool:
 def expression_calls(optimized) -> tuple:
     """(calls, compiled calls) of the element-wise expression sites."""
     table = optimized.explain_compilation()
-    table = table[table["operator"].str.startswith(EXPRESSION)]
+    table = table[table["operator"].str.startswith(EXPRESSION, na=False)]
     return table["calls"].sum(), table["compiled_calls"].sum()
 
 
 def status(optimized) -> str:
     table = optimized.explain_compilation()
-    return "; ".join(table[table["operator"].str.startswith(EXPRESSION)]["status"])
+    return "; ".join(table[table["operator"].str.startswith(EXPRESSION, na=False)]["status"])
 
 
 # --- random expressions over random columns -------------------------------------------------
