@@ -421,9 +421,9 @@ class OptimizedFunction:
             found = np.array([], dtype=np.intp), np.array([], dtype=float)
             return found if return_scores else found[0]
         self._refuse_guarded("top_k", "these rows", arguments)
-        self._check_ranking(arguments)
         call = start_call(self._stats, self._lookup_caches)  # (its lookups count, and use the caches, as a call's)
         try:
+            self._check_ranking(arguments)
             plan = (None if self._fitted is None or self._fitted_exactly() or not self._serves_fitted(arguments)
                     else self._fitted.top_k_plan)
             keep = plan.candidates(n, k, c_k, min_fraction) if plan is not None else None
